@@ -1,0 +1,37 @@
+# openaccel: the two commands of the README are `make demo` and `make test`. Both install what is
+# missing first (scripts/setup.sh: Debian packages and the .venv), and are quick when it is there.
+
+PY        := .venv/bin/python
+TARGET    ?= qemu-aarch64
+PYTEST_J  ?= 2
+
+.PHONY: setup demo test test-fast lint schema docs bench clean
+
+setup:
+	@scripts/setup.sh
+
+demo: setup
+	@$(PY) examples/demo.py --target $(TARGET)
+
+test: setup
+	@$(PY) -m ruff check sdk tests benchmarks examples
+	@scripts/gen_schema.sh --check
+	@$(PY) -m pytest -q -n $(PYTEST_J) --dist loadgroup
+
+test-fast: setup
+	@$(PY) -m pytest -q -n $(PYTEST_J) --dist loadgroup -m "not slow"
+
+lint: setup
+	@$(PY) -m ruff check sdk tests benchmarks examples
+
+schema:
+	@scripts/gen_schema.sh
+
+docs: setup
+	@$(PY) -c "from openaccel.opset import render_markdown; open('docs/ops.md','w').write(render_markdown() + '\n')"
+
+bench: setup
+	@$(PY) benchmarks/run.py
+
+clean:
+	rm -rf build out .pytest_cache

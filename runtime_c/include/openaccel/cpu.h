@@ -1,0 +1,59 @@
+/* The built-in CPU device: reference kernels everywhere, SIMD kernels where the CPU has them. */
+#ifndef OPENACCEL_CPU_H
+#define OPENACCEL_CPU_H
+
+#include "openaccel/device.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum oa_cpu_arch {
+  OA_CPU_ARCH_OTHER = 0,
+  OA_CPU_ARCH_X86_64 = 1,
+  OA_CPU_ARCH_AARCH64 = 2,
+  OA_CPU_ARCH_ARM = 3,
+  OA_CPU_ARCH_RISCV64 = 4
+} oa_cpu_arch_t;
+
+/* What the CPU can do, detected once (cpuid on x86, getauxval(AT_HWCAP) on Arm/Linux). */
+typedef struct oa_cpu_features {
+  oa_cpu_arch_t arch;
+  int32_t neon, fp16, dotprod;     /* Arm */
+  int32_t sse4_1, avx, avx2, fma, f16c, avx512f; /* x86 */
+  int32_t cores;                   /* online logical CPUs, at least 1 */
+  int64_t l1d_bytes, l2_bytes, l3_bytes; /* 0 when unknown */
+} oa_cpu_features_t;
+
+/* Detect the features of the CPU this code runs on. */
+void oa_cpu_detect(oa_cpu_features_t *out_features);
+
+/* Name of the architecture ("x86_64", "aarch64", "arm", "riscv64", "other"). */
+const char *oa_cpu_arch_name(oa_cpu_arch_t arch);
+
+typedef struct oa_cpu_options {
+  int32_t reference_only;          /* 1: use the portable reference kernels only */
+  int32_t threads;                 /* worker threads for heavy kernels; 0 or 1 = none */
+} oa_cpu_options_t;
+
+/* The CPU device object. Its storage belongs to the caller (static, stack or heap): creating
+ * a CPU device allocates nothing. Treat the fields as private. */
+typedef struct oa_cpu_device {
+  oa_device_t base;
+  oa_cpu_features_t features;
+  oa_cpu_options_t options;
+  oa_memory_stats_t stats;
+} oa_cpu_device_t;
+
+/* Initialise a CPU device in `storage`; `options` may be NULL for defaults. */
+oa_status_t oa_cpu_device_init(oa_cpu_device_t *storage, const oa_cpu_options_t *options,
+                               oa_device_t **out_device);
+
+/* Names of the ops this build has CPU kernels for, one at a time (index from 0); NULL past the
+ * end. The exporter and `openaccel targets` compare this with the files they produce. */
+const char *oa_cpu_kernel_op_name(uint32_t index);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* OPENACCEL_CPU_H */

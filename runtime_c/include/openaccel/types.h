@@ -1,0 +1,53 @@
+/* Element types and the tensor descriptor kernels and devices see. */
+#ifndef OPENACCEL_TYPES_H
+#define OPENACCEL_TYPES_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Element types; the numbering is c10::ScalarType's (and the .oab file's). */
+typedef enum oa_dtype {
+  OA_DTYPE_UINT8 = 0,
+  OA_DTYPE_INT8 = 1,
+  OA_DTYPE_INT16 = 2,
+  OA_DTYPE_INT32 = 3,
+  OA_DTYPE_INT64 = 4,
+  OA_DTYPE_FLOAT16 = 5,
+  OA_DTYPE_FLOAT32 = 6,
+  OA_DTYPE_FLOAT64 = 7,
+  OA_DTYPE_BOOL = 11,
+  OA_DTYPE_BFLOAT16 = 15
+} oa_dtype_t;
+
+/* Bit for a dtype in a supported-dtype set (as torch.accelerator's "supported_dtypes"). */
+#define OA_DTYPE_BIT(dt) (UINT64_C(1) << (unsigned)(dt))
+
+/* Size in bytes of one element, or 0 for a value that is not a known dtype. */
+size_t oa_dtype_size(int32_t dtype);
+
+/* Short name ("float32", "int64", "bool", ...) or "unknown". Never NULL. */
+const char *oa_dtype_name(int32_t dtype);
+
+#define OA_MAX_DIMS 8
+
+/* A dense tensor in a device's memory. Tensors are contiguous in their dim order (row-major for
+ * the default order); `data` is a host pointer for the CPU and a device address for others. */
+typedef struct oa_tensor {
+  void *data;
+  int64_t shape[OA_MAX_DIMS];
+  int32_t ndim;
+  int32_t dtype;       /* oa_dtype_t */
+  int64_t numel;       /* product of shape (1 for a 0-d tensor) */
+  size_t nbytes;       /* numel * oa_dtype_size(dtype) */
+  const char *name;    /* from the file; never NULL ("" when unnamed) */
+} oa_tensor_t;
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* OPENACCEL_TYPES_H */

@@ -1,0 +1,222 @@
+/* The built-in CPU device: synchronous streams, host memory, the kernel table. */
+#include <string.h>
+
+#include "../kernels/kernel.h"
+#include "openaccel/cpu.h"
+#include "openaccel/platform.h"
+
+static oa_cpu_device_t *cpu_of(oa_device_t *dev) { return (oa_cpu_device_t *)dev; }
+
+static oa_status_t cpu_get_properties(oa_device_t *dev, oa_device_properties_t *out) {
+  oa_cpu_device_t *cpu = cpu_of(dev);
+  memset(out, 0, sizeof *out);
+  const oa_cpu_features_t *f = &cpu->features;
+  const char *isa = f->avx2 && f->fma ? ", avx2+fma" : (f->neon ? ", neon" : "");
+  oa_format(out->name, sizeof out->name, "cpu (%s%s%s)", oa_cpu_arch_name(f->arch), isa,
+            cpu->options.reference_only ? ", reference kernels" : "");
+  oa_format(out->vendor, sizeof out->vendor, "openaccel");
+  oa_format(out->kind_name, sizeof out->kind_name, "cpu");
+  out->kind = OA_DEVICE_KIND_CPU;
+  out->alignment = 64;
+  out->flags = OA_DEVICE_FLAG_HOST_VISIBLE;
+  return OA_OK;
+}
+
+static oa_status_t cpu_query_i64(oa_device_t *dev, const char *category, const char *key, int64_t *out) {
+  const oa_cpu_features_t *f = &cpu_of(dev)->features;
+  if (!category || !key || !out) return OA_ERR_INVALID_ARGUMENT;
+  if (strcmp(category, "cpu") != 0) return OA_ERR_NOT_FOUND;
+  static const struct { const char *key; size_t off; } i32_keys[] = {
+      {"neon", offsetof(oa_cpu_features_t, neon)},     {"fp16", offsetof(oa_cpu_features_t, fp16)},
+      {"dotprod", offsetof(oa_cpu_features_t, dotprod)}, {"sse4_1", offsetof(oa_cpu_features_t, sse4_1)},
+      {"avx", offsetof(oa_cpu_features_t, avx)},       {"avx2", offsetof(oa_cpu_features_t, avx2)},
+      {"fma", offsetof(oa_cpu_features_t, fma)},       {"f16c", offsetof(oa_cpu_features_t, f16c)},
+      {"avx512f", offsetof(oa_cpu_features_t, avx512f)}, {"cores", offsetof(oa_cpu_features_t, cores)},
+  };
+  for (size_t i = 0; i < sizeof i32_keys / sizeof i32_keys[0]; i++) {
+    if (strcmp(key, i32_keys[i].key) == 0) {
+      int32_t v;
+      memcpy(&v, (const char *)f + i32_keys[i].off, sizeof v);
+      *out = v;
+      return OA_OK;
+    }
+  }
+  if (strcmp(key, "l1d_bytes") == 0) { *out = f->l1d_bytes; return OA_OK; }
+  if (strcmp(key, "l2_bytes") == 0) { *out = f->l2_bytes; return OA_OK; }
+  if (strcmp(key, "l3_bytes") == 0) { *out = f->l3_bytes; return OA_OK; }
+  if (strcmp(key, "arch") == 0) { *out = f->arch; return OA_OK; }
+  if (strcmp(key, "threads") == 0) { *out = cpu_of(dev)->options.threads; return OA_OK; }
+  return OA_ERR_NOT_FOUND;
+}
+
+static oa_status_t cpu_supports_op(oa_device_t *dev, const char *op, uint64_t *out_mask) {
+  (void)dev;
+  uint64_t mask = 0;
+  for (uint32_t i = 0; i < oa_kernel_table_size; i++)
+    if (strcmp(oa_kernel_table[i].op, op) == 0) mask |= oa_kernel_table[i].dtypes;
+  *out_mask = mask;
+  return mask ? OA_OK : OA_ERR_NOT_FOUND;
+}
+
+static oa_status_t cpu_allocate(oa_device_t *dev, size_t size, size_t alignment, void **out_ptr) {
+  oa_cpu_device_t *cpu = cpu_of(dev);
+  if (alignment < 64) alignment = 64;
+  if (alignment & (alignment - 1)) return OA_ERR_INVALID_ARGUMENT;
+  /* a size header in front of the block keeps the stats exact without a table */
+  size_t head = alignment;
+  if (size > SIZE_MAX - head) return OA_ERR_OUT_OF_MEMORY;
+  uint8_t *block = (uint8_t *)oa_platform_alloc(size + head, alignment);
+  if (!block) return OA_ERR_OUT_OF_MEMORY;
+  memcpy(block + head - sizeof(size_t) * 2, &size, sizeof size);
+  memcpy(block + head - sizeof(size_t), &head, sizeof head);
+  cpu->stats.allocated_bytes += (int64_t)size;
+  cpu->stats.allocation_count++;
+  if (cpu->stats.allocated_bytes > cpu->stats.peak_allocated_bytes)
+    cpu->stats.peak_allocated_bytes = cpu->stats.allocated_bytes;
+  *out_ptr = block + head;
+  return OA_OK;
+}
+
+static oa_status_t cpu_free(oa_device_t *dev, void *ptr) {
+  oa_cpu_device_t *cpu = cpu_of(dev);
+  if (!ptr) return OA_OK;
+  size_t size, head;
+  memcpy(&size, (uint8_t *)ptr - sizeof(size_t) * 2, sizeof size);
+  memcpy(&head, (uint8_t *)ptr - sizeof(size_t), sizeof head);
+  cpu->stats.allocated_bytes -= (int64_t)size;
+  cpu->stats.free_count++;
+  oa_platform_free((uint8_t *)ptr - head);
+  return OA_OK;
+}
+
+static oa_status_t cpu_wrap(oa_device_t *dev, void *host_ptr, size_t size, void **out_ptr) {
+  (void)dev;
+  (void)size;
+  *out_ptr = host_ptr; /* host memory is the CPU's memory: zero copy */
+  return OA_OK;
+}
+
+static oa_status_t cpu_unwrap(oa_device_t *dev, void *ptr) {
+  (void)dev;
+  (void)ptr;
+  return OA_OK;
+}
+
+static oa_status_t cpu_copy(oa_device_t *dev, oa_stream_t *stream, void *dst, const void *src, size_t size,
+                            oa_copy_kind_t kind) {
+  (void)dev;
+  (void)stream;
+  (void)kind;
+  if (size && (!dst || !src)) return OA_ERR_INVALID_ARGUMENT;
+  if (size) memmove(dst, src, size);
+  return OA_OK;
+}
+
+static oa_status_t cpu_memory_stats(oa_device_t *dev, oa_memory_stats_t *out) {
+  *out = cpu_of(dev)->stats;
+  return OA_OK;
+}
+
+static oa_status_t cpu_reset_peak(oa_device_t *dev) {
+  oa_cpu_device_t *cpu = cpu_of(dev);
+  cpu->stats.peak_allocated_bytes = cpu->stats.allocated_bytes;
+  return OA_OK;
+}
+
+static oa_status_t cpu_synchronize(oa_device_t *dev) {
+  (void)dev;
+  return OA_OK; /* CPU work completes before execute_op returns */
+}
+
+static oa_kernel_env_t env_of(oa_cpu_device_t *cpu) {
+  oa_kernel_env_t env;
+  env.features = &cpu->features;
+  env.pool = NULL;
+  return env;
+}
+
+static oa_status_t cpu_prepare_op(oa_device_t *dev, const oa_op_call_t *call, oa_op_plan_t *out_plan,
+                                  oa_diag_t *diag) {
+  oa_cpu_device_t *cpu = cpu_of(dev);
+  oa_kernel_env_t env = env_of(cpu);
+  const oa_kernel_t *ref = NULL;
+  for (uint32_t i = 0; i < oa_kernel_table_size; i++) {
+    const oa_kernel_t *k = &oa_kernel_table[i];
+    if (strcmp(k->variant, "ref") == 0 && strcmp(k->op, call->op) == 0) {
+      ref = k;
+      break;
+    }
+  }
+  if (!ref)
+    return oa_diag_fail(diag, OA_ERR_UNSUPPORTED,
+                        "no CPU kernel for op '%s' in this runtime build (rebuild the runtime with this op, "
+                        "or re-export for this runtime)", call->op);
+  memset(out_plan, 0, sizeof *out_plan);
+  oa_status_t st = ref->prepare(call, &env, out_plan, diag);
+  if (st) return st;
+  out_plan->kernel = ref;
+  if (cpu->options.reference_only) return OA_OK;
+  for (uint32_t i = 0; i < oa_kernel_table_size; i++) {
+    const oa_kernel_t *k = &oa_kernel_table[i];
+    if (k == ref || strcmp(k->op, call->op) != 0) continue;
+    oa_op_plan_t trial;
+    memset(&trial, 0, sizeof trial);
+    if (k->prepare(call, &env, &trial, NULL) == OA_OK) {
+      trial.kernel = k;
+      *out_plan = trial;
+      break;
+    }
+  }
+  return OA_OK;
+}
+
+static oa_status_t cpu_execute_op(oa_device_t *dev, oa_stream_t *stream, const oa_op_call_t *call,
+                                  const oa_op_plan_t *plan, void *scratch, oa_diag_t *diag) {
+  (void)stream;
+  oa_kernel_env_t env = env_of(cpu_of(dev));
+  const oa_kernel_t *k = (const oa_kernel_t *)plan->kernel;
+  if (!k) return oa_diag_fail(diag, OA_ERR_INTERNAL, "op '%s' was not prepared", call->op);
+  return k->run(call, plan, scratch, &env, diag);
+}
+
+static const oa_device_vtable_t cpu_vtable = {
+    .abi_version = OA_DEVICE_ABI_VERSION,
+    .struct_size = sizeof(oa_device_vtable_t),
+    .destroy = NULL,
+    .get_properties = cpu_get_properties,
+    .query_i64 = cpu_query_i64,
+    .supports_op = cpu_supports_op,
+    .allocate = cpu_allocate,
+    .free = cpu_free,
+    .wrap_memory = cpu_wrap,
+    .unwrap_memory = cpu_unwrap,
+    .copy = cpu_copy,
+    .memory_stats = cpu_memory_stats,
+    .reset_peak_memory_stats = cpu_reset_peak,
+    .synchronize = cpu_synchronize,
+    .prepare_op = cpu_prepare_op,
+    .execute_op = cpu_execute_op,
+};
+
+oa_status_t oa_cpu_device_init(oa_cpu_device_t *storage, const oa_cpu_options_t *options,
+                               oa_device_t **out_device) {
+  if (!storage || !out_device) return OA_ERR_INVALID_ARGUMENT;
+  memset(storage, 0, sizeof *storage);
+  storage->base.vtable = &cpu_vtable;
+  oa_cpu_detect(&storage->features);
+  if (options) storage->options = *options;
+  *out_device = &storage->base;
+  return OA_OK;
+}
+
+const char *oa_cpu_kernel_op_name(uint32_t index) {
+  /* unique op names in table order */
+  uint32_t seen = 0;
+  for (uint32_t i = 0; i < oa_kernel_table_size; i++) {
+    int dup = 0;
+    for (uint32_t j = 0; j < i && !dup; j++) dup = strcmp(oa_kernel_table[j].op, oa_kernel_table[i].op) == 0;
+    if (dup) continue;
+    if (seen++ == index) return oa_kernel_table[i].op;
+  }
+  return NULL;
+}

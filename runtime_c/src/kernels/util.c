@@ -1,0 +1,192 @@
+/* Shared checks and helpers for kernels. */
+#include <math.h>
+
+#include "kernel.h"
+
+const char *oa_shape_str(const oa_tensor_t *t, char *buf, size_t size) {
+  size_t n = oa_format(buf, size, "[");
+  for (int32_t d = 0; d < t->ndim && n + 1 < size; d++)
+    n += oa_format(buf + n, size - n, d ? ", %lld" : "%lld", (long long)t->shape[d]);
+  if (n + 1 < size) oa_format(buf + n, size - n, "]");
+  return buf;
+}
+
+oa_status_t oa_check_arity(const oa_op_call_t *call, uint32_t min_in, uint32_t max_in, uint32_t n_out,
+                           uint32_t min_ints, uint32_t min_floats, oa_diag_t *diag) {
+  if (call->n_inputs < min_in || call->n_inputs > max_in) {
+    if (min_in == max_in)
+      return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "expected %u inputs, received %u", min_in, call->n_inputs);
+    return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "expected %u to %u inputs, received %u", min_in, max_in,
+                        call->n_inputs);
+  }
+  if (call->n_outputs != n_out)
+    return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "expected %u outputs, received %u", n_out, call->n_outputs);
+  if (call->n_ints < min_ints)
+    return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "expected at least %u integer arguments, received %u", min_ints,
+                        call->n_ints);
+  if (call->n_floats < min_floats)
+    return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "expected at least %u float arguments, received %u",
+                        min_floats, call->n_floats);
+  for (uint32_t i = 0; i < call->n_outputs; i++)
+    if (!call->outputs[i]) return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "output %u is missing", i);
+  return OA_OK;
+}
+
+oa_status_t oa_check_present(const oa_op_call_t *call, uint32_t i, const char *arg, oa_diag_t *diag) {
+  if (i >= call->n_inputs || !call->inputs[i])
+    return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "%s is required but absent", arg);
+  return OA_OK;
+}
+
+oa_status_t oa_check_dtype(const oa_op_call_t *call, const oa_tensor_t *t, uint64_t allowed, const char *arg,
+                           oa_diag_t *diag) {
+  (void)call;
+  if (t->dtype < 0 || t->dtype > 63 || !(allowed & OA_DTYPE_BIT(t->dtype))) {
+    char names[160];
+    size_t n = 0;
+    names[0] = '\0';
+    for (int32_t d = 0; d < 64; d++)
+      if (allowed & OA_DTYPE_BIT(d)) n += oa_format(names + n, sizeof names - n, n ? ", %s" : "%s", oa_dtype_name(d));
+    return oa_diag_fail(diag, OA_ERR_UNSUPPORTED, "%s ('%s'): dtype %s is not supported (expected one of: %s)", arg,
+                        t->name, oa_dtype_name(t->dtype), names);
+  }
+  return OA_OK;
+}
+
+oa_status_t oa_check_same_dtype(const oa_op_call_t *call, const oa_tensor_t *t, const oa_tensor_t *ref,
+                                const char *arg, oa_diag_t *diag) {
+  (void)call;
+  if (t->dtype != ref->dtype)
+    return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "%s ('%s'): expected dtype %s, received %s", arg, t->name,
+                        oa_dtype_name(ref->dtype), oa_dtype_name(t->dtype));
+  return OA_OK;
+}
+
+oa_status_t oa_check_ndim(const oa_op_call_t *call, const oa_tensor_t *t, int32_t min_ndim, int32_t max_ndim,
+                          const char *arg, oa_diag_t *diag) {
+  (void)call;
+  if (t->ndim < min_ndim || t->ndim > max_ndim) {
+    char s[128];
+    if (min_ndim == max_ndim)
+      return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "%s ('%s'): expected %d dims, received %d (%s)", arg, t->name,
+                          min_ndim, t->ndim, oa_shape_str(t, s, sizeof s));
+    return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "%s ('%s'): expected %d to %d dims, received %d (%s)", arg,
+                        t->name, min_ndim, max_ndim, t->ndim, oa_shape_str(t, s, sizeof s));
+  }
+  return OA_OK;
+}
+
+oa_status_t oa_check_shape(const oa_op_call_t *call, const oa_tensor_t *t, const int64_t *shape, int32_t ndim,
+                           const char *arg, oa_diag_t *diag) {
+  (void)call;
+  int same = t->ndim == ndim;
+  for (int32_t d = 0; same && d < ndim; d++) same = t->shape[d] == shape[d];
+  if (!same) {
+    oa_tensor_t want;
+    memset(&want, 0, sizeof want);
+    want.ndim = ndim;
+    for (int32_t d = 0; d < ndim && d < OA_MAX_DIMS; d++) want.shape[d] = shape[d];
+    char a[128], b[128];
+    return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "%s ('%s'): expected shape %s, received %s", arg, t->name,
+                        oa_shape_str(&want, a, sizeof a), oa_shape_str(t, b, sizeof b));
+  }
+  return OA_OK;
+}
+
+oa_status_t oa_check_same_shape(const oa_op_call_t *call, const oa_tensor_t *t, const oa_tensor_t *ref,
+                                const char *arg, oa_diag_t *diag) {
+  return oa_check_shape(call, t, ref->shape, ref->ndim, arg, diag);
+}
+
+int32_t oa_norm_dim(int64_t dim, int32_t ndim) {
+  int32_t n = ndim > 0 ? ndim : 1;
+  if (dim < -n || dim >= n) return -1;
+  return (int32_t)(dim < 0 ? dim + n : dim);
+}
+
+void oa_contiguous_strides(const int64_t *shape, int32_t ndim, int64_t *out_strides) {
+  int64_t s = 1;
+  for (int32_t d = ndim - 1; d >= 0; d--) {
+    out_strides[d] = s;
+    s *= shape[d];
+  }
+}
+
+oa_status_t oa_broadcast_strides(const oa_op_call_t *call, const oa_tensor_t *t, const int64_t *out_shape,
+                                 int32_t out_ndim, int64_t *out_strides, const char *arg, oa_diag_t *diag) {
+  (void)call;
+  if (t->ndim > out_ndim) {
+    char s[128];
+    return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "%s ('%s'): shape %s has more dims than the output (%d)", arg,
+                        t->name, oa_shape_str(t, s, sizeof s), out_ndim);
+  }
+  int64_t own[OA_MAX_DIMS];
+  oa_contiguous_strides(t->shape, t->ndim, own);
+  int32_t lead = out_ndim - t->ndim;
+  for (int32_t d = 0; d < out_ndim; d++) {
+    if (d < lead) {
+      out_strides[d] = 0;
+      continue;
+    }
+    int64_t n = t->shape[d - lead];
+    if (n == out_shape[d]) {
+      out_strides[d] = n == 1 ? 0 : own[d - lead];
+    } else if (n == 1) {
+      out_strides[d] = 0;
+    } else {
+      char s[128];
+      return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM,
+                          "%s ('%s'): shape %s does not broadcast to the output (dim %d: %lld vs %lld)", arg, t->name,
+                          oa_shape_str(t, s, sizeof s), d, (long long)n, (long long)out_shape[d]);
+    }
+  }
+  return OA_OK;
+}
+
+void oa_nd_iter_init(oa_nd_iter_t *it, const int64_t *shape, int32_t ndim, int32_t n_operands, const int64_t *s0,
+                     const int64_t *s1, const int64_t *s2) {
+  const int64_t *s[3] = {s0, s1, s2};
+  it->ndim = ndim;
+  it->n_operands = n_operands;
+  for (int32_t d = 0; d < ndim; d++) {
+    it->shape[d] = shape[d];
+    it->idx[d] = 0;
+    for (int32_t k = 0; k < n_operands; k++) it->strides[k][d] = s[k][d];
+  }
+  for (int32_t k = 0; k < 3; k++) it->off[k] = 0;
+}
+
+double oa_load_as_double(const void *data, int32_t dtype, int64_t i) {
+  switch (dtype) {
+    case OA_DTYPE_FLOAT32: return ((const float *)data)[i];
+    case OA_DTYPE_FLOAT64: return ((const double *)data)[i];
+    case OA_DTYPE_INT32: return ((const int32_t *)data)[i];
+    case OA_DTYPE_INT64: return (double)((const int64_t *)data)[i];
+    case OA_DTYPE_INT16: return ((const int16_t *)data)[i];
+    case OA_DTYPE_INT8: return ((const int8_t *)data)[i];
+    case OA_DTYPE_UINT8: return ((const uint8_t *)data)[i];
+    case OA_DTYPE_BOOL: return ((const uint8_t *)data)[i] ? 1.0 : 0.0;
+    default: return 0.0;
+  }
+}
+
+/* Float -> integer conversion is undefined in C outside the target range; saturate instead (and
+ * map NaN to 0) so hostile inputs cannot trigger undefined behaviour. */
+static double clampd(double v, double lo, double hi) {
+  if (v != v) return 0.0;
+  return v < lo ? lo : (v > hi ? hi : v);
+}
+
+void oa_store_from_double(void *data, int32_t dtype, int64_t i, double v) {
+  switch (dtype) {
+    case OA_DTYPE_FLOAT32: ((float *)data)[i] = (float)v; break;
+    case OA_DTYPE_FLOAT64: ((double *)data)[i] = v; break;
+    case OA_DTYPE_INT32: ((int32_t *)data)[i] = (int32_t)clampd(v, -2147483648.0, 2147483647.0); break;
+    case OA_DTYPE_INT64: ((int64_t *)data)[i] = (int64_t)clampd(v, -9223372036854775808.0, 9223372036854774784.0); break;
+    case OA_DTYPE_INT16: ((int16_t *)data)[i] = (int16_t)clampd(v, -32768.0, 32767.0); break;
+    case OA_DTYPE_INT8: ((int8_t *)data)[i] = (int8_t)clampd(v, -128.0, 127.0); break;
+    case OA_DTYPE_UINT8: ((uint8_t *)data)[i] = (uint8_t)clampd(v, 0.0, 255.0); break;
+    case OA_DTYPE_BOOL: ((uint8_t *)data)[i] = v != 0.0; break;
+    default: break;
+  }
+}

@@ -1,0 +1,408 @@
+/* oa_run: the on-device runner. Loads an .oab file, runs its bundled tests (--test), runs it on
+ * .npy inputs (--input/--output-dir), benchmarks it (--bench N), or reports devices (--devices).
+ * Exit: 0 success, 1 a check failed, 2 bad usage or bad input. --json makes every line JSON. */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "npy.h"
+#include "openaccel/openaccel.h"
+
+#define MAX_INPUTS 64
+
+typedef struct options {
+  const char *file;
+  int test, json, info, devices, reference;
+  int bench, warmup, threads;
+  const char *inputs[MAX_INPUTS];
+  int n_inputs;
+  const char *output_dir;
+} options_t;
+
+static int g_json = 0;
+
+static void json_string(FILE *f, const char *s) {
+  fputc('"', f);
+  for (; s && *s; s++) {
+    unsigned char c = (unsigned char)*s;
+    if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
+    else if (c == '\n') fputs("\\n", f);
+    else if (c == '\t') fputs("\\t", f);
+    else if (c < 0x20) fprintf(f, "\\u%04x", c);
+    else fputc(c, f);
+  }
+  fputc('"', f);
+}
+
+static void json_number(FILE *f, double v) {
+  if (isnan(v)) fputs("null", f);
+  else if (isinf(v)) fputs(v > 0 ? "1e308" : "-1e308", f);
+  else fprintf(f, "%.9g", v);
+}
+
+/* Print an error and return the exit code for it (2: bad input/usage). */
+static int fail(const char *what, oa_status_t st, const char *message) {
+  if (g_json) {
+    fputs("{\"event\": \"error\", \"status\": ", stdout);
+    json_string(stdout, oa_status_name(st));
+    fputs(", \"message\": ", stdout);
+    char buf[1200];
+    snprintf(buf, sizeof buf, "%s%s%s", what, *message ? ": " : "", message);
+    json_string(stdout, buf);
+    fputs("}\n", stdout);
+    fflush(stdout);
+  } else {
+    fprintf(stderr, "oa_run: error: %s%s%s\n", what, *message ? ": " : "", message);
+  }
+  return 2;
+}
+
+static void usage(FILE *f) {
+  fputs("usage: oa_run FILE.oab [--test] [--input NAME=FILE.npy ...] [--output-dir DIR]\n"
+        "              [--bench N] [--warmup N] [--threads N] [--reference] [--info] [--json]\n"
+        "       oa_run --devices [--json]\n",
+        f);
+}
+
+static int parse_int(const char *s, int *out) {
+  char *end;
+  errno = 0;
+  long v = strtol(s, &end, 10);
+  if (errno || end == s || *end || v < 0 || v > 1000000000) return 1;
+  *out = (int)v;
+  return 0;
+}
+
+static int parse_args(int argc, char **argv, options_t *o) {
+  memset(o, 0, sizeof *o);
+  o->warmup = -1;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    const char *val = i + 1 < argc ? argv[i + 1] : NULL;
+    if (!strcmp(a, "--test")) o->test = 1;
+    else if (!strcmp(a, "--json")) o->json = 1;
+    else if (!strcmp(a, "--info")) o->info = 1;
+    else if (!strcmp(a, "--devices")) o->devices = 1;
+    else if (!strcmp(a, "--reference")) o->reference = 1;
+    else if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); exit(0); }
+    else if (!strcmp(a, "--bench") || !strcmp(a, "--warmup") || !strcmp(a, "--threads")) {
+      int v;
+      if (!val || parse_int(val, &v)) { fprintf(stderr, "oa_run: error: %s needs a non-negative integer\n", a); return 2; }
+      if (!strcmp(a, "--bench")) o->bench = v;
+      else if (!strcmp(a, "--warmup")) o->warmup = v;
+      else o->threads = v;
+      i++;
+    } else if (!strcmp(a, "--input")) {
+      if (!val) { fprintf(stderr, "oa_run: error: --input needs NAME=FILE.npy\n"); return 2; }
+      if (o->n_inputs >= MAX_INPUTS) { fprintf(stderr, "oa_run: error: too many --input\n"); return 2; }
+      o->inputs[o->n_inputs++] = val;
+      i++;
+    } else if (!strcmp(a, "--output-dir")) {
+      if (!val) { fprintf(stderr, "oa_run: error: --output-dir needs a directory\n"); return 2; }
+      o->output_dir = val;
+      i++;
+    } else if (a[0] == '-') {
+      fprintf(stderr, "oa_run: error: unknown option %s\n", a);
+      usage(stderr);
+      return 2;
+    } else if (!o->file) {
+      o->file = a;
+    } else {
+      fprintf(stderr, "oa_run: error: more than one file given (%s)\n", a);
+      return 2;
+    }
+  }
+  if (!o->file && !o->devices) {
+    usage(stderr);
+    return 2;
+  }
+  return 0;
+}
+
+static void *read_file(const char *path, size_t *out_size, char *err, size_t err_size) {
+  FILE *f = fopen(path, "rb");
+  if (!f) {
+    snprintf(err, err_size, "cannot open (%s)", strerror(errno));
+    return NULL;
+  }
+  if (fseek(f, 0, SEEK_END) != 0) { snprintf(err, err_size, "cannot seek"); fclose(f); return NULL; }
+  long n = ftell(f);
+  if (n < 0) { snprintf(err, err_size, "cannot tell size"); fclose(f); return NULL; }
+  rewind(f);
+  void *buf = oa_platform_alloc((size_t)n ? (size_t)n : 1, 64);
+  if (!buf) { snprintf(err, err_size, "out of memory for %ld bytes", n); fclose(f); return NULL; }
+  if (fread(buf, 1, (size_t)n, f) != (size_t)n) {
+    snprintf(err, err_size, "short read");
+    oa_platform_free(buf);
+    fclose(f);
+    return NULL;
+  }
+  fclose(f);
+  *out_size = (size_t)n;
+  return buf;
+}
+
+static void print_devices(oa_device_t *dev) {
+  oa_device_properties_t props;
+  if (oa_device_get_properties(dev, &props)) return;
+  static const char *keys[] = {"arch", "neon", "fp16", "dotprod", "sse4_1", "avx", "avx2", "fma", "f16c",
+                               "avx512f", "cores", "l1d_bytes", "l2_bytes", "l3_bytes", "threads"};
+  if (g_json) {
+    fputs("{\"event\": \"device\", \"index\": 0, \"name\": ", stdout);
+    json_string(stdout, props.name);
+    fputs(", \"vendor\": ", stdout);
+    json_string(stdout, props.vendor);
+    fputs(", \"kind\": ", stdout);
+    json_string(stdout, props.kind_name);
+    printf(", \"memory_total\": %llu, \"memory_free\": %llu, \"alignment\": %u, \"flags\": %u, \"queries\": {",
+           (unsigned long long)props.memory_total, (unsigned long long)props.memory_free, props.alignment,
+           props.flags);
+    int first = 1;
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+      int64_t v;
+      if (oa_device_query_i64(dev, "cpu", keys[i], &v) == OA_OK) {
+        printf("%s\"cpu.%s\": %lld", first ? "" : ", ", keys[i], (long long)v);
+        first = 0;
+      }
+    }
+    fputs("}}\n", stdout);
+  } else {
+    printf("device 0: %s [%s] vendor %s, alignment %u\n", props.name, props.kind_name, props.vendor, props.alignment);
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+      int64_t v;
+      if (oa_device_query_i64(dev, "cpu", keys[i], &v) == OA_OK) printf("  cpu.%s = %lld\n", keys[i], (long long)v);
+    }
+  }
+}
+
+static int find_input(oa_method_t *m, const char *name, uint32_t *out) {
+  for (uint32_t i = 0; i < oa_method_input_count(m); i++) {
+    oa_tensor_t *t;
+    if (oa_method_input(m, i, &t) == OA_OK && strcmp(t->name, name) == 0) {
+      *out = i;
+      return 0;
+    }
+  }
+  char *end;
+  long v = strtol(name, &end, 10);
+  if (*name && !*end && v >= 0 && (uint32_t)v < oa_method_input_count(m)) {
+    *out = (uint32_t)v;
+    return 0;
+  }
+  return 1;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+static void print_tensor_summary(uint32_t i, const oa_tensor_t *t) {
+  char shape[128];
+  size_t n = (size_t)snprintf(shape, sizeof shape, "[");
+  for (int32_t d = 0; d < t->ndim && n < sizeof shape; d++)
+    n += (size_t)snprintf(shape + n, sizeof shape - n, d ? ", %lld" : "%lld", (long long)t->shape[d]);
+  if (n < sizeof shape) snprintf(shape + n, sizeof shape - n, "]");
+  if (g_json) {
+    printf("{\"event\": \"output\", \"index\": %u, \"name\": ", i);
+    json_string(stdout, t->name);
+    printf(", \"dtype\": \"%s\", \"shape\": %s}\n", oa_dtype_name(t->dtype), shape);
+    return;
+  }
+  printf("output %u '%s': %s%s", i, t->name, oa_dtype_name(t->dtype), shape);
+  int64_t show = t->numel < 6 ? t->numel : 6;
+  printf(" = [");
+  for (int64_t k = 0; k < show; k++) {
+    double v = 0;
+    switch (t->dtype) {
+      case OA_DTYPE_FLOAT32: v = ((const float *)t->data)[k]; break;
+      case OA_DTYPE_FLOAT64: v = ((const double *)t->data)[k]; break;
+      case OA_DTYPE_INT32: v = ((const int32_t *)t->data)[k]; break;
+      case OA_DTYPE_INT64: v = (double)((const int64_t *)t->data)[k]; break;
+      case OA_DTYPE_BOOL:
+      case OA_DTYPE_UINT8: v = ((const uint8_t *)t->data)[k]; break;
+      case OA_DTYPE_INT8: v = ((const int8_t *)t->data)[k]; break;
+      default: break;
+    }
+    printf(k ? ", %.6g" : "%.6g", v);
+  }
+  printf(t->numel > show ? ", ...]\n" : "]\n");
+}
+
+int main(int argc, char **argv) {
+  options_t o;
+  int rc = parse_args(argc, argv, &o);
+  if (rc) return rc;
+  g_json = o.json;
+  oa_cpu_device_t cpu_storage;
+  oa_device_t *cpu;
+  oa_cpu_options_t cpu_opts = {o.reference, o.threads};
+  if (oa_cpu_device_init(&cpu_storage, &cpu_opts, &cpu)) return fail("CPU device", OA_ERR_INTERNAL, "init failed");
+  if (o.devices) {
+    print_devices(cpu);
+    if (!o.file) return 0;
+  }
+  char err[512];
+  size_t size = 0;
+  void *data = read_file(o.file, &size, err, sizeof err);
+  if (!data) return fail(o.file, OA_ERR_IO, err);
+  oa_diag_t diag;
+  oa_diag_clear(&diag);
+  oa_program_t program;
+  oa_status_t st = oa_program_load(data, size, &program, &diag);
+  if (st) return fail(o.file, st, diag.message);
+  uint32_t method_index = 0;
+  if (oa_program_find_method(&program, "forward", &method_index)) method_index = 0;
+  oa_method_config_t cfg = {&cpu, 1};
+  oa_memory_requirements_t req;
+  if ((st = oa_method_requirements(&program, method_index, &cfg, &req, &diag))) return fail(o.file, st, diag.message);
+  if (o.info) {
+    if (g_json)
+      printf("{\"event\": \"memory\", \"state_bytes\": %zu, \"arena_bytes\": %zu, \"scratch_bytes\": %zu, "
+             "\"total_bytes\": %zu, \"file_bytes\": %zu}\n",
+             req.state_bytes, req.arena_bytes, req.scratch_bytes, req.total_bytes, size);
+    else
+      printf("memory: state %zu + arena %zu + scratch %zu = %zu bytes (file %zu bytes)\n", req.state_bytes,
+             req.arena_bytes, req.scratch_bytes, req.total_bytes, size);
+  }
+  oa_method_t *m;
+  if ((st = oa_method_create(&program, method_index, &cfg, &m, &diag))) return fail(o.file, st, diag.message);
+  int exit_code = 0;
+  if (o.test) {
+    uint32_t n = oa_method_test_count(m), passed = 0, failed = 0;
+    for (uint32_t i = 0; i < n; i++) {
+      oa_test_result_t r;
+      oa_diag_clear(&diag);
+      if ((st = oa_method_run_test(m, i, &r, &diag))) {
+        failed++;
+        if (g_json) {
+          printf("{\"event\": \"test\", \"index\": %u, \"passed\": false, \"error\": ", i);
+          json_string(stdout, diag.message);
+          puts("}");
+        } else {
+          printf("FAIL test %u: %s: %s\n", i, oa_status_name(st), diag.message);
+        }
+        continue;
+      }
+      if (r.passed) passed++;
+      else failed++;
+      if (g_json) {
+        printf("{\"event\": \"test\", \"index\": %u, \"name\": ", i);
+        json_string(stdout, r.name);
+        printf(", \"passed\": %s, \"max_abs_error\": ", r.passed ? "true" : "false");
+        json_number(stdout, r.max_abs_error);
+        fputs(", \"max_rel_error\": ", stdout);
+        json_number(stdout, r.max_rel_error);
+        fputs(", \"atol\": ", stdout);
+        json_number(stdout, r.atol);
+        fputs(", \"rtol\": ", stdout);
+        json_number(stdout, r.rtol);
+        printf(", \"mismatches\": %lld, \"first_mismatch\": %lld, \"output\": %u, \"ms\": ", (long long)r.mismatches,
+               (long long)r.first_mismatch, r.worst_output);
+        json_number(stdout, (double)r.elapsed_ns / 1e6);
+        puts("}");
+      } else {
+        printf("%s %s: max abs error %.3g, max rel error %.3g (atol %g, rtol %g), %.3f ms", r.passed ? "PASS" : "FAIL",
+               r.name, r.max_abs_error, r.max_rel_error, r.atol, r.rtol, (double)r.elapsed_ns / 1e6);
+        if (!r.passed)
+          printf(", %lld elements outside tolerance (first at flat index %lld of output %u)", (long long)r.mismatches,
+                 (long long)r.first_mismatch, r.worst_output);
+        putchar('\n');
+      }
+    }
+    if (g_json) printf("{\"event\": \"summary\", \"passed\": %u, \"failed\": %u}\n", passed, failed);
+    printf(g_json ? "" : "%u passed, %u failed\n", passed, failed);
+    if (failed) exit_code = 1;
+  } else {
+    for (int k = 0; k < o.n_inputs; k++) {
+      const char *spec = o.inputs[k];
+      const char *eq = strchr(spec, '=');
+      char name[256];
+      const char *path = spec;
+      uint32_t idx = (uint32_t)k;
+      if (eq) {
+        size_t len = (size_t)(eq - spec) < sizeof name - 1 ? (size_t)(eq - spec) : sizeof name - 1;
+        memcpy(name, spec, len);
+        name[len] = '\0';
+        path = eq + 1;
+        if (find_input(m, name, &idx)) {
+          snprintf(err, sizeof err, "the program has no input named '%s'", name);
+          return fail("--input", OA_ERR_INVALID_ARGUMENT, err);
+        }
+      } else if (idx >= oa_method_input_count(m)) {
+        snprintf(err, sizeof err, "%d --input files for a program with %u inputs", o.n_inputs, oa_method_input_count(m));
+        return fail("--input", OA_ERR_INVALID_ARGUMENT, err);
+      }
+      npy_array_t arr;
+      if (npy_read(path, &arr, err, sizeof err)) return fail("--input", OA_ERR_INVALID_ARGUMENT, err);
+      oa_tensor_t src;
+      memset(&src, 0, sizeof src);
+      src.data = arr.data;
+      src.ndim = arr.ndim;
+      src.dtype = arr.dtype;
+      memcpy(src.shape, arr.shape, sizeof src.shape);
+      src.nbytes = arr.nbytes;
+      oa_diag_clear(&diag);
+      st = oa_method_set_input(m, idx, &src, &diag);
+      npy_free(&arr);
+      if (st) return fail(path, st, diag.message);
+    }
+    if (o.n_inputs && (uint32_t)o.n_inputs < oa_method_input_count(m)) {
+      snprintf(err, sizeof err, "%d of %u inputs given", o.n_inputs, oa_method_input_count(m));
+      return fail("--input", OA_ERR_INVALID_ARGUMENT, err);
+    }
+    if (!o.n_inputs && oa_method_test_count(m)) {
+      /* no inputs given: use the first bundled test's inputs */
+      oa_test_result_t r;
+      if ((st = oa_method_run_test(m, 0, &r, &diag))) return fail(o.file, st, diag.message);
+    }
+    uint64_t t0 = oa_platform_now_ns();
+    if ((st = oa_method_execute(m, &diag))) return fail(o.file, st, diag.message);
+    double ms = (double)(oa_platform_now_ns() - t0) / 1e6;
+    if (!o.bench) {
+      if (g_json) printf("{\"event\": \"run\", \"ms\": %.6f}\n", ms);
+      for (uint32_t i = 0; i < oa_method_output_count(m); i++) {
+        const oa_tensor_t *t;
+        oa_method_output(m, i, &t);
+        print_tensor_summary(i, t);
+        if (o.output_dir) {
+          char path[1024];
+          snprintf(path, sizeof path, "%s/output_%u.npy", o.output_dir, i);
+          if (npy_write(path, t, err, sizeof err)) return fail("--output-dir", OA_ERR_IO, err);
+        }
+      }
+    }
+  }
+  if (o.bench) {
+    int warm = o.warmup >= 0 ? o.warmup : (o.bench < 5 ? 1 : o.bench / 5);
+    for (int i = 0; i < warm; i++)
+      if ((st = oa_method_execute(m, &diag))) return fail(o.file, st, diag.message);
+    double *times = (double *)malloc(sizeof(double) * (size_t)o.bench);
+    if (!times) return fail("bench", OA_ERR_OUT_OF_MEMORY, "");
+    for (int i = 0; i < o.bench; i++) {
+      uint64_t t0 = oa_platform_now_ns();
+      if ((st = oa_method_execute(m, &diag))) { free(times); return fail(o.file, st, diag.message); }
+      times[i] = (double)(oa_platform_now_ns() - t0) / 1e6;
+    }
+    qsort(times, (size_t)o.bench, sizeof(double), cmp_double);
+    double sum = 0;
+    for (int i = 0; i < o.bench; i++) sum += times[i];
+    double median = o.bench % 2 ? times[o.bench / 2] : (times[o.bench / 2 - 1] + times[o.bench / 2]) / 2;
+    if (g_json)
+      printf("{\"event\": \"bench\", \"runs\": %d, \"median_ms\": %.6f, \"min_ms\": %.6f, \"mean_ms\": %.6f, "
+             "\"max_ms\": %.6f, \"threads\": %d, \"arena_bytes\": %zu, \"total_bytes\": %zu}\n",
+             o.bench, median, times[0], sum / o.bench, times[o.bench - 1], o.threads, req.arena_bytes,
+             req.total_bytes);
+    else
+      printf("bench: %d runs, median %.3f ms, min %.3f ms, mean %.3f ms, max %.3f ms\n", o.bench, median, times[0],
+             sum / o.bench, times[o.bench - 1]);
+    free(times);
+  }
+  oa_method_destroy(m);
+  oa_platform_free(data);
+  fflush(stdout);
+  return exit_code;
+}

@@ -1,0 +1,67 @@
+"""openaccel: export PyTorch programs to .oab bytecode and run them on edge boards.
+
+    import openaccel as oa
+    prog = oa.export(model, (x,))            # torch.export -> edge -> openaccel passes -> .oab
+    prog.save("model.oab")
+    mod = oa.load("model.oab", target="host")
+    (y,) = mod(x)
+
+Importing this package does not import torch (the CLI's fast commands rely on that); `export`
+imports it on first use.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .errors import (
+    CheckFailed,
+    ExportError,
+    InputError,
+    ModelLoadError,
+    OpenAccelError,
+    ProgramError,
+    RuntimeFailure,
+    ToolchainError,
+    UnsupportedOpError,
+)
+from .program import Program
+
+from .version import __version__
+
+if TYPE_CHECKING:
+    from .runtime.module import Module
+
+__all__ = [
+    "CheckFailed", "ExportError", "InputError", "ModelLoadError", "OpenAccelError", "Program",
+    "ProgramError", "RuntimeFailure", "ToolchainError", "UnsupportedOpError", "__version__",
+    "devices", "export", "load", "targets",
+]
+
+
+def export(model: Any, example_inputs: Any, **kwargs: Any) -> Program:
+    """Export an nn.Module or ExportedProgram to an openaccel Program (see export.export)."""
+    from .export import export as _export
+
+    return _export(model, example_inputs, **kwargs)
+
+
+def load(source: Any, *, target: str = "host", threads: int | None = None) -> Module:
+    """Load a program (path, Program or bytes) for `target`; returns a callable Module."""
+    from .runtime.module import load as _load
+
+    return _load(source, target=target, threads=threads)
+
+
+def targets() -> list[Any]:
+    """Known targets and whether each is ready on this machine."""
+    from .targets import list_targets
+
+    return list_targets()
+
+
+def devices(target: str = "host") -> list[dict[str, Any]]:
+    """Devices the runtime enumerates on `target`, with their properties and capabilities."""
+    from .runtime.module import devices as _devices
+
+    return _devices(target)

@@ -1,0 +1,295 @@
+"""The `openaccel` command line. Exit codes: 0 success, 1 a check failed, 2 bad usage or input.
+
+Only `export` imports torch (about 4 s) and executorch (about 12 s); every other command starts
+in well under a second.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from .errors import CheckFailed, OpenAccelError, ToolchainError
+from .version import __version__
+
+out = Console(highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+# ---- export ----------------------------------------------------------------------------------
+def cmd_export(a: argparse.Namespace) -> int:
+    t0 = time.perf_counter()
+    err.print(f"[dim]exporting {a.model} for target {a.target} (importing torch and executorch)...[/]")
+    from .export import export
+    from .export.loader import load_model
+
+    model, example = load_model(a.model, allow_pickle=a.allow_pickle, input_shapes=a.input_shape)
+
+    def progress(step: str, seconds: float) -> None:
+        err.print(f"  [green]✓[/] {step} [dim]({seconds * 1000:.0f} ms)[/]")
+
+    prog = export(model, example, target=a.target, bundle_tests=not a.no_bundle, progress=progress)
+    dest = Path(a.output) if a.output else Path(a.model).with_suffix(".oab")
+    prog.save(dest)
+    out.print(prog.summary())
+    out.print(f"wrote {dest} ({len(prog.buffer):,} bytes) in {time.perf_counter() - t0:.1f} s")
+    return 0
+
+
+# ---- inspect ---------------------------------------------------------------------------------
+def cmd_inspect(a: argparse.Namespace) -> int:
+    from .program import Program
+
+    prog = Program.load(a.file)
+    if a.json:
+        doc = {
+            "file": str(a.file), "bytes": len(prog.buffer), "format": list(prog.format_version),
+            "producer": prog.producer, "target": prog.target, "required_features": prog.required_features,
+            "inputs": [s.__dict__ for s in prog.inputs], "outputs": [s.__dict__ for s in prog.outputs],
+            "ops": prog.ops, "devices": prog.devices, "memory_plan": prog.memory_plan,
+            "constant_bytes": prog.constant_bytes,
+            "instructions": [{"index": p.index, "op": p.op, "device": p.device, "inputs": list(p.inputs),
+                              "outputs": list(p.outputs), "args": {k: v for k, v in p.args},
+                              "source": p.source} for p in prog.instructions],
+            "tests": [{"name": n, "atol": at, "rtol": rt} for n, _, _, at, rt in prog.tests()],
+        }
+        print(json.dumps(doc, indent=2, default=str))
+        return 0
+    out.print(prog.summary())
+    table = Table(title="instructions", show_lines=False, header_style="bold")
+    for col in ("#", "op", "device", "inputs", "outputs", "args", "source"):
+        table.add_column(col, overflow="fold")
+    for p in prog.instructions:
+        args = ", ".join(f"{k}={v}" for k, v in p.args)
+        table.add_row(str(p.index), p.op, p.device, ", ".join(p.inputs), ", ".join(p.outputs), args, p.source)
+    out.print(table)
+    return 0
+
+
+# ---- run / test / bench ----------------------------------------------------------------------
+def _runner(a: argparse.Namespace) -> Any:
+    if getattr(a, "board", None):
+        raise ToolchainError("--board runs are done with `openaccel flash FILE --board B` in this version")
+    from .runtime.runner import Runner
+
+    return Runner(a.target)
+
+
+def cmd_run(a: argparse.Namespace) -> int:
+    from .program import Program
+
+    Program.load(a.file)  # clear error for a bad file before building anything
+    runner = _runner(a)
+    args = [str(a.file)]
+    for spec in a.input or []:
+        args += ["--input", spec]
+    if a.output_dir:
+        Path(a.output_dir).mkdir(parents=True, exist_ok=True)
+        args += ["--output-dir", a.output_dir]
+    res = runner.run(args)
+    runner.check(res, "running the program")
+    if a.json:
+        for e in res.events:
+            print(json.dumps(e))
+        return 0
+    for e in res.of("run"):
+        label = " (emulated)" if runner.emulated else ""
+        out.print(f"ran on {runner.target.name} in {e['ms']:.3f} ms{label}")
+    for e in res.of("output"):
+        out.print(f"output {e['index']} '{e['name']}': {e['dtype']}{e['shape']}"
+                  + (f" -> {a.output_dir}/output_{e['index']}.npy" if a.output_dir else ""))
+    return 0
+
+
+def cmd_test(a: argparse.Namespace) -> int:
+    from .program import Program
+
+    Program.load(a.file)
+    runner = _runner(a)
+    res = runner.test(Path(a.file))
+    passed = failed = 0
+    for e in res.of("test"):
+        if a.json:
+            print(json.dumps(e))
+        if "error" in e:
+            failed += 1
+            out.print(f"[red]FAIL[/] test {e['index']}: {e['error']}")
+            continue
+        ok = e["passed"]
+        passed += ok
+        failed += not ok
+        if not a.json:
+            tag = "[green]PASS[/]" if ok else "[red]FAIL[/]"
+            extra = "" if ok else f", {e['mismatches']} elements outside tolerance (first at index {e['first_mismatch']} of output {e['output']})"
+            emu = " emulated" if runner.emulated else ""
+            out.print(f"{tag} {e['name']} on {runner.target.name}: max abs error {e['max_abs_error']:.3g}, "
+                      f"max rel error {e['max_rel_error']:.3g} (atol {e['atol']:g}, rtol {e['rtol']:g}), "
+                      f"{e['ms']:.3f} ms{emu}{extra}")
+    if not res.of("test"):
+        out.print("[yellow]the file has no bundled tests (exported with --no-bundle?)[/]")
+    print(f"{passed} passed, {failed} failed")
+    return 1 if failed or not passed else 0
+
+
+def cmd_bench(a: argparse.Namespace) -> int:
+    from .program import Program
+
+    Program.load(a.file)
+    runner = _runner(a)
+    res = runner.bench(Path(a.file), a.runs, a.threads)
+    (b,) = res.of("bench")
+    mem = res.of("memory")
+    if a.json:
+        doc = {**b, "target": runner.target.name, "emulated": runner.emulated}
+        if mem:
+            doc.update({k: v for k, v in mem[0].items() if k != "event"})
+        print(json.dumps(doc))
+        return 0
+    note = " [yellow](emulated time under QEMU: not a performance figure)[/]" if runner.emulated else ""
+    out.print(f"{a.file} on {runner.target.name}, {b['runs']} runs, {a.threads or 1} thread(s): median "
+              f"{b['median_ms']:.3f} ms, min {b['min_ms']:.3f} ms, mean {b['mean_ms']:.3f} ms{note}")
+    if mem:
+        m = mem[0]
+        out.print(f"memory: arena {m['arena_bytes']:,} + scratch {m['scratch_bytes']:,} + state "
+                  f"{m['state_bytes']:,} = {m['total_bytes']:,} bytes; file {m['file_bytes']:,} bytes")
+    return 0
+
+
+# ---- runtime builds, targets, devices ------------------------------------------------------------
+def cmd_build_runtime(a: argparse.Namespace) -> int:
+    from .runtime.build import build_runtime
+
+    b = build_runtime(a.target, log=lambda s: err.print(f"[dim]{s}[/]"))
+    if a.output:
+        dest = Path(a.output)
+        (dest / "bin").mkdir(parents=True, exist_ok=True)
+        (dest / "lib").mkdir(parents=True, exist_ok=True)
+        shutil.copy2(b.oa_run, dest / "bin" / b.oa_run.name)
+        shutil.copy2(b.static_lib, dest / "lib" / b.static_lib.name)
+        shutil.copytree(b.include_dir, dest / "include", dirs_exist_ok=True)
+        out.print(f"runtime for {a.target} in {dest}: bin/oa_run, lib/libopenaccel.a, include/openaccel/")
+    else:
+        out.print(f"runtime for {a.target}: {b.oa_run}, {b.static_lib}")
+    return 0
+
+
+def cmd_targets(a: argparse.Namespace) -> int:
+    from .targets import list_targets
+
+    targets = list_targets()
+    if a.json:
+        print(json.dumps([{"name": t.name, "description": t.description, "arch": t.arch, "ready": t.ready,
+                           "missing": t.missing(), "install": t.install_hint() if t.missing() else ""}
+                          for t in targets], indent=2))
+        return 0
+    table = Table(header_style="bold")
+    for col in ("target", "description", "status"):
+        table.add_column(col, overflow="fold")
+    for t in targets:
+        miss = t.missing()
+        status = "[green]ready[/]" if not miss else f"[yellow]missing {', '.join(miss)}[/]: {t.install_hint()}"
+        table.add_row(t.name, t.description, status)
+    out.print(table)
+    return 0
+
+
+def cmd_devices(a: argparse.Namespace) -> int:
+    from .runtime.module import devices
+
+    devs = devices(a.target)
+    if a.json:
+        print(json.dumps(devs, indent=2))
+        return 0
+    for d in devs:
+        out.print(f"device {d['index']}: {d['name']} [{d['kind']}], vendor {d['vendor']}, alignment {d['alignment']}")
+        for k, v in d.get("queries", {}).items():
+            out.print(f"  {k} = {v}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="openaccel", description="openaccel: PyTorch -> .oab bytecode -> edge boards")
+    p.add_argument("--version", action="version", version=f"openaccel {__version__}")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    e = sub.add_parser("export", help="export a torch.export archive (or a pickled module) to .oab")
+    e.add_argument("model")
+    e.add_argument("-o", "--output")
+    e.add_argument("--target", default="host")
+    e.add_argument("--input-shape", action="append", metavar="NAME=DxD[:dtype]")
+    e.add_argument("--allow-pickle", action="store_true", help="load a torch.save pickle (runs its code)")
+    e.add_argument("--no-bundle", action="store_true", help="do not bundle test vectors")
+    e.set_defaults(fn=cmd_export)
+
+    i = sub.add_parser("inspect", help="show a program's ops, devices, tensors, memory plan and sizes")
+    i.add_argument("file")
+    i.add_argument("--json", action="store_true")
+    i.set_defaults(fn=cmd_inspect)
+
+    r = sub.add_parser("run", help="run a program once (bundled inputs, or --input .npy files)")
+    r.add_argument("file")
+    r.add_argument("--target", default="host")
+    r.add_argument("--board")
+    r.add_argument("--input", action="append", metavar="NAME=FILE.npy")
+    r.add_argument("--output-dir")
+    r.add_argument("--json", action="store_true")
+    r.set_defaults(fn=cmd_run)
+
+    t = sub.add_parser("test", help="run the bundled test vectors; ends with 'N passed, N failed'")
+    t.add_argument("file")
+    t.add_argument("--target", default="host")
+    t.add_argument("--board")
+    t.add_argument("--json", action="store_true")
+    t.set_defaults(fn=cmd_test)
+
+    b = sub.add_parser("bench", help="measure latency on a target")
+    b.add_argument("file")
+    b.add_argument("--target", default="host")
+    b.add_argument("--threads", type=int, default=1)
+    b.add_argument("--runs", type=int, default=20)
+    b.add_argument("--json", action="store_true")
+    b.set_defaults(fn=cmd_bench)
+
+    br = sub.add_parser("build-runtime", help="build oa_run and libopenaccel for a target")
+    br.add_argument("--target", required=True)
+    br.add_argument("-o", "--output")
+    br.set_defaults(fn=cmd_build_runtime)
+
+    tg = sub.add_parser("targets", help="list targets and what each needs on this machine")
+    tg.add_argument("--json", action="store_true")
+    tg.set_defaults(fn=cmd_targets)
+
+    d = sub.add_parser("devices", help="list the runtime's devices and their capabilities")
+    d.add_argument("--target", default="host")
+    d.add_argument("--json", action="store_true")
+    d.set_defaults(fn=cmd_devices)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    a = parser.parse_args(argv)
+    try:
+        return int(a.fn(a) or 0)
+    except CheckFailed as e:
+        if str(e):
+            err.print(f"[red]openaccel: check failed:[/] {e}")
+        return 1
+    except OpenAccelError as e:
+        err.print(f"[red]openaccel: error:[/] {e}", markup=True)
+        return e.exit_code
+    except KeyboardInterrupt:
+        err.print("interrupted")
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

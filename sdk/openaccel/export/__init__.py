@@ -1,0 +1,115 @@
+"""The export pipeline: a PyTorch program -> one .oab file, as a sequence of named steps.
+
+    torch.export -> to_edge (core ATen) -> import -> fold constants -> fold batch norm
+    -> remove dead code -> lower to openaccel ops -> plan memory -> bundle tests -> serialize
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+from ..errors import ExportError, UnsupportedOpError
+from ..program import Program
+from . import fold
+from .fx_import import import_program, source_of
+from .lower import lower_graph
+from .memory_plan import plan_memory
+from .serialize import TestVector, serialize
+
+Progress = Callable[[str, float], None]
+
+DEFAULT_ATOL = 1e-4
+DEFAULT_RTOL = 1e-4
+
+
+def _flatten(out: Any) -> list[torch.Tensor]:
+    leaves, _ = torch.utils._pytree.tree_flatten(out)
+    return [x for x in leaves if isinstance(x, torch.Tensor)]
+
+
+def _to_edge(ep: torch.export.ExportedProgram) -> torch.export.ExportedProgram:
+    from executorch.exir import EdgeCompileConfig, to_edge
+
+    try:
+        edge = to_edge(ep, compile_config=EdgeCompileConfig(_check_ir_validity=True))
+    except Exception as e:
+        msg = str(e)
+        m = re.search(r"Operator (\S+) is not in Core ATen opset", msg)
+        if m:
+            op = m.group(1).replace("torch._ops.", "")
+            where = ""
+            for n in ep.graph.nodes:
+                if n.op == "call_function" and str(n.target).endswith(op.split("aten.", 1)[-1]):
+                    where = f" (from {source_of(n).describe()})"
+                    break
+            raise UnsupportedOpError(f"{op} is not a core ATen op and has no decomposition; "
+                                     f"openaccel cannot lower it{where}") from None
+        raise ExportError(f"to_edge failed: {type(e).__name__}: {msg.splitlines()[0] if msg else ''}") from None
+    return edge.exported_program()
+
+
+def export(model: torch.nn.Module | torch.export.ExportedProgram,
+           example_inputs: Sequence[Any], *, target: str = "host", dynamic_shapes: Any = None,
+           bundle_tests: bool = True, tolerance: tuple[float, float] = (DEFAULT_ATOL, DEFAULT_RTOL),
+           progress: Progress | None = None, fold_limit_bytes: int = 1024) -> Program:
+    """Export `model` for `target`; returns the program (bytes plus a parsed view)."""
+    example = tuple(example_inputs)
+    if dynamic_shapes is not None:
+        raise ExportError("dynamic_shapes are not supported yet: export with static example shapes")
+    report = progress or (lambda step, seconds: None)
+
+    def step(name: str, fn: Callable[[], Any]) -> Any:
+        t0 = time.perf_counter()
+        result = fn()
+        report(name, time.perf_counter() - t0)
+        return result
+
+    if isinstance(model, torch.export.ExportedProgram):
+        ep = model
+        eager: Callable[..., Any] = ep.module()
+    elif isinstance(model, torch.nn.Module):
+        model = model.eval()
+        eager = model
+
+        def do_export() -> torch.export.ExportedProgram:
+            try:
+                return torch.export.export(model, example)
+            except Exception as e:
+                first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+                raise ExportError(f"torch.export failed: {type(e).__name__}: {first}") from None
+
+        ep = step("torch.export", do_export)
+    else:
+        raise ExportError(f"model must be an nn.Module or an ExportedProgram, not {type(model).__name__}")
+
+    edge = step("to_edge (core ATen)", lambda: _to_edge(ep))
+    graph = step("import graph", lambda: import_program(edge))
+    if len(graph.inputs) != len([x for x in example if isinstance(x, torch.Tensor)]):
+        raise ExportError(f"the program takes {len(graph.inputs)} tensor inputs but "
+                          f"{len(example)} example inputs were given")
+    step("fold constants", lambda: fold.fold_constants(graph, fold_limit_bytes))
+    step("fold batch norm", lambda: fold.fold_batch_norm(graph))
+    step("remove dead code", lambda: fold.remove_dead(graph))
+    step("lower to openaccel ops", lambda: lower_graph(graph))
+    plan = step("plan memory", lambda: plan_memory(graph))
+
+    def make_tests() -> list[TestVector]:
+        if not bundle_tests:
+            return []
+        with torch.no_grad():
+            outs = _flatten(eager(*example))
+        ins = [x for x in example if isinstance(x, torch.Tensor)]
+        if len(outs) != len(graph.outputs):
+            raise ExportError(f"eager model returned {len(outs)} tensors, the exported graph "
+                              f"{len(graph.outputs)}")
+        outs = [o.to(v.dtype) for o, v in zip(outs, graph.outputs)]
+        return [TestVector("example_inputs", ins, outs, tolerance[0], tolerance[1])]
+
+    tests = step("bundle test vectors", make_tests)
+    buf = step("serialize", lambda: serialize(graph, plan, tests, target=target, required_features=[]))
+    return Program(buf)

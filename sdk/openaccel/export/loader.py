@@ -1,0 +1,126 @@
+"""Loading model files for `openaccel export`: torch.export archives (primary), and pickled
+nn.Modules only with explicit opt-in (unpickling runs arbitrary code)."""
+
+from __future__ import annotations
+
+import inspect
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..errors import ModelLoadError
+
+
+def parse_input_shape(spec: str) -> tuple[str, tuple[int, ...], torch.dtype]:
+    """'x=1x3x224x224' or 'idx=1x32:int64' -> (name, shape, dtype)."""
+    if "=" not in spec:
+        raise ModelLoadError(f"--input-shape {spec!r}: expected NAME=DxDxD (e.g. x=1x3x224x224)")
+    name, rest = spec.split("=", 1)
+    dtype = torch.float32
+    if ":" in rest:
+        rest, dt = rest.split(":", 1)
+        dtype = getattr(torch, dt, None)
+        if not isinstance(dtype, torch.dtype):
+            raise ModelLoadError(f"--input-shape {spec!r}: unknown dtype {dt!r}")
+    try:
+        shape = tuple(int(d) for d in rest.lower().split("x")) if rest else ()
+    except ValueError:
+        raise ModelLoadError(f"--input-shape {spec!r}: dimensions must be integers joined by 'x'") from None
+    if any(d < 0 for d in shape):
+        raise ModelLoadError(f"--input-shape {spec!r}: dimensions must be >= 0")
+    return name.strip(), shape, dtype
+
+
+def _kind(path: Path) -> str:
+    try:
+        with zipfile.ZipFile(path) as z:
+            names = z.namelist()
+    except zipfile.BadZipFile:
+        return "not-zip"
+    if any(n.endswith("models/model.json") or "/models/" in n for n in names):
+        return "export"
+    if any("/code/" in n for n in names) or any(n.endswith("constants.pkl") for n in names):
+        return "torchscript"
+    if any(n.endswith("data.pkl") for n in names):
+        return "pickle"
+    return "unknown-zip"
+
+
+def example_for(shape: tuple[int, ...], dtype: torch.dtype, gen: torch.Generator) -> torch.Tensor:
+    if dtype.is_floating_point:
+        return torch.randn(shape, generator=gen).to(dtype)
+    if dtype == torch.bool:
+        return torch.randint(0, 2, shape, generator=gen).bool()
+    return torch.randint(0, 2, shape, generator=gen).to(dtype)
+
+
+def load_model(path: str | Path, *, allow_pickle: bool = False,
+               input_shapes: list[str] | None = None) -> tuple[Any, tuple[torch.Tensor, ...]]:
+    """Return (nn.Module or ExportedProgram, example inputs)."""
+    p = Path(path)
+    if not p.exists():
+        raise ModelLoadError(f"{p}: no such file")
+    if not p.is_file():
+        raise ModelLoadError(f"{p}: not a regular file")
+    try:
+        kind = _kind(p)
+    except OSError as e:
+        raise ModelLoadError(f"{p}: cannot read ({e.strerror})") from None
+    gen = torch.Generator().manual_seed(0)
+    if kind == "export":
+        try:
+            ep = torch.export.load(str(p))
+        except Exception as e:
+            raise ModelLoadError(f"{p}: torch.export.load failed: {type(e).__name__}: {e}") from None
+        ex = getattr(ep, "example_inputs", None)
+        args: tuple[Any, ...] = ()
+        if ex is not None:
+            args = tuple(ex[0])
+        if not args:
+            vals = [n.meta["val"] for n in ep.graph.nodes
+                    if n.op == "placeholder" and n.name in ep.graph_signature.user_inputs]
+            args = tuple(example_for(tuple(v.shape), v.dtype, gen) for v in vals)
+        if input_shapes:
+            raise ModelLoadError("--input-shape applies to pickled modules only; a torch.export "
+                                 "archive already fixes its input shapes")
+        return ep, args
+    if kind == "torchscript":
+        raise ModelLoadError(
+            f"{p} is a TorchScript file; torch.export cannot trace TorchScript. Save the Python "
+            "model with torch.export.save(torch.export.export(model, example_inputs), 'model.pt2')")
+    if kind == "pickle":
+        if not allow_pickle:
+            raise ModelLoadError(
+                f"{p} is a pickled nn.Module (torch.save); loading it runs arbitrary code. Pass "
+                "--allow-pickle if you trust the file (with --input-shape NAME=DxD...), or save it "
+                "with torch.export.save instead")
+        if not input_shapes:
+            raise ModelLoadError(f"{p}: a pickled module needs --input-shape NAME=DxD... for each input")
+        try:
+            model = torch.load(str(p), weights_only=False, map_location="cpu")
+        except Exception as e:
+            raise ModelLoadError(f"{p}: unpickling failed: {type(e).__name__}: {e}") from None
+        if not isinstance(model, torch.nn.Module):
+            raise ModelLoadError(f"{p} holds a {type(model).__name__}, not an nn.Module (a state_dict "
+                                 "needs the model's code: build the module and torch.export.save it)")
+        specs = [parse_input_shape(s) for s in input_shapes]
+        params = [n for n, prm in inspect.signature(model.forward).parameters.items()
+                  if prm.kind in (prm.POSITIONAL_ONLY, prm.POSITIONAL_OR_KEYWORD)]
+        by_name = {name: (shape, dt) for name, shape, dt in specs}
+        unknown = [n for n in by_name if n not in params]
+        if unknown:
+            raise ModelLoadError(f"--input-shape names {unknown} are not inputs of {type(model).__name__}"
+                                 f".forward (inputs: {params})")
+        missing = [n for n in params if n not in by_name]
+        if len(by_name) < len(params) and missing and len(specs) != len(params):
+            ordered = [(s[1], s[2]) for s in specs]
+        else:
+            ordered = [by_name[n] for n in params if n in by_name]
+        args = tuple(example_for(shape, dt, gen) for shape, dt in ordered)
+        return model.eval(), args
+    if kind == "not-zip":
+        raise ModelLoadError(f"{p} is not a torch.export archive (.pt2) or a torch.save file "
+                             "(not a zip archive)")
+    raise ModelLoadError(f"{p} is a zip archive but not a torch.export archive or torch.save file")

@@ -1,0 +1,151 @@
+"""Lowering: edge-dialect ATen nodes -> openaccel instructions (see opset.py).
+
+Each module in this package registers rules with @rule("aten.op.overload", ...). A rule gets a
+LowerCtx and the node; it emits instructions, aliases (zero-copy views) and constants through
+the context. An op with no rule, or a rule that rejects an argument, is an export-time
+UnsupportedOpError naming the op and the model's source line.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+from ...errors import UnsupportedOpError
+from ...ir import AtenNode, Graph, Instr, Value, dtype_name
+from ...opset import OPS
+
+Rule = Callable[["LowerCtx", AtenNode], None]
+RULES: dict[str, Rule] = {}
+
+_MODULES = ("elementwise", "binary", "matmul", "conv", "pool", "norm", "reduce", "shape", "index", "resize")
+
+
+def rule(*names: str) -> Callable[[Rule], Rule]:
+    """Register a lowering rule for edge op names such as 'aten.add.Tensor'."""
+
+    def deco(fn: Rule) -> Rule:
+        for n in names:
+            RULES[n] = fn
+        return fn
+
+    return deco
+
+
+def _load_rules() -> None:
+    for mod in _MODULES:
+        importlib.import_module(f"{__name__}.{mod}")
+
+
+class LowerCtx:
+    """What a lowering rule can do: read arguments, emit instructions, make aliases/constants."""
+
+    def __init__(self, graph: Graph) -> None:
+        self.graph = graph
+        self.instrs: list[Instr] = []
+        self.node: AtenNode | None = None
+        self._tmp = 0
+
+    # ---- arguments ---------------------------------------------------------------------------
+    def bind(self, node: AtenNode) -> dict[str, Any]:
+        """Arguments by schema name, with schema defaults filled in."""
+        schema = getattr(node.target, "_schema", None)
+        if schema is None:
+            op = getattr(node.target, "_op", None)
+            schema = getattr(op, "_schema", None)
+        if schema is None:
+            return {f"arg{i}": a for i, a in enumerate(node.args)} | dict(node.kwargs)
+        out: dict[str, Any] = {}
+        for i, arg in enumerate(schema.arguments):
+            if i < len(node.args):
+                out[arg.name] = node.args[i]
+            elif arg.name in node.kwargs:
+                out[arg.name] = node.kwargs[arg.name]
+            elif arg.has_default_value():
+                out[arg.name] = arg.default_value
+            else:
+                out[arg.name] = None
+        return out
+
+    # ---- failures ----------------------------------------------------------------------------
+    def unsupported(self, why: str) -> UnsupportedOpError:
+        node = self.node
+        assert node is not None
+        return UnsupportedOpError(
+            f"{node.op_name} is not supported: {why} (from {node.source.describe()})")
+
+    # ---- building ----------------------------------------------------------------------------
+    def emit(self, op: str, inputs: Sequence[Value | None], outputs: Sequence[Value],
+             ints: Sequence[int] = (), floats: Sequence[float] = ()) -> Instr:
+        if op not in OPS:
+            raise KeyError(f"lowering emitted unknown op '{op}'")
+        assert self.node is not None
+        ins = Instr(op=op, inputs=list(inputs), outputs=list(outputs), ints=[int(i) for i in ints],
+                    floats=[float(f) for f in floats], source=self.node.source)
+        self.instrs.append(ins)
+        return ins
+
+    def alias(self, dst: Value, src: Value, byte_offset: int = 0) -> None:
+        """`dst` is a zero-copy view of `src`'s bytes starting at `byte_offset`."""
+        if dst.nbytes + byte_offset > src.nbytes:
+            raise AssertionError(f"alias {dst} of {src} at {byte_offset} runs past its source")
+        dst.alias_of = src
+        dst.alias_offset = byte_offset
+
+    def temp(self, dtype: torch.dtype, shape: Sequence[int], hint: str = "t") -> Value:
+        self._tmp += 1
+        return Value(name=f"{hint}_{self._tmp}", dtype=dtype, shape=tuple(shape))
+
+    def const(self, data: torch.Tensor, hint: str = "c") -> Value:
+        self._tmp += 1
+        data = data.detach().contiguous()
+        return Value(name=f"{hint}_{self._tmp}", dtype=data.dtype, shape=tuple(data.shape), data=data)
+
+    def scalar(self, value: float | int | bool, dtype: torch.dtype) -> Value:
+        """A 0-d constant of `dtype` (for .Scalar op overloads)."""
+        return self.const(torch.tensor(value, dtype=dtype), hint="scalar")
+
+    def cast(self, v: Value, dtype: torch.dtype) -> Value:
+        """`v` converted to `dtype` (a constant is converted at export time)."""
+        if v.dtype == dtype:
+            return v
+        if v.is_const:
+            assert v.data is not None
+            return self.const(v.data.to(dtype), hint=f"{v.name}_{dtype_name(dtype)}")
+        out = self.temp(dtype, v.shape, hint=f"{v.name}_{dtype_name(dtype)}")
+        self.emit("cast", [v], [out])
+        return out
+
+    def copy_into(self, src: Value, dst: Value) -> None:
+        self.emit("copy", [src], [dst])
+
+
+def lower_graph(graph: Graph) -> list[Instr]:
+    """Lower every AtenNode of `graph` into instructions (graph.instrs)."""
+    if not RULES:
+        _load_rules()
+    ctx = LowerCtx(graph)
+    missing: dict[str, AtenNode] = {}
+    for node in graph.nodes:
+        fn = RULES.get(node.op_name)
+        if fn is None:
+            missing.setdefault(node.op_name, node)
+            continue
+        ctx.node = node
+        fn(ctx, node)
+    if missing:
+        lines = [f"  {name}  (first used at {n.source.describe()})" for name, n in missing.items()]
+        raise UnsupportedOpError(
+            f"the runtime has no kernel for {len(missing)} op(s) in this model:\n" + "\n".join(lines)
+            + "\nSee docs/ops.md for the supported op set.")
+    graph.instrs = ctx.instrs
+    return ctx.instrs
+
+
+def supported_edge_ops() -> list[str]:
+    if not RULES:
+        _load_rules()
+    return sorted(RULES)

@@ -1,0 +1,3 @@
+"""Lowering rules: binary elementwise ops with broadcasting, comparisons, logical ops, where."""
+
+from __future__ import annotations

@@ -1,0 +1,3 @@
+"""Lowering rules: norm ops (see opset.py for the openaccel side)."""
+
+from __future__ import annotations

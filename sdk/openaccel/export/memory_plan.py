@@ -1,0 +1,142 @@
+"""Memory planning: lifetimes, in-place reuse and greedy best-fit placement into one arena.
+
+Every non-constant value lives in a *buffer*: the value itself, or the value it aliases (views
+are zero-copy). A buffer is live from the instruction that first writes it to the last
+instruction that reads any of its aliases (graph inputs from the start, graph outputs to the
+end). Buffers are placed largest first at the lowest offset gap that fits best among buffers
+whose lifetimes overlap (the TFLM / ExecuTorch "greedy by size" family).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..ir import Graph, Value
+from ..opset import OPS
+
+ALIGNMENT = 64
+
+
+def root_of(v: Value) -> tuple[Value, int]:
+    """The value whose bytes `v` views, and `v`'s byte offset inside it."""
+    off = 0
+    seen = 0
+    while v.alias_of is not None:
+        off += v.alias_offset
+        v = v.alias_of
+        seen += 1
+        if seen > 10_000:
+            raise AssertionError("alias cycle")
+    return v, off
+
+
+@dataclass
+class MemoryPlan:
+    pool_sizes: list[int]
+    naive_bytes: int
+    placement: dict[Value, tuple[int, int]] = field(default_factory=dict)  # value -> (pool, offset)
+    inplace_reuses: int = 0
+
+    @property
+    def arena_bytes(self) -> int:
+        return sum(self.pool_sizes)
+
+
+def _align(n: int) -> int:
+    return (n + ALIGNMENT - 1) // ALIGNMENT * ALIGNMENT
+
+
+def _last_uses(graph: Graph) -> dict[Value, int]:
+    """Last instruction index reading each buffer root (len(instrs) for graph outputs)."""
+    last: dict[Value, int] = {}
+    end = len(graph.instrs)
+    for i, ins in enumerate(graph.instrs):
+        for v in ins.inputs:
+            if v is not None:
+                r, _ = root_of(v)
+                last[r] = max(last.get(r, -1), i)
+        for v in ins.outputs:
+            r, _ = root_of(v)
+            last[r] = max(last.get(r, -1), i)
+    for v in graph.outputs:
+        r, _ = root_of(v)
+        last[r] = end
+    for v in graph.inputs:
+        r, _ = root_of(v)
+        last.setdefault(r, -1)
+    return last
+
+
+def apply_inplace(graph: Graph) -> int:
+    """Let an elementwise op write over an input that dies at that op (same shape and bytes)."""
+    last = _last_uses(graph)
+    protected = {root_of(v)[0] for v in graph.inputs}
+    outputs = {root_of(v)[0] for v in graph.outputs}
+    reused = 0
+    for i, ins in enumerate(graph.instrs):
+        k = OPS[ins.op].inplace
+        if k is None or k >= len(ins.inputs) or len(ins.outputs) != 1:
+            continue
+        src, out = ins.inputs[k], ins.outputs[0]
+        if src is None or out.alias_of is not None:
+            continue
+        root, off = root_of(src)
+        if (root.is_const or root in protected or root in outputs or last.get(root) != i
+                or src.shape != out.shape or src.nbytes != out.nbytes):
+            continue
+        # another input viewing a different part of the same buffer would be overwritten
+        # before it is read
+        if any(v is not None and v is not src and root_of(v)[0] is root
+               and (root_of(v)[1] != off or v.shape != src.shape) for v in ins.inputs):
+            continue
+        out.alias_of = root
+        out.alias_offset = off
+        last[root] = max(last.get(out, i), i)
+        if out in outputs:
+            outputs.add(root)
+        reused += 1
+    return reused
+
+
+def plan_memory(graph: Graph, inplace: bool = True) -> MemoryPlan:
+    reused = apply_inplace(graph) if inplace else 0
+    last = _last_uses(graph)
+    first: dict[Value, int] = {}
+    for v in graph.inputs:
+        first[root_of(v)[0]] = -1
+    for i, ins in enumerate(graph.instrs):
+        for v in ins.outputs:
+            r, _ = root_of(v)
+            first.setdefault(r, i)
+    buffers = [r for r in first if not r.is_const]
+    naive = sum(_align(b.nbytes) for b in buffers)
+    order = sorted(buffers, key=lambda b: (-b.nbytes, first[b]))
+    placed: list[tuple[int, int, int, int]] = []  # (offset, size, first, last)
+    offsets: dict[Value, int] = {}
+    for b in order:
+        lo, hi = first[b], last.get(b, first[b])
+        size = _align(max(b.nbytes, 1))
+        busy = sorted((o, s) for (o, s, f, l) in placed if not (l < lo or f > hi))
+        best: int | None = None
+        best_gap: int | None = None
+        cursor = 0
+        for o, s in busy:
+            gap = o - cursor
+            if gap >= size and (best_gap is None or gap < best_gap):
+                best, best_gap = cursor, gap
+            cursor = max(cursor, o + s)
+        if best is None:
+            best = cursor
+        offsets[b] = best
+        placed.append((best, size, lo, hi))
+    arena = max((o + s for (o, s, _, _) in placed), default=0)
+    plan = MemoryPlan(pool_sizes=[arena], naive_bytes=naive, inplace_reuses=reused)
+    every = set(graph.inputs) | set(graph.outputs)
+    for ins in graph.instrs:
+        every.update(v for v in ins.inputs if v is not None)
+        every.update(ins.outputs)
+    for v in every:
+        r, off = root_of(v)
+        if not r.is_const:
+            plan.placement[v] = (0, offsets[r] + off)
+    return plan

@@ -1,0 +1,149 @@
+"""openaccel's graph IR: values, ATen-level nodes (after import) and instructions (after lowering).
+
+The exporter imports an edge-dialect FX graph into this IR, rewrites it with named passes
+(constant folding, batch-norm folding, lowering to openaccel ops, aliasing, memory planning) and
+serializes it. It is deliberately small: a list of nodes in execution order over Value objects.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from . import dtypes
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a node came from in the user's model."""
+
+    file: str = ""
+    line: int = 0
+    code: str = ""
+    node: str = ""      # torch.fx node name
+    module: str = ""    # nn.Module path, e.g. "features.3.conv.0"
+
+    def describe(self) -> str:
+        where = f"{self.file}:{self.line}" if self.file else "unknown location"
+        mod = f" in module '{self.module}'" if self.module else ""
+        code = f": `{self.code}`" if self.code else ""
+        return f"{where}{mod}{code}"
+
+
+@dataclass(eq=False)
+class Value:
+    """A tensor value: a graph input, a constant, or the output of a node/instruction."""
+
+    name: str
+    dtype: torch.dtype
+    shape: tuple[int, ...]
+    data: torch.Tensor | None = None    # payload of a constant
+    # Set by the alias pass: this value's bytes are `alias_offset` bytes into `alias_of`'s.
+    alias_of: Value | None = None
+    alias_offset: int = 0
+
+    @property
+    def is_const(self) -> bool:
+        return self.data is not None
+
+    @property
+    def numel(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+    @property
+    def nbytes(self) -> int:
+        return self.numel * dtype_size(self.dtype)
+
+    def __repr__(self) -> str:
+        kind = "const " if self.is_const else ""
+        return f"<{kind}{self.name}: {dtype_name(self.dtype)}{list(self.shape)}>"
+
+
+@dataclass(eq=False)
+class AtenNode:
+    """An edge-dialect op call before lowering. `args`/`kwargs` hold Values where the FX graph
+    had tensor nodes, and plain Python values elsewhere."""
+
+    target: Any
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    outputs: list[Value | None]
+    source: Source = field(default_factory=Source)
+
+    @property
+    def op_name(self) -> str:
+        """Edge op name such as 'aten.convolution.default'."""
+        return op_name_of(self.target)
+
+    def input_values(self) -> list[Value]:
+        found: list[Value] = []
+
+        def visit(a: Any) -> None:
+            if isinstance(a, Value):
+                found.append(a)
+            elif isinstance(a, (list, tuple)):
+                for x in a:
+                    visit(x)
+
+        for a in self.args:
+            visit(a)
+        for a in self.kwargs.values():
+            visit(a)
+        return found
+
+
+@dataclass(eq=False)
+class Instr:
+    """One openaccel instruction (see opset.py for each op's inputs and argument layout)."""
+
+    op: str
+    inputs: list[Value | None]
+    outputs: list[Value]
+    ints: list[int] = field(default_factory=list)
+    floats: list[float] = field(default_factory=list)
+    source: Source = field(default_factory=Source)
+    device: int = 0
+
+
+@dataclass(eq=False)
+class Graph:
+    """A method being exported."""
+
+    name: str
+    inputs: list[Value]
+    outputs: list[Value]
+    nodes: list[AtenNode] = field(default_factory=list)
+    instrs: list[Instr] = field(default_factory=list)
+
+
+def op_name_of(target: Any) -> str:
+    """'aten.add.Tensor' for an EdgeOpOverload / OpOverload, the qualified name otherwise."""
+    name = getattr(target, "__name__", None)
+    if isinstance(name, str) and "." in name:
+        return name
+    return str(target)
+
+
+def dtype_code(dtype: torch.dtype) -> int:
+    """c10::ScalarType number (the .oab DType) of a torch dtype."""
+    try:
+        return dtypes.code_of(dtype_name(dtype))
+    except KeyError:
+        raise KeyError(f"dtype {dtype} has no .oab encoding") from None
+
+
+def dtype_from_code(code: int) -> torch.dtype:
+    return getattr(torch, dtypes.name_of(code))
+
+
+def dtype_size(dtype: torch.dtype) -> int:
+    return torch.empty((), dtype=dtype).element_size()
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")

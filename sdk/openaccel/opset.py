@@ -1,0 +1,214 @@
+"""The openaccel op set: every op the bytecode can contain, with its inputs, outputs and the
+layout of its integer / float arguments. This module is the reference for the exporter's
+lowering rules, the C kernels (runtime_c/src/kernels/) and `openaccel inspect`; docs/ops.md is
+generated from it. It imports neither torch nor the runtime.
+
+Conventions
+- Tensors are contiguous (row-major) and inputs of one op share a dtype unless noted; the
+  exporter inserts `cast` where PyTorch would promote.
+- Shapes are static: kernels read output shapes from the output tensors.
+- Dims in arguments are already normalized (non-negative) by the exporter.
+- Trailing integer / float arguments that a file omits default to 0 (so new optional arguments
+  can be appended without a format change).
+- `act` (fused activation) codes: 0 none, 1 relu, 2 clamp to [act_min, act_max].
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+F32 = frozenset({"float32"})
+INTS = frozenset({"int32", "int64"})
+NUM = F32 | INTS
+BOOL = frozenset({"bool"})
+ANY = NUM | BOOL | frozenset({"uint8", "int8"})
+
+
+@dataclass(frozen=True)
+class OpDef:
+    name: str
+    inputs: tuple[str, ...]          # "name?" optional, "name*" variadic (last)
+    outputs: tuple[str, ...]         # "name*" variadic, "name?" optional trailing
+    ints: tuple[str, ...] = ()       # "name*" = variadic tail
+    floats: tuple[str, ...] = ()
+    dtypes: frozenset[str] = F32     # element types the reference kernel computes in
+    inplace: int | None = None       # input whose buffer the output may reuse
+    doc: str = ""
+    family: str = ""
+    extra: dict[str, str] = field(default_factory=dict)
+
+
+OPS: dict[str, OpDef] = {}
+
+
+def _op(name: str, inputs: tuple[str, ...], outputs: tuple[str, ...] = ("out",), **kw: object) -> None:
+    OPS[name] = OpDef(name, inputs, outputs, **kw)  # type: ignore[arg-type]
+
+
+# ---- elementwise: unary (float32 unless noted) -------------------------------------------------
+for _name, _doc in [
+    ("neg", "-x"), ("abs", "|x|"), ("exp", "e^x"), ("log", "ln x"), ("sqrt", "sqrt x"),
+    ("rsqrt", "1/sqrt x"), ("sigmoid", "1/(1+e^-x)"), ("tanh", "tanh x"), ("relu", "max(x, 0)"),
+    ("silu", "x*sigmoid(x)"), ("hardswish", "x*relu6(x+3)/6"), ("hardsigmoid", "relu6(x+3)/6"),
+    ("sin", "sin x"), ("cos", "cos x"), ("erf", "erf x"), ("floor", "floor x"), ("ceil", "ceil x"),
+    ("round", "round half to even"), ("sign", "sign x"), ("reciprocal", "1/x"),
+    ("log1p", "ln(1+x)"), ("expm1", "e^x-1"),
+]:
+    _dt = NUM if _name in ("neg", "abs", "relu", "sign") else F32
+    _op(_name, ("self",), dtypes=_dt, inplace=0, doc=_doc, family="elementwise")
+_op("gelu", ("self",), ints=("approximate",), inplace=0, family="elementwise",
+    doc="approximate: 0 exact (erf), 1 tanh")
+_op("leaky_relu", ("self",), floats=("negative_slope",), inplace=0, family="elementwise")
+_op("elu", ("self",), floats=("alpha", "scale", "input_scale"), inplace=0, family="elementwise",
+    doc="scale * (x if x > 0 else alpha * (exp(x * input_scale) - 1))")
+_op("hardtanh", ("self",), floats=("min_val", "max_val"), dtypes=NUM, inplace=0, family="elementwise",
+    doc="clamp(x, min_val, max_val); relu6 is hardtanh(0, 6)")
+_op("clamp", ("self",), ints=("has_min", "has_max"), floats=("min", "max"), dtypes=NUM, inplace=0,
+    family="elementwise", doc="clamp with optional bounds")
+_op("logical_not", ("self",), dtypes=ANY, family="elementwise", doc="output bool: x == 0")
+_op("bitwise_not", ("self",), dtypes=INTS | BOOL, inplace=0, family="elementwise", doc="~x (not x for bool)")
+_op("cast", ("self",), dtypes=ANY, family="elementwise",
+    doc="convert to the output tensor's dtype (float->int truncates toward zero, saturating)")
+
+# ---- elementwise: binary with broadcasting ------------------------------------------------------
+_op("add", ("self", "other"), floats=("alpha",), dtypes=NUM, inplace=0, family="binary",
+    doc="self + alpha * other (alpha missing = 1)")
+_op("sub", ("self", "other"), floats=("alpha",), dtypes=NUM, inplace=0, family="binary",
+    doc="self - alpha * other (alpha missing = 1)")
+_op("mul", ("self", "other"), dtypes=NUM | BOOL, inplace=0, family="binary")
+_op("div", ("self", "other"), ints=("rounding_mode",), dtypes=NUM, inplace=0, family="binary",
+    doc="rounding_mode: 0 true division, 1 trunc, 2 floor")
+_op("pow", ("self", "other"), dtypes=NUM, inplace=0, family="binary")
+_op("minimum", ("self", "other"), dtypes=NUM, inplace=0, family="binary")
+_op("maximum", ("self", "other"), dtypes=NUM, inplace=0, family="binary")
+_op("remainder", ("self", "other"), dtypes=NUM, inplace=0, family="binary",
+    doc="Python-style modulo (sign of the divisor)")
+_op("fmod", ("self", "other"), dtypes=NUM, inplace=0, family="binary", doc="C-style modulo")
+for _name in ("eq", "ne", "lt", "le", "gt", "ge"):
+    _op(_name, ("self", "other"), dtypes=NUM | BOOL, family="binary", doc="output bool")
+for _name in ("logical_and", "logical_or", "logical_xor"):
+    _op(_name, ("self", "other"), dtypes=ANY, family="binary", doc="nonzero test on inputs; output bool")
+for _name in ("bitwise_and", "bitwise_or", "bitwise_xor"):
+    _op(_name, ("self", "other"), dtypes=INTS | BOOL, inplace=0, family="binary")
+_op("where", ("condition", "self", "other"), dtypes=ANY, family="binary",
+    doc="condition (bool) ? self : other, all three broadcast")
+
+# ---- creation ---------------------------------------------------------------------------------
+_op("full", (), floats=("value",), dtypes=ANY, family="creation", doc="fill the output with value")
+_op("arange", (), floats=("start", "step"), dtypes=NUM, family="creation",
+    doc="out[i] = start + i * step (length from the output)")
+
+# ---- matrix products --------------------------------------------------------------------------
+_op("linear", ("input", "weight", "bias?"), ints=("act",), floats=("act_min", "act_max"),
+    family="matmul", doc="out[..., n] = sum_k input[..., k] * weight[n, k] + bias[n]; fused act")
+_op("matmul", ("self", "other"), family="matmul",
+    doc="[..., M, K] x [..., K, N] with broadcast batch dims (mm, bmm)")
+_op("addmm", ("bias", "mat1", "mat2"), floats=("beta", "alpha"), family="matmul",
+    doc="beta * bias + alpha * (mat1 @ mat2), 2-D; bias broadcasts")
+
+# ---- convolution, pooling, normalization, resize -----------------------------------------------
+_op("conv2d", ("input", "weight", "bias?"),
+    ints=("stride_h", "stride_w", "pad_h", "pad_w", "dilation_h", "dilation_w", "groups", "act"),
+    floats=("act_min", "act_max"), family="conv",
+    doc="NCHW input, weight [C_out, C_in/groups, kH, kW]; fused act")
+_op("conv_transpose2d", ("input", "weight", "bias?"),
+    ints=("stride_h", "stride_w", "pad_h", "pad_w", "dilation_h", "dilation_w", "groups",
+          "output_pad_h", "output_pad_w"),
+    family="conv", doc="NCHW input, weight [C_in, C_out/groups, kH, kW]")
+_op("max_pool2d", ("input",),
+    ints=("kernel_h", "kernel_w", "stride_h", "stride_w", "pad_h", "pad_w", "dilation_h",
+          "dilation_w", "ceil_mode"), dtypes=NUM, family="pool")
+_op("avg_pool2d", ("input",),
+    ints=("kernel_h", "kernel_w", "stride_h", "stride_w", "pad_h", "pad_w", "ceil_mode",
+          "count_include_pad", "divisor_override"), family="pool",
+    doc="divisor_override 0 = none")
+_op("adaptive_avg_pool2d", ("input",), family="pool", doc="output size from the output tensor")
+_op("batch_norm", ("input", "weight?", "bias?", "running_mean", "running_var"), floats=("eps",),
+    family="norm", doc="inference batch norm over dim 1")
+_op("layer_norm", ("input", "weight?", "bias?"), ("out", "mean?", "rstd?"),
+    ints=("normalized_ndim",), floats=("eps",), family="norm",
+    doc="normalize over the last normalized_ndim dims")
+_op("group_norm", ("input", "weight?", "bias?"), ("out", "mean?", "rstd?"), ints=("groups",),
+    floats=("eps",), family="norm", doc="input [N, C, *]")
+_op("upsample_nearest2d", ("input",), floats=("scale_h", "scale_w"), dtypes=NUM, family="resize",
+    doc="src = floor(dst * scale) with scale = in/out size (or 1/scale_factor when given)")
+_op("upsample_bilinear2d", ("input",), ints=("align_corners",), floats=("scale_h", "scale_w"),
+    family="resize", doc="scale as in PyTorch's area_pixel_compute_scale")
+
+# ---- softmax and reductions -------------------------------------------------------------------
+_op("softmax", ("self",), ints=("dim",), family="reduce")
+_op("log_softmax", ("self",), ints=("dim",), family="reduce")
+for _name, _dt in [("sum", NUM | BOOL), ("mean", F32), ("amax", NUM), ("amin", NUM), ("prod", NUM),
+                   ("any", ANY), ("all", ANY)]:
+    _op(_name, ("self",), ints=("keepdim", "dims*"), dtypes=_dt, family="reduce",
+        doc="reduce over dims (none listed = all dims)")
+_op("var", ("self",), ints=("keepdim", "dims*"), floats=("correction",), family="reduce")
+for _name in ("argmax", "argmin"):
+    _op(_name, ("self",), ints=("has_dim", "dim", "keepdim"), dtypes=NUM, family="reduce",
+        doc="output int64; without a dim, over the flattened input")
+_op("cumsum", ("self",), ints=("dim",), dtypes=NUM, family="reduce")
+
+# ---- data movement ----------------------------------------------------------------------------
+_op("copy", ("self",), dtypes=ANY, family="shape", doc="contiguous copy (clone, or a reshape that cannot alias)")
+_op("permute", ("self",), ints=("dims*",), dtypes=ANY, family="shape")
+_op("expand", ("self",), dtypes=ANY, family="shape", doc="broadcast to the output shape")
+_op("slice", ("self",), ints=("dim", "start", "end", "step"), dtypes=ANY, family="shape",
+    doc="start/end already clamped to [0, size]")
+_op("select", ("self",), ints=("dim", "index"), dtypes=ANY, family="shape")
+_op("cat", ("tensors*",), ints=("dim",), dtypes=ANY, family="shape")
+_op("split", ("self",), ("outs*",), ints=("dim",), dtypes=ANY, family="shape",
+    doc="sizes from the output tensors")
+_op("pad", ("self",), ints=("pads*",), floats=("value",), dtypes=ANY, family="shape",
+    doc="constant_pad_nd: pads = (last dim before, after, previous dim before, after, ...); negative crops")
+_op("flip", ("self",), ints=("dims*",), dtypes=ANY, family="shape")
+_op("repeat", ("self",), dtypes=ANY, family="shape", doc="tile to the output shape")
+_op("embedding", ("weight", "indices"), dtypes=F32 | INTS, family="index",
+    doc="out[..., :] = weight[indices[...], :]; indices int32/int64, range-checked at run time")
+_op("index_select", ("self", "index"), ints=("dim",), dtypes=ANY, family="index")
+_op("gather", ("self", "index"), ints=("dim",), dtypes=ANY, family="index")
+
+
+def op(name: str) -> OpDef:
+    return OPS[name]
+
+
+def arg_names(name: str, ints: list[int], floats: list[float]) -> list[tuple[str, object]]:
+    """Pair an instruction's arguments with their names (for inspect and messages)."""
+    d = OPS.get(name)
+    if d is None:
+        return [(f"i{k}", v) for k, v in enumerate(ints)] + [(f"f{k}", v) for k, v in enumerate(floats)]
+    out: list[tuple[str, object]] = []
+    for names, values in ((d.ints, ints), (d.floats, floats)):
+        k = 0
+        for n in names:
+            if n.endswith("*"):
+                out.append((n[:-1], list(values[k:])))
+                k = len(values)
+                break
+            if k < len(values):
+                out.append((n, values[k]))
+            k += 1
+        for extra in values[k:]:
+            out.append((f"arg{k}", extra))
+            k += 1
+    return out
+
+
+def render_markdown() -> str:
+    """docs/ops.md: the op reference, generated from OPS."""
+    lines = ["# openaccel op set", "",
+             "Generated from `sdk/openaccel/opset.py` (`make docs`). Each instruction names one op;",
+             "its integer and float arguments follow the layouts below.", ""]
+    families: dict[str, list[OpDef]] = {}
+    for d in OPS.values():
+        families.setdefault(d.family, []).append(d)
+    for fam, defs in families.items():
+        lines += [f"## {fam}", "", "| op | inputs | outputs | ints | floats | dtypes | notes |",
+                  "|---|---|---|---|---|---|---|"]
+        for d in defs:
+            lines.append(
+                f"| `{d.name}` | {', '.join(d.inputs) or '-'} | {', '.join(d.outputs)} | "
+                f"{', '.join(d.ints) or '-'} | {', '.join(d.floats) or '-'} | "
+                f"{', '.join(sorted(d.dtypes))} | {d.doc} |")
+        lines.append("")
+    return "\n".join(lines)

@@ -1,0 +1,198 @@
+"""oa.Program: an exported .oab file and a parsed, read-only view of it (no torch import)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from . import dtypes
+from .errors import ProgramError
+from .fileformat import Header, segment_bytes, unpack
+from .opset import arg_names
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Placement:
+    index: int
+    op: str
+    device: str
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    args: tuple[tuple[str, object], ...]
+    source: str
+
+
+def _s(b: bytes | str | None) -> str:
+    if b is None:
+        return ""
+    return b.decode("utf-8", "replace") if isinstance(b, bytes) else b
+
+
+class Program:
+    """A .oab program: `.buffer` holds the bytes; the rest is read from them."""
+
+    def __init__(self, buffer: bytes) -> None:
+        self.buffer = bytes(buffer)
+        self._fb, self._header = unpack(self.buffer)
+        methods = self._fb.methods or []
+        if not methods:
+            raise ProgramError("file has no methods")
+        self._m = methods[0]
+
+    # ---- construction ------------------------------------------------------------------------
+    @classmethod
+    def load(cls, path: str | Path) -> Program:
+        p = Path(path)
+        try:
+            data = p.read_bytes()
+        except FileNotFoundError:
+            raise ProgramError(f"{p}: no such file") from None
+        except OSError as e:
+            raise ProgramError(f"{p}: cannot read ({e.strerror})") from None
+        try:
+            return cls(data)
+        except ProgramError as e:
+            raise ProgramError(f"{p}: {e}") from None
+
+    def save(self, path: str | Path) -> None:
+        Path(path).write_bytes(self.buffer)
+
+    # ---- facts -------------------------------------------------------------------------------
+    @property
+    def header(self) -> Header:
+        return self._header
+
+    @property
+    def producer(self) -> str:
+        return _s(self._fb.producer)
+
+    @property
+    def target(self) -> str:
+        return _s(self._fb.target)
+
+    @property
+    def format_version(self) -> tuple[int, int]:
+        return self._fb.formatMajor, self._fb.formatMinor
+
+    @property
+    def required_features(self) -> list[str]:
+        return [_s(f) for f in (self._fb.requiredFeatures or [])]
+
+    @property
+    def ops(self) -> list[str]:
+        """Op names of the manifest, in first-use order."""
+        return [_s(o.name) for o in (self._fb.operators or [])]
+
+    def _tensor(self, i: int) -> TensorSpec:
+        tensors = self._m.tensors or []
+        if not 0 <= i < len(tensors):
+            raise ProgramError(f"tensor index {i} out of range (method has {len(tensors)})")
+        t = tensors[i]
+        shape = tuple(int(d) for d in (t.shape if t.shape is not None else []))
+        return TensorSpec(_s(t.name), dtypes.name_of(int(t.dtype)), shape)
+
+    @property
+    def inputs(self) -> list[TensorSpec]:
+        return [self._tensor(int(i)) for i in (self._m.inputs if self._m.inputs is not None else [])]
+
+    @property
+    def outputs(self) -> list[TensorSpec]:
+        return [self._tensor(int(i)) for i in (self._m.outputs if self._m.outputs is not None else [])]
+
+    @property
+    def memory_plan(self) -> dict[str, int]:
+        """Planned bytes per pool ('pool0', ...), plus the unplanned total for comparison."""
+        plan = self._m.memoryPlan
+        out: dict[str, int] = {}
+        if plan is not None:
+            for k, pool in enumerate(plan.pools or []):
+                out[f"pool{k}"] = int(pool.size)
+            out["naive"] = int(plan.naiveBytes)
+        return out
+
+    @property
+    def arena_bytes(self) -> int:
+        return sum(v for k, v in self.memory_plan.items() if k.startswith("pool"))
+
+    @property
+    def constant_bytes(self) -> int:
+        return self._header.segment_size - sum(
+            int(d.nbytes) for tc in (self._m.tests or []) for d in (tc.inputs or []) + (tc.outputs or []))
+
+    @property
+    def devices(self) -> list[str]:
+        return [_s(d.kind) for d in (self._m.devices or [])]
+
+    @property
+    def instructions(self) -> list[Placement]:
+        out = []
+        tensors = self._m.tensors or []
+        debug = self._m.debug or []
+        devs = self.devices
+        ops = self.ops
+        for i, ins in enumerate(self._m.instructions or []):
+            op = ops[ins.op] if 0 <= ins.op < len(ops) else f"<op {ins.op}>"
+
+            def tname(t: int) -> str:
+                return "-" if t < 0 else (_s(tensors[t].name) if t < len(tensors) else f"<{t}>")
+
+            src = ""
+            if 0 <= ins.debug < len(debug):
+                d = debug[ins.debug]
+                src = f"{_s(d.file)}:{d.line}" if d.file else ""
+            ints = [int(v) for v in (ins.ints if ins.ints is not None else [])]
+            floats = [float(v) for v in (ins.floats if ins.floats is not None else [])]
+            out.append(Placement(
+                index=i, op=op, device=devs[ins.device] if ins.device < len(devs) else f"<{ins.device}>",
+                inputs=tuple(tname(int(t)) for t in (ins.inputs if ins.inputs is not None else [])),
+                outputs=tuple(tname(int(t)) for t in (ins.outputs if ins.outputs is not None else [])),
+                args=tuple(arg_names(op, ints, floats)), source=src))
+        return out
+
+    def tests(self) -> list[tuple[str, list[np.ndarray], list[np.ndarray], float, float]]:
+        """Bundled test vectors: (name, inputs, expected outputs, atol, rtol)."""
+        out = []
+        for tc in self._m.tests or []:
+            def arrays(items: list) -> list[np.ndarray]:
+                res = []
+                for d in items or []:
+                    raw = segment_bytes(self.buffer, self._fb, self._header, int(d.segment),
+                                        int(d.offset), int(d.nbytes))
+                    shape = tuple(int(x) for x in (d.shape if d.shape is not None else []))
+                    res.append(np.frombuffer(raw, dtype=dtypes.numpy_of(int(d.dtype))).reshape(shape).copy())
+                return res
+            out.append((_s(tc.name), arrays(tc.inputs), arrays(tc.outputs), float(tc.atol), float(tc.rtol)))
+        return out
+
+    def summary(self) -> str:
+        """A human-readable description: signature, ops, memory, sizes."""
+        lines = [f"openaccel program ({len(self.buffer):,} bytes, format {self.format_version[0]}."
+                 f"{self.format_version[1]}, target {self.target or '?'})",
+                 f"  producer: {self.producer}"]
+        for kind, specs in (("input", self.inputs), ("output", self.outputs)):
+            for s in specs:
+                lines.append(f"  {kind:6} {s.name}: {s.dtype}{list(s.shape)}")
+        counts: dict[str, int] = {}
+        for p in self.instructions:
+            counts[p.op] = counts.get(p.op, 0) + 1
+        lines.append(f"  instructions: {sum(counts.values())} ({len(counts)} ops: "
+                     + ", ".join(f"{k} x{v}" for k, v in counts.items()) + ")")
+        lines.append(f"  devices: {', '.join(self.devices)}")
+        plan = self.memory_plan
+        naive = plan.get("naive", 0)
+        saved = f", {100 * (1 - self.arena_bytes / naive):.0f}% below no reuse ({naive:,})" if naive else ""
+        lines.append(f"  memory plan: arena {self.arena_bytes:,} bytes{saved}")
+        lines.append(f"  constants: {self.constant_bytes:,} bytes; bundled tests: {len(self._m.tests or [])}")
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return f"<openaccel.Program {len(self.buffer):,} bytes, {len(self.instructions)} instructions>"

@@ -1,0 +1,106 @@
+"""Building the C runtime for a target with CMake, cached by target, options and source hash."""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import ToolchainError
+from ..paths import cache_dir, runtime_dir
+from ..targets import Target, get_target
+
+Log = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class RuntimeBuild:
+    target: str
+    directory: Path
+    oa_run: Path
+    static_lib: Path
+    shared_lib: Path | None
+    include_dir: Path
+
+
+def source_hash(extra: str = "") -> str:
+    """Hash of every runtime source file: a rebuild happens exactly when one changes."""
+    h = hashlib.sha256(extra.encode())
+    root = runtime_dir()
+    for p in sorted(root.rglob("*")):
+        if p.is_file() and p.suffix in (".c", ".h", ".def", ".txt", ".cmake", ".in", ".fbs"):
+            h.update(str(p.relative_to(root)).encode())
+            h.update(p.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def _stderr_log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def _run(cmd: list[str], cwd: Path, what: str, log_path: Path) -> None:
+    with log_path.open("a") as log:
+        log.write("$ " + " ".join(cmd) + "\n")
+        log.flush()
+        r = subprocess.run(cmd, cwd=cwd, stdout=log, stderr=subprocess.STDOUT)
+    if r.returncode != 0:
+        tail = log_path.read_text(errors="replace").splitlines()[-25:]
+        raise ToolchainError(f"{what} failed (exit {r.returncode}); last lines of {log_path}:\n"
+                             + "\n".join(tail))
+
+
+def build_runtime(target: str | Target = "host", *, kernels_def: Path | None = None,
+                  sanitize: bool = False, shared: bool | None = None, log: Log | None = None,
+                  build_type: str = "Release", extra_cmake: tuple[str, ...] = ()) -> RuntimeBuild:
+    """Configure and build the runtime for `target` (cached). Raises ToolchainError naming what
+    to install when a compiler or emulator is missing."""
+    t = target if isinstance(target, Target) else get_target(target)
+    say = log or _stderr_log
+    missing = [m for m in t.missing() if m != t.emulator]
+    if missing:
+        raise ToolchainError(f"target {t.name} needs {', '.join(missing)}, not found on PATH; "
+                             f"install with: {t.install_hint()}")
+    if shared is None:
+        shared = t.name == "host"
+    selective = kernels_def.read_text() if kernels_def else ""
+    key_parts = [t.name, t.c_flags, str(t.static), build_type, str(sanitize), str(shared), selective,
+                 *extra_cmake]
+    key = source_hash("\n".join(key_parts))
+    suffix = "-sel" if kernels_def else ""
+    suffix += "-asan" if sanitize else ""
+    bdir = cache_dir() / "runtime" / f"{t.name}{suffix}-{key}"
+    bdir.mkdir(parents=True, exist_ok=True)
+    ext = ".exe" if os.name == "nt" else ""
+    result = RuntimeBuild(
+        target=t.name, directory=bdir, oa_run=bdir / f"oa_run{ext}", static_lib=bdir / "libopenaccel.a",
+        shared_lib=(bdir / "libopenaccel.so") if shared else None, include_dir=runtime_dir() / "include")
+    with (bdir / ".lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # parallel test workers build once
+        if (bdir / ".done").exists():
+            return result
+        say(f"building the openaccel runtime for {t.name} ({'selective, ' if kernels_def else ''}"
+            f"{build_type}) in {bdir} ...")
+        generator = ["-G", "Ninja"] if shutil.which("ninja") else []
+        cmd = ["cmake", "-S", str(runtime_dir()), "-B", str(bdir), *generator,
+               f"-DCMAKE_BUILD_TYPE={build_type}", f"-DCMAKE_C_FLAGS={t.c_flags}",
+               f"-DOA_BUILD_SHARED={'ON' if shared else 'OFF'}",
+               f"-DOA_STATIC_TOOLS={'ON' if t.static else 'OFF'}",
+               f"-DOA_SANITIZE={'ON' if sanitize else 'OFF'}", *extra_cmake]
+        if t.toolchain_file:
+            cmd.append(f"-DCMAKE_TOOLCHAIN_FILE={t.toolchain_file}")
+        if kernels_def:
+            cmd.append(f"-DOA_KERNELS_DEF={kernels_def.resolve()}")
+        log_path = bdir / "build.log"
+        log_path.write_text("")
+        _run(cmd, bdir, f"configuring the runtime for {t.name}", log_path)
+        jobs = str(os.cpu_count() or 2)
+        _run(["cmake", "--build", str(bdir), "-j", jobs], bdir, f"building the runtime for {t.name}", log_path)
+        (bdir / ".done").write_text(key)
+        say(f"built {result.oa_run}")
+    return result

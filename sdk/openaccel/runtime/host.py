@@ -1,0 +1,279 @@
+"""ctypes binding to the host build of libopenaccel (built with CMake on first use, cached).
+
+Struct mirrors are checked against the library's own sizes (oa_abi_sizeof) when it is loaded,
+so a mismatch is an error at load time, not memory corruption later.
+"""
+
+from __future__ import annotations
+
+import ctypes as C
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .. import dtypes
+from ..errors import InputError, ProgramError, RuntimeFailure
+from .build import build_runtime
+
+MAX_DIMS = 8
+
+STATUS_NAMES = {0: "OK", 1: "INVALID_ARGUMENT", 2: "INVALID_PROGRAM", 3: "UNSUPPORTED_VERSION",
+                4: "UNSUPPORTED", 5: "OUT_OF_MEMORY", 6: "NOT_FOUND", 7: "NOT_READY", 8: "TIMEOUT",
+                9: "DEVICE", 10: "IO", 11: "INTERNAL", 12: "CHECK_FAILED"}
+
+
+class Tensor(C.Structure):
+    _fields_ = [("data", C.c_void_p), ("shape", C.c_int64 * MAX_DIMS), ("ndim", C.c_int32),
+                ("dtype", C.c_int32), ("numel", C.c_int64), ("nbytes", C.c_size_t), ("name", C.c_char_p)]
+
+
+class Diag(C.Structure):
+    _fields_ = [("status", C.c_int), ("message", C.c_char * 512)]
+
+
+class TestResult(C.Structure):
+    _fields_ = [("name", C.c_char_p), ("passed", C.c_int), ("atol", C.c_double), ("rtol", C.c_double),
+                ("max_abs_error", C.c_double), ("max_rel_error", C.c_double), ("mismatches", C.c_int64),
+                ("first_mismatch", C.c_int64), ("worst_output", C.c_uint32), ("elapsed_ns", C.c_uint64)]
+
+
+class Requirements(C.Structure):
+    _fields_ = [("state_bytes", C.c_size_t), ("arena_bytes", C.c_size_t), ("scratch_bytes", C.c_size_t),
+                ("total_bytes", C.c_size_t)]
+
+
+class CpuOptions(C.Structure):
+    _fields_ = [("reference_only", C.c_int32), ("threads", C.c_int32)]
+
+
+class MethodConfig(C.Structure):
+    _fields_ = [("devices", C.POINTER(C.c_void_p)), ("n_devices", C.c_uint32)]
+
+
+class DeviceProperties(C.Structure):
+    _fields_ = [("name", C.c_char * 64), ("vendor", C.c_char * 64), ("kind_name", C.c_char * 32),
+                ("kind", C.c_int), ("memory_total", C.c_uint64), ("memory_free", C.c_uint64),
+                ("alignment", C.c_uint32), ("flags", C.c_uint32)]
+
+
+_MIRRORS = {"oa_tensor_t": Tensor, "oa_diag_t": Diag, "oa_test_result_t": TestResult,
+            "oa_memory_requirements_t": Requirements, "oa_cpu_options_t": CpuOptions,
+            "oa_method_config_t": MethodConfig, "oa_device_properties_t": DeviceProperties}
+
+_lib: C.CDLL | None = None
+_lib_lock = threading.Lock()
+
+
+def library() -> C.CDLL:
+    """The host libopenaccel, built on first use."""
+    global _lib
+    with _lib_lock:
+        if _lib is None:
+            build = build_runtime("host")
+            assert build.shared_lib is not None
+            lib = C.CDLL(str(build.shared_lib))
+            lib.oa_abi_sizeof.restype = C.c_size_t
+            lib.oa_abi_sizeof.argtypes = [C.c_char_p]
+            for name, mirror in _MIRRORS.items():
+                want = lib.oa_abi_sizeof(name.encode())
+                if want != C.sizeof(mirror):
+                    raise RuntimeFailure(f"ABI mismatch: {name} is {want} bytes in the runtime, "
+                                         f"{C.sizeof(mirror)} in the Python binding")
+            vp, u32, i32 = C.c_void_p, C.c_uint32, C.c_int
+            sigs: dict[str, tuple[Any, list[Any]]] = {
+                "oa_program_load": (i32, [vp, C.c_size_t, vp, C.POINTER(Diag)]),
+                "oa_cpu_device_init": (i32, [vp, C.POINTER(CpuOptions), C.POINTER(vp)]),
+                "oa_method_requirements": (i32, [vp, u32, C.POINTER(MethodConfig), C.POINTER(Requirements),
+                                                 C.POINTER(Diag)]),
+                "oa_method_create": (i32, [vp, u32, C.POINTER(MethodConfig), C.POINTER(vp), C.POINTER(Diag)]),
+                "oa_method_destroy": (None, [vp]),
+                "oa_method_execute": (i32, [vp, C.POINTER(Diag)]),
+                "oa_method_input_count": (u32, [vp]),
+                "oa_method_output_count": (u32, [vp]),
+                "oa_method_test_count": (u32, [vp]),
+                "oa_method_input": (i32, [vp, u32, C.POINTER(C.POINTER(Tensor))]),
+                "oa_method_output": (i32, [vp, u32, C.POINTER(C.POINTER(Tensor))]),
+                "oa_method_set_input": (i32, [vp, u32, C.POINTER(Tensor), C.POINTER(Diag)]),
+                "oa_method_run_test": (i32, [vp, u32, C.POINTER(TestResult), C.POINTER(Diag)]),
+                "oa_device_get_properties": (i32, [vp, C.POINTER(DeviceProperties)]),
+                "oa_device_query_i64": (i32, [vp, C.c_char_p, C.c_char_p, C.POINTER(C.c_int64)]),
+                "oa_cpu_kernel_op_name": (C.c_char_p, [u32]),
+                "oa_version": (C.c_char_p, []),
+            }
+            for fname, (res, args) in sigs.items():
+                fn = getattr(lib, fname)
+                fn.restype = res
+                fn.argtypes = args
+            _lib = lib
+        return _lib
+
+
+def kernel_ops() -> list[str]:
+    """Op names the host runtime has CPU kernels for."""
+    lib = library()
+    out = []
+    i = 0
+    while True:
+        name = lib.oa_cpu_kernel_op_name(i)
+        if not name:
+            return out
+        out.append(name.decode())
+        i += 1
+
+
+def _aligned_copy(data: bytes, alignment: int = 64) -> tuple[np.ndarray, int]:
+    raw = np.empty(len(data) + alignment, dtype=np.uint8)
+    off = (-raw.ctypes.data) % alignment
+    view = raw[off:off + len(data)]
+    view[:] = np.frombuffer(data, dtype=np.uint8)
+    return raw, raw.ctypes.data + off
+
+
+def _fail(kind: type[Exception], status: int, diag: Diag, what: str) -> Exception:
+    msg = diag.message.decode("utf-8", "replace")
+    return kind(f"{what}: {STATUS_NAMES.get(status, status)}: {msg}")
+
+
+@dataclass
+class TestReport:
+    name: str
+    passed: bool
+    max_abs_error: float
+    max_rel_error: float
+    atol: float
+    rtol: float
+    mismatches: int
+    first_mismatch: int
+    output: int
+    ms: float
+    error: str = ""
+
+
+class CpuDevice:
+    """A CPU device object living in Python-owned memory."""
+
+    def __init__(self, reference_only: bool = False, threads: int = 0) -> None:
+        lib = library()
+        self._mem = (C.c_uint64 * ((lib.oa_abi_sizeof(b"oa_cpu_device_t") + 7) // 8))()
+        self.handle = C.c_void_p()
+        opts = CpuOptions(int(reference_only), int(threads))
+        st = lib.oa_cpu_device_init(C.addressof(self._mem), C.byref(opts), C.byref(self.handle))
+        if st:
+            raise RuntimeFailure(f"CPU device init failed: {STATUS_NAMES.get(st, st)}")
+
+    def properties(self) -> dict[str, Any]:
+        lib = library()
+        p = DeviceProperties()
+        lib.oa_device_get_properties(self.handle, C.byref(p))
+        queries = {}
+        for key in ("arch", "neon", "fp16", "dotprod", "sse4_1", "avx", "avx2", "fma", "f16c", "avx512f",
+                    "cores", "l1d_bytes", "l2_bytes", "l3_bytes", "threads"):
+            v = C.c_int64()
+            if lib.oa_device_query_i64(self.handle, b"cpu", key.encode(), C.byref(v)) == 0:
+                queries[f"cpu.{key}"] = v.value
+        return {"index": 0, "name": p.name.decode(), "vendor": p.vendor.decode(),
+                "kind": p.kind_name.decode(), "memory_total": p.memory_total, "memory_free": p.memory_free,
+                "alignment": p.alignment, "flags": p.flags, "queries": queries}
+
+
+class HostSession:
+    """A loaded and prepared program on the host CPU."""
+
+    def __init__(self, buffer: bytes, *, threads: int = 0, reference_only: bool = False) -> None:
+        lib = self._lib = library()
+        self._raw, addr = _aligned_copy(buffer)
+        self._program = (C.c_uint64 * ((lib.oa_abi_sizeof(b"oa_program_t") + 7) // 8))()
+        diag = Diag()
+        st = lib.oa_program_load(C.c_void_p(addr), len(buffer), C.addressof(self._program), C.byref(diag))
+        if st:
+            raise _fail(ProgramError, st, diag, "loading the program")
+        self.device = CpuDevice(reference_only=reference_only, threads=threads)
+        self._devs = (C.c_void_p * 1)(self.device.handle)
+        self._cfg = MethodConfig(C.cast(self._devs, C.POINTER(C.c_void_p)), 1)
+        req = Requirements()
+        st = lib.oa_method_requirements(C.addressof(self._program), 0, C.byref(self._cfg), C.byref(req), C.byref(diag))
+        if st:
+            raise _fail(RuntimeFailure, st, diag, "preparing the program")
+        self.requirements = {"state_bytes": req.state_bytes, "arena_bytes": req.arena_bytes,
+                             "scratch_bytes": req.scratch_bytes, "total_bytes": req.total_bytes}
+        self._method = C.c_void_p()
+        st = lib.oa_method_create(C.addressof(self._program), 0, C.byref(self._cfg), C.byref(self._method),
+                                  C.byref(diag))
+        if st:
+            raise _fail(RuntimeFailure, st, diag, "preparing the program")
+
+    def __del__(self) -> None:
+        m = getattr(self, "_method", None)
+        if m:
+            self._lib.oa_method_destroy(m)
+            self._method = None
+
+    def _tensor(self, getter: Any, i: int) -> Tensor:
+        p = C.POINTER(Tensor)()
+        if getter(self._method, i, C.byref(p)):
+            raise RuntimeFailure(f"no tensor {i}")
+        return p.contents
+
+    def input_specs(self) -> list[tuple[str, str, tuple[int, ...]]]:
+        out = []
+        for i in range(self._lib.oa_method_input_count(self._method)):
+            t = self._tensor(self._lib.oa_method_input, i)
+            out.append((t.name.decode(), dtypes.name_of(t.dtype), tuple(t.shape[: t.ndim])))
+        return out
+
+    def run(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
+        lib = self._lib
+        n_in = lib.oa_method_input_count(self._method)
+        if len(arrays) != n_in:
+            raise InputError(f"the program takes {n_in} inputs, {len(arrays)} were given")
+        diag = Diag()
+        keep = []
+        for i, a in enumerate(arrays):
+            a = np.ascontiguousarray(a)
+            keep.append(a)
+            try:
+                code = dtypes.code_of_numpy(a.dtype)
+            except KeyError:
+                raise InputError(f"input {i}: dtype {a.dtype} is not supported") from None
+            if a.ndim > MAX_DIMS:
+                raise InputError(f"input {i}: {a.ndim} dims, at most {MAX_DIMS} supported")
+            src = Tensor()
+            src.data = a.ctypes.data
+            src.ndim = a.ndim
+            src.dtype = code
+            for d in range(a.ndim):
+                src.shape[d] = a.shape[d]
+            src.numel = a.size
+            src.nbytes = a.nbytes
+            st = lib.oa_method_set_input(self._method, i, C.byref(src), C.byref(diag))
+            if st:
+                raise _fail(InputError, st, diag, "setting inputs")
+        st = lib.oa_method_execute(self._method, C.byref(diag))
+        if st:
+            raise _fail(RuntimeFailure, st, diag, "executing")
+        outs = []
+        for i in range(lib.oa_method_output_count(self._method)):
+            t = self._tensor(lib.oa_method_output, i)
+            shape = tuple(t.shape[: t.ndim])
+            dt = dtypes.numpy_of(t.dtype)
+            raw = C.string_at(t.data, t.nbytes) if t.nbytes else b""
+            outs.append(np.frombuffer(raw, dtype=dt).reshape(shape).copy())
+        return outs
+
+    def run_tests(self) -> list[TestReport]:
+        lib = self._lib
+        reports = []
+        for i in range(lib.oa_method_test_count(self._method)):
+            r = TestResult()
+            diag = Diag()
+            st = lib.oa_method_run_test(self._method, i, C.byref(r), C.byref(diag))
+            if st:
+                reports.append(TestReport(f"test {i}", False, float("inf"), float("inf"), 0, 0, -1, -1, 0, 0.0,
+                                          error=f"{STATUS_NAMES.get(st, st)}: {diag.message.decode()}"))
+                continue
+            reports.append(TestReport(r.name.decode() if r.name else f"test {i}", bool(r.passed), r.max_abs_error,
+                                      r.max_rel_error, r.atol, r.rtol, r.mismatches, r.first_mismatch,
+                                      r.worst_output, r.elapsed_ns / 1e6))
+        return reports
