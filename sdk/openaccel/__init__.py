@@ -26,7 +26,6 @@ from .errors import (
     UnsupportedOpError,
 )
 from .program import Program
-
 from .version import __version__
 
 if TYPE_CHECKING:
@@ -41,7 +40,7 @@ __all__ = [
 
 def export(model: Any, example_inputs: Any, **kwargs: Any) -> Program:
     """Export an nn.Module or ExportedProgram to an openaccel Program (see export.export)."""
-    from .export import export as _export
+    from .exporter import export as _export
 
     return _export(model, example_inputs, **kwargs)
 

@@ -28,8 +28,8 @@ err = Console(stderr=True, highlight=False, soft_wrap=True)
 def cmd_export(a: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     err.print(f"[dim]exporting {a.model} for target {a.target} (importing torch and executorch)...[/]")
-    from .export import export
-    from .export.loader import load_model
+    from .exporter import export
+    from .exporter.loader import load_model
 
     model, example = load_model(a.model, allow_pickle=a.allow_pickle, input_shapes=a.input_shape)
 
@@ -128,7 +128,8 @@ def cmd_test(a: argparse.Namespace) -> int:
         failed += not ok
         if not a.json:
             tag = "[green]PASS[/]" if ok else "[red]FAIL[/]"
-            extra = "" if ok else f", {e['mismatches']} elements outside tolerance (first at index {e['first_mismatch']} of output {e['output']})"
+            extra = "" if ok else (f", {e['mismatches']} elements outside tolerance (first at index "
+                                   f"{e['first_mismatch']} of output {e['output']})")
             emu = " emulated" if runner.emulated else ""
             out.print(f"{tag} {e['name']} on {runner.target.name}: max abs error {e['max_abs_error']:.3g}, "
                       f"max rel error {e['max_rel_error']:.3g} (atol {e['atol']:g}, rtol {e['rtol']:g}), "

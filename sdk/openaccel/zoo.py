@@ -6,6 +6,8 @@ without torchvision, which cannot be installed beside the pinned torch here.
 
 from __future__ import annotations
 
+import itertools
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -17,7 +19,7 @@ class MLP(nn.Module):
     def __init__(self, sizes: tuple[int, ...] = (784, 512, 512, 10)) -> None:
         super().__init__()
         layers: list[nn.Module] = []
-        for i, (a, b) in enumerate(zip(sizes[:-1], sizes[1:])):
+        for i, (a, b) in enumerate(itertools.pairwise(sizes)):
             layers.append(nn.Linear(a, b))
             if i < len(sizes) - 2:
                 layers.append(nn.ReLU())
@@ -46,7 +48,7 @@ class _ConvBNReLU6(nn.Sequential):
 class _InvertedResidual(nn.Module):
     def __init__(self, cin: int, cout: int, stride: int, expand: int) -> None:
         super().__init__()
-        hidden = int(round(cin * expand))
+        hidden = round(cin * expand)
         self.use_res = stride == 1 and cin == cout
         layers: list[nn.Module] = []
         if expand != 1:

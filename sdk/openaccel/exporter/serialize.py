@@ -7,7 +7,6 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..version import __version__
 from ..fileformat import FORMAT_MAJOR, FORMAT_MINOR, SegmentWriter, pack
 from ..ir import Graph, Instr, Source, Value, dtype_code
 from ..oab.DeviceSlot import DeviceSlotT
@@ -21,6 +20,7 @@ from ..oab.SourceLocation import SourceLocationT
 from ..oab.Tensor import TensorT
 from ..oab.TensorData import TensorDataT
 from ..oab.TestCase import TestCaseT
+from ..version import __version__
 from .memory_plan import MemoryPlan, root_of
 
 

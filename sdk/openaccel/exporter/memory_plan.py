@@ -116,7 +116,7 @@ def plan_memory(graph: Graph, inplace: bool = True) -> MemoryPlan:
     for b in order:
         lo, hi = first[b], last.get(b, first[b])
         size = _align(max(b.nbytes, 1))
-        busy = sorted((o, s) for (o, s, f, l) in placed if not (l < lo or f > hi))
+        busy = sorted((o, s) for (o, s, f, last_use) in placed if not (last_use < lo or f > hi))
         best: int | None = None
         best_gap: int | None = None
         cursor = 0
