@@ -10,8 +10,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import openaccel as oa
 import torch
+
+import openaccel as oa
 
 REPO = Path(__file__).resolve().parents[1]
 CACHE = Path(os.environ.get("OA_TEST_CACHE", REPO / "build" / "test-cache"))

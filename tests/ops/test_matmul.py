@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch.nn.functional as F
+
 from helpers import OpCase, randn, run_case
 
 CASES = [

@@ -2,8 +2,8 @@
 
 Every non-constant value lives in a *buffer*: the value itself, or the value it aliases (views
 are zero-copy). A buffer is live from the instruction that first writes it to the last
-instruction that reads any of its aliases (graph inputs from the start, graph outputs to the
-end). Buffers are placed largest first at the lowest offset gap that fits best among buffers
+instruction that reads any of its aliases (graph inputs for the whole run, graph outputs to
+the end). Buffers are placed largest first at the lowest offset gap that fits best among buffers
 whose lifetimes overlap (the TFLM / ExecuTorch "greedy by size" family).
 """
 
@@ -62,8 +62,9 @@ def _last_uses(graph: Graph) -> dict[Value, int]:
         r, _ = root_of(v)
         last[r] = end
     for v in graph.inputs:
+        # inputs stay intact for the whole run, so executing again (or reading them back) works
         r, _ = root_of(v)
-        last.setdefault(r, -1)
+        last[r] = end
     return last
 
 
