@@ -1,0 +1,110 @@
+"""The CLI journeys of contracts.md: export an archive, inspect, test, run, bench; exit codes and
+closing lines; fast commands never import torch."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from openaccel import zoo
+
+
+def cli(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "openaccel", *args], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def mlp_files(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    d = tmp_path_factory.mktemp("cli")
+    torch.manual_seed(0)
+    model = zoo.MLP((32, 64, 10)).eval()
+    ex = (torch.randn(1, 32),)
+    archive = d / "mlp.pt2"
+    torch.export.save(torch.export.export(model, ex), str(archive))
+    r = cli("export", str(archive), "-o", str(d / "mlp.oab"))
+    assert r.returncode == 0, r.stderr
+    return archive, d / "mlp.oab"
+
+
+def test_export_then_test_passes(mlp_files: tuple[Path, Path]) -> None:
+    _, oab = mlp_files
+    r = cli("test", str(oab))
+    assert r.returncode == 0, r.stdout + r.stderr
+    lines = r.stdout.strip().splitlines()
+    assert lines[-1] == "1 passed, 0 failed"
+    assert "PASS example_inputs on host" in r.stdout
+
+
+def test_export_prints_steps_and_summary(tmp_path: Path, mlp_files: tuple[Path, Path]) -> None:
+    archive, _ = mlp_files
+    r = cli("export", str(archive), "-o", str(tmp_path / "m.oab"))
+    assert r.returncode == 0
+    for step in ("to_edge", "fold constants", "lower to openaccel ops", "plan memory", "serialize"):
+        assert step in r.stderr
+    assert "memory plan: arena" in r.stdout and "wrote" in r.stdout
+
+
+def test_inspect_text_and_json(mlp_files: tuple[Path, Path]) -> None:
+    _, oab = mlp_files
+    r = cli("inspect", str(oab))
+    assert r.returncode == 0
+    assert "linear" in r.stdout and "relu" in r.stdout and "input  x: float32[1, 32]" in r.stdout
+    j = json.loads(cli("inspect", str(oab), "--json").stdout)
+    assert j["ops"] == ["linear", "relu"]
+    assert j["inputs"] == [{"name": "x", "dtype": "float32", "shape": [1, 32]}]
+    assert [i["op"] for i in j["instructions"]] == ["linear", "relu", "linear"]
+    assert all(i["device"] == "cpu" for i in j["instructions"])
+    assert j["memory_plan"]["pool0"] > 0
+
+
+def test_run_with_npy_inputs_matches_torch(mlp_files: tuple[Path, Path], tmp_path: Path) -> None:
+    archive, oab = mlp_files
+    x = np.random.default_rng(1).standard_normal((1, 32)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    r = cli("run", str(oab), "--input", f"x={tmp_path / 'x.npy'}", "--output-dir", str(tmp_path / "out"))
+    assert r.returncode == 0, r.stderr
+    got = np.load(tmp_path / "out" / "output_0.npy")
+    ep = torch.export.load(str(archive))
+    want = ep.module()(torch.from_numpy(x)).detach().numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_bench_reports_latency_and_memory(mlp_files: tuple[Path, Path]) -> None:
+    _, oab = mlp_files
+    r = cli("bench", str(oab), "--runs", "5", "--json")
+    assert r.returncode == 0, r.stderr
+    j = json.loads(r.stdout)
+    assert j["runs"] == 5 and j["median_ms"] > 0 and j["arena_bytes"] > 0 and j["emulated"] is False
+
+
+def test_fast_commands_do_not_import_torch(mlp_files: tuple[Path, Path]) -> None:
+    _, oab = mlp_files
+    code = ("import sys, openaccel.cli as c; rc = c.main(['inspect', sys.argv[1]]); "
+            "c.main(['targets']); print('TORCH' if 'torch' in sys.modules else 'NO-TORCH'); sys.exit(rc)")
+    r = subprocess.run([sys.executable, "-c", code, str(oab)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip().endswith("NO-TORCH")
+
+
+def test_targets_lists_every_target() -> None:
+    r = cli("targets", "--json")
+    assert r.returncode == 0
+    names = {t["name"] for t in json.loads(r.stdout)}
+    assert {"host", "x86_64-linux", "qemu-aarch64", "qemu-aarch64-v82", "qemu-armv7", "qemu-riscv64"} <= names
+
+
+def test_devices_host_reports_real_isa_keys() -> None:
+    r = cli("devices", "--json")
+    assert r.returncode == 0, r.stderr
+    (dev,) = json.loads(r.stdout)
+    assert dev["kind"] == "cpu"
+    flags = open("/proc/cpuinfo").read()
+    assert dev["queries"]["cpu.avx2"] == int(" avx2 " in flags)
+    assert dev["queries"]["cpu.cores"] >= 1
