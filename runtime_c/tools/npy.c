@@ -102,16 +102,21 @@ int npy_read(const char *path, npy_array_t *out, char *err, size_t err_size) {
     fclose(f);
     return 1;
   }
-  size_t numel = 1;
+  uint64_t numel = 1;
   for (int32_t i = 0; i < out->ndim; i++) {
-    if (out->shape[i] && numel > ((size_t)1 << 40) / (size_t)out->shape[i]) {
+    if (out->shape[i] && numel > ((uint64_t)1 << 40) / (uint64_t)out->shape[i]) {
       snprintf(err, err_size, "%s: array too large", path);
       fclose(f);
       return 1;
     }
-    numel *= (size_t)out->shape[i];
+    numel *= (uint64_t)out->shape[i];
   }
-  out->nbytes = numel * oa_dtype_size(out->dtype);
+  if (numel * oa_dtype_size(out->dtype) > (uint64_t)(SIZE_MAX / 2)) {
+    snprintf(err, err_size, "%s: array too large for this platform", path);
+    fclose(f);
+    return 1;
+  }
+  out->nbytes = (size_t)numel * oa_dtype_size(out->dtype);
   out->data = malloc(out->nbytes ? out->nbytes : 1);
   if (!out->data || fread(out->data, 1, out->nbytes, f) != out->nbytes) {
     snprintf(err, err_size, "%s: file holds fewer bytes than its header promises (%zu)", path, out->nbytes);
