@@ -6,8 +6,10 @@
 
 from __future__ import annotations
 
+import logging
 import re
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -22,6 +24,13 @@ from .memory_plan import plan_memory
 from .serialize import TestVector, serialize
 
 Progress = Callable[[str, float], None]
+
+# executorch imports torchao, which logs warnings about optional CUDA extensions, and torch warns
+# about its own internals; none of it concerns an openaccel user.
+for _name in ("torchao", "torch.utils._pytree", "torch._export", "torch.export"):
+    logging.getLogger(_name).setLevel(logging.ERROR)
+warnings.filterwarnings("ignore", category=FutureWarning, module="torch")
+warnings.filterwarnings("ignore", category=FutureWarning, module="copyreg")
 
 DEFAULT_ATOL = 1e-4
 DEFAULT_RTOL = 1e-4
@@ -87,6 +96,7 @@ def export(model: torch.nn.Module | torch.export.ExportedProgram,
     else:
         raise ExportError(f"model must be an nn.Module or an ExportedProgram, not {type(model).__name__}")
 
+    step("import executorch", lambda: __import__("executorch.exir"))
     edge = step("to_edge (core ATen)", lambda: _to_edge(ep))
     graph = step("import graph", lambda: import_program(edge))
     if len(graph.inputs) != len([x for x in example if isinstance(x, torch.Tensor)]):
