@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import pytest
 import torch
-from helpers import CACHE
 
 import openaccel as oa
 from openaccel import zoo
+
+from helpers import CACHE
 
 ATOL = RTOL = 1e-4
 

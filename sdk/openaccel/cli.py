@@ -166,19 +166,43 @@ def cmd_bench(a: argparse.Namespace) -> int:
 
 # ---- runtime builds, targets, devices ------------------------------------------------------------
 def cmd_build_runtime(a: argparse.Namespace) -> int:
-    from .runtime.build import build_runtime
+    from .paths import cache_dir
+    from .program import Program
+    from .runtime.build import build_runtime, runtime_code_size, selective_kernels_def, stripped_size
+    from .targets import get_target
 
-    b = build_runtime(a.target, log=lambda s: err.print(f"[dim]{s}[/]"))
+    target = get_target(a.target)
+    log = (lambda s: err.print(f"[dim]{s}[/]"))
+    full = build_runtime(target, log=log)
+    chosen = full
+    sizes = {"full": stripped_size(full, target)}
+    code = {"full": runtime_code_size(full)}
+    if a.for_file:
+        prog = Program.load(a.for_file)
+        kdef = selective_kernels_def(prog.ops, cache_dir() / "selective")
+        chosen = build_runtime(target, kernels_def=kdef, log=log)
+        sizes["selective"] = stripped_size(chosen, target)
+        code["selective"] = runtime_code_size(chosen)
     if a.output:
         dest = Path(a.output)
         (dest / "bin").mkdir(parents=True, exist_ok=True)
         (dest / "lib").mkdir(parents=True, exist_ok=True)
-        shutil.copy2(b.oa_run, dest / "bin" / b.oa_run.name)
-        shutil.copy2(b.static_lib, dest / "lib" / b.static_lib.name)
-        shutil.copytree(b.include_dir, dest / "include", dirs_exist_ok=True)
-        out.print(f"runtime for {a.target} in {dest}: bin/oa_run, lib/libopenaccel.a, include/openaccel/")
+        shutil.copy2(chosen.oa_run, dest / "bin" / chosen.oa_run.name)
+        shutil.copy2(chosen.static_lib, dest / "lib" / chosen.static_lib.name)
+        shutil.copytree(chosen.include_dir, dest / "include", dirs_exist_ok=True)
+        where = f"{dest}: bin/oa_run, lib/libopenaccel.a, include/openaccel/"
     else:
-        out.print(f"runtime for {a.target}: {b.oa_run}, {b.static_lib}")
+        where = f"{chosen.directory}"
+    if a.json:
+        print(json.dumps({"target": target.name, "directory": str(chosen.directory), "output": a.output,
+                          "oa_run_stripped_bytes": sizes, "runtime_code_bytes": code}))
+        return 0
+    out.print(f"runtime for {target.name} in {where}")
+    out.print(f"full build: oa_run {sizes['full']:,} bytes stripped (static={target.static}), of which the "
+              f"openaccel runtime is {code['full']:,} bytes")
+    if a.for_file:
+        out.print(f"selective build for {a.for_file} ({len(prog.ops)} ops): oa_run {sizes['selective']:,} bytes, "
+                  f"openaccel runtime {code['selective']:,} bytes")
     return 0
 
 
@@ -262,6 +286,8 @@ def build_parser() -> argparse.ArgumentParser:
     br = sub.add_parser("build-runtime", help="build oa_run and libopenaccel for a target")
     br.add_argument("--target", required=True)
     br.add_argument("-o", "--output")
+    br.add_argument("--for", dest="for_file", metavar="FILE.oab", help="selective build: only this model's kernels")
+    br.add_argument("--json", action="store_true")
     br.set_defaults(fn=cmd_build_runtime)
 
     tg = sub.add_parser("targets", help="list targets and what each needs on this machine")
