@@ -172,7 +172,10 @@ def cmd_build_runtime(a: argparse.Namespace) -> int:
     from .targets import get_target
 
     target = get_target(a.target)
-    log = (lambda s: err.print(f"[dim]{s}[/]"))
+
+    def log(s: str) -> None:
+        err.print(f"[dim]{s}[/]")
+
     full = build_runtime(target, log=log)
     chosen = full
     sizes = {"full": stripped_size(full, target)}
