@@ -243,6 +243,28 @@ def cmd_devices(a: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_flash(a: argparse.Namespace) -> int:
+    from .boards import resolve
+    from .flash import flash
+
+    board = resolve(a.board, target=a.target, timeout=a.timeout)
+    res = flash(Path(a.file), board, lambda s: err.print(f"[dim]{s}[/]"))
+    if not res.tests:
+        out.print(f"copied to {res.destination}; tests {res.ran_on}")
+        print("0 passed, 0 failed")
+        return 0
+    for t in res.tests:
+        if "error" in t:
+            out.print(f"[red]FAIL[/] test {t.get('index')}: {t['error']}")
+            continue
+        tag = "[green]PASS[/]" if t.get("passed") else "[red]FAIL[/]"
+        out.print(f"{tag} {t.get('name')} on {res.board} ({res.ran_on}): max abs error "
+                  f"{t.get('max_abs_error', 0):.3g} (atol {t.get('atol')}, rtol {t.get('rtol')}), "
+                  f"{t.get('ms', 0):.3f} ms")
+    print(f"{res.passed} passed, {res.failed} failed")
+    return 1 if res.failed else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="openaccel", description="openaccel: PyTorch -> .oab bytecode -> edge boards")
     p.add_argument("--version", action="version", version=f"openaccel {__version__}")
@@ -296,6 +318,14 @@ def build_parser() -> argparse.ArgumentParser:
     tg = sub.add_parser("targets", help="list targets and what each needs on this machine")
     tg.add_argument("--json", action="store_true")
     tg.set_defaults(fn=cmd_targets)
+
+    f = sub.add_parser("flash", help="copy the runtime and a model to a board and run its bundled tests there")
+    f.add_argument("file")
+    f.add_argument("--board", required=True,
+                   help="a name in toolchains/boards/, ssh://user@host[:port]/dir or dir:/path")
+    f.add_argument("--target", help="build target (default: the board's)")
+    f.add_argument("--timeout", type=float, help="seconds for each remote step (default: the board's, 120)")
+    f.set_defaults(fn=cmd_flash)
 
     d = sub.add_parser("devices", help="list the runtime's devices and their capabilities")
     d.add_argument("--target", default="host")

@@ -1,0 +1,217 @@
+"""`openaccel flash`: copy the runtime and a model to a board and run the bundled tests there.
+
+Transports: ssh://user@host[:port]/dir (the system's ssh, key-based, BatchMode so nothing
+ever waits for a password) and dir:/path (a mounted SD card or NFS share). Every remote step has
+a time-out, and the usual failures (unreachable, refused login, bad path, full disk) become
+BoardError messages that say what to check.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import shlex
+import shutil
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+from .boards import Board, BoardError
+from .program import Program
+from .runtime.build import build_runtime
+from .targets import get_target
+
+Log = Callable[[str], None]
+
+
+@dataclass
+class FlashResult:
+    board: str
+    destination: str
+    tests: list[dict[str, Any]]
+    ran_on: str
+
+    @property
+    def passed(self) -> int:
+        return sum(bool(t.get("passed")) for t in self.tests)
+
+    @property
+    def failed(self) -> int:
+        return len(self.tests) - self.passed
+
+
+def _events(stdout: str) -> list[dict[str, Any]]:
+    out = []
+    for line in stdout.splitlines():
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError:
+                pass
+    return out
+
+
+class SshTransport:
+    def __init__(self, board: Board) -> None:
+        u = urlparse(board.transport)
+        if not u.hostname or not u.path:
+            raise BoardError(f"{board.transport}: expected ssh://user@host[:port]/dir")
+        self.board = board
+        self.host = u.hostname
+        self.user = u.username
+        self.port = u.port or 22
+        self.dir = u.path
+        self.login = f"{self.user}@{self.host}" if self.user else self.host
+        connect = max(3, min(int(board.timeout), 20))
+        self.opts = ["-o", "BatchMode=yes", "-o", f"ConnectTimeout={connect}",
+                     "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3", *board.ssh_options]
+
+    def describe(self) -> str:
+        return f"{self.login}:{self.port}{self.dir}"
+
+    def _run(self, cmd: list[str], what: str, stdin: Path | None = None) -> subprocess.CompletedProcess[str]:
+        try:
+            if stdin is None:
+                r = subprocess.run(cmd, capture_output=True, text=True, timeout=self.board.timeout)
+            else:
+                with stdin.open("rb") as f:
+                    p = subprocess.run(cmd, stdin=f, capture_output=True, timeout=self.board.timeout)
+                r = subprocess.CompletedProcess(cmd, p.returncode, p.stdout.decode(errors="replace"),
+                                                p.stderr.decode(errors="replace"))
+        except subprocess.TimeoutExpired:
+            raise BoardError(f"{what}: no answer from {self.host}:{self.port} within {self.board.timeout:.0f} s "
+                             "(is the board on and reachable?)") from None
+        except FileNotFoundError:
+            raise BoardError(f"{what}: {cmd[0]} is not installed (apt-get install -y openssh-client)") from None
+        if r.returncode == 255:
+            raise BoardError(f"{what}: {self._explain(r.stderr)}")
+        return r
+
+    def _explain(self, stderr: str) -> str:
+        s = stderr.strip().splitlines()
+        last = s[-1] if s else "ssh failed"
+        where = f"{self.host}:{self.port}"
+        low = stderr.lower()
+        if "connection refused" in low:
+            return f"cannot reach the board at {where}: connection refused (is sshd running on that port?)"
+        if "timed out" in low or "no route to host" in low or "network is unreachable" in low:
+            return f"cannot reach the board at {where}: {last}"
+        if "could not resolve" in low or "name or service not known" in low:
+            return f"cannot resolve the board's host name '{self.host}'"
+        if "permission denied" in low:
+            return (f"login to {self.login} at {where} refused ({last}); openaccel uses key-based ssh: "
+                    "install your public key on the board or set ssh_options in the board file")
+        if "no space left" in low:
+            return f"the board has no space left for the files in {self.dir}"
+        return f"{last} ({where})"
+
+    def prepare(self) -> None:
+        r = self._run(["ssh", *self.opts, "-p", str(self.port), self.login,
+                       f"mkdir -p {shlex.quote(self.dir)} && test -w {shlex.quote(self.dir)}"],
+                      "creating the directory on the board")
+        if r.returncode != 0:
+            raise BoardError(f"cannot create or write {self.dir} on {self.login}: "
+                             f"{r.stderr.strip() or 'permission denied'}")
+
+    def copy(self, files: list[Path]) -> None:
+        # stream each file through `cat` rather than scp: works with any sshd that has a shell
+        # (sftp-less OpenSSH, dropbear), and the size check catches a full disk
+        for f in files:
+            dest = shlex.quote(f"{self.dir}/{f.name}")
+            size = f.stat().st_size
+            cmd = (f"cat > {dest}.part && test $(wc -c < {dest}.part) -eq {size} && mv {dest}.part {dest}"
+                   f" && chmod 755 {dest}")
+            r = self._run(["ssh", *self.opts, "-p", str(self.port), self.login, cmd],
+                          f"copying {f.name} to the board", stdin=f)
+            if r.returncode != 0:
+                raise BoardError(f"copying {f.name} to the board: {self._explain(r.stderr or 'incomplete copy')}")
+
+    def run_tests(self, model: str) -> tuple[list[dict[str, Any]], str]:
+        prefix = " ".join(shlex.quote(p) for p in self.board.remote_prefix)
+        cmd = f"cd {shlex.quote(self.dir)} && {prefix} ./oa_run {shlex.quote(model)} --test --json"
+        r = self._run(["ssh", *self.opts, "-p", str(self.port), self.login, cmd], "running the tests on the board")
+        events = _events(r.stdout)
+        if not events:
+            raise BoardError(f"the board did not run oa_run (exit {r.returncode}): {r.stderr.strip()[-500:]}")
+        return events, f"{self.board.name} via ssh"
+
+
+class DirTransport:
+    def __init__(self, board: Board) -> None:
+        self.board = board
+        self.dir = Path(board.transport.removeprefix("dir:")).expanduser()
+        if not str(self.dir):
+            raise BoardError(f"{board.transport}: expected dir:/path")
+
+    def describe(self) -> str:
+        return str(self.dir)
+
+    def prepare(self) -> None:
+        try:
+            self.dir.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise BoardError(f"cannot create {self.dir}: {e.strerror} (is the SD card / share mounted and "
+                             "writable?)") from None
+        if not self.dir.is_dir():
+            raise BoardError(f"{self.dir} is not a directory")
+
+    def copy(self, files: list[Path]) -> None:
+        for f in files:
+            dest = self.dir / f.name
+            try:
+                shutil.copy2(f, dest)
+            except OSError as e:
+                if e.errno == errno.ENOSPC:
+                    raise BoardError(f"no space left on {self.dir} for {f.name} ({f.stat().st_size:,} bytes)") from None
+                raise BoardError(f"cannot write {dest}: {e.strerror}") from None
+            if dest.stat().st_size != f.stat().st_size:
+                raise BoardError(f"{dest} is incomplete after copying (disk full?)")
+        script = self.dir / "run_tests.sh"
+        script.write_text("#!/bin/sh\n# run on the board: the model's bundled tests\ncd \"$(dirname \"$0\")\"\n"
+                          + "".join(f"./oa_run {shlex.quote(f.name)} --test\n" for f in files if f.suffix == ".oab"))
+        script.chmod(0o755)
+
+    def run_tests(self, model: str) -> tuple[list[dict[str, Any]], str]:
+        """The board itself is not reachable: smoke-test the copied files here (under QEMU for
+        another architecture) so a bad copy is caught before the card goes back into the board."""
+        target = get_target(self.board.target)
+        try:
+            prefix = target.run_prefix()
+        except Exception:
+            return [], "not run (this machine cannot run the board's binaries; run run_tests.sh on the board)"
+        try:
+            r = subprocess.run([*prefix, str(self.dir / "oa_run"), str(self.dir / model), "--test", "--json"],
+                               capture_output=True, text=True, timeout=self.board.timeout)
+        except subprocess.TimeoutExpired:
+            raise BoardError(f"the copied runner did not finish within {self.board.timeout:.0f} s") from None
+        how = f"from the copy in {self.dir} ({'under ' + prefix[0] if prefix else 'natively'})"
+        return _events(r.stdout), how
+
+
+def flash(program_path: Path, board: Board, log: Log) -> FlashResult:
+    prog = Program.load(program_path)
+    target = get_target(board.target)
+    transport: SshTransport | DirTransport
+    if board.transport.startswith("ssh://"):
+        transport = SshTransport(board)
+    elif board.transport.startswith("dir:"):
+        transport = DirTransport(board)
+    else:
+        raise BoardError(f"unknown transport '{board.transport}' (ssh://user@host[:port]/dir or dir:/path)")
+    log(f"board {board.name}: target {target.name}, {transport.describe()}")
+    build = build_runtime(target, log=log)
+    log(f"runtime: {build.oa_run} ({build.oa_run.stat().st_size:,} bytes, static={target.static})")
+    transport.prepare()
+    log(f"copying oa_run and {program_path.name} ({len(prog.buffer):,} bytes) ...")
+    transport.copy([build.oa_run, program_path])
+    log("running the bundled tests ...")
+    events, ran_on = transport.run_tests(program_path.name)
+    for e in events:
+        if e.get("event") == "error":
+            raise BoardError(f"oa_run on the board: {e.get('status')}: {e.get('message')}")
+    tests = [e for e in events if e.get("event") == "test"]
+    return FlashResult(board.name, transport.describe(), tests, ran_on)

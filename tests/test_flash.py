@@ -1,0 +1,184 @@
+"""`openaccel flash` over ssh to a real OpenSSH server on loopback (a throwaway key; the "board"
+runs the aarch64 runner through qemu-aarch64) and to a directory, plus clean failures with no
+hang: unreachable host, silent host, refused login, bad paths."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import torch
+
+import openaccel as oa
+from openaccel import zoo
+
+pytestmark = [pytest.mark.slow, pytest.mark.qemu]
+SSHD = "/usr/sbin/sshd"
+
+
+def cli(*args: str, env: dict[str, str] | None = None, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "openaccel", *args], capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, **(env or {})})
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    torch.manual_seed(0)
+    prog = oa.export(zoo.MLP((32, 16, 8)).eval(), (torch.randn(1, 32),))
+    path = tmp_path_factory.mktemp("flash") / "model.oab"
+    prog.save(path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, object]]:
+    if not os.path.exists(SSHD) or shutil.which("ssh") is None:
+        pytest.skip("openssh-server / openssh-client not installed (apt-get install -y openssh-server)")
+    if os.geteuid() != 0:
+        pytest.skip("sshd on loopback needs root here")
+    d = tmp_path_factory.mktemp("sshd")
+    for name in ("host_key", "user_key", "other_key"):
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(d / name)], check=True)
+    (d / "authorized_keys").write_text((d / "user_key.pub").read_text())
+    os.chmod(d / "authorized_keys", 0o600)
+    port = free_port()
+    cfg = d / "sshd_config"
+    cfg.write_text(f"Port {port}\nListenAddress 127.0.0.1\nHostKey {d / 'host_key'}\n"
+                   f"AuthorizedKeysFile {d / 'authorized_keys'}\nPasswordAuthentication no\n"
+                   "KbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\nPermitRootLogin yes\n"
+                   f"PidFile {d / 'sshd.pid'}\n")
+    Path("/run/sshd").mkdir(parents=True, exist_ok=True)
+    proc = subprocess.Popen([SSHD, "-D", "-f", str(cfg), "-E", str(d / "sshd.log")])
+    deadline = time.time() + 20
+    while time.time() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            time.sleep(0.2)
+    else:
+        proc.kill()
+        pytest.fail("sshd did not start: " + (d / "sshd.log").read_text())
+    yield {"port": port, "dir": d}
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+def board_file(dirpath: Path, name: str, transport: str, key: Path) -> dict[str, str]:
+    boards = dirpath / "boards"
+    boards.mkdir(exist_ok=True)
+    opts = f'["-i", "{key}", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null"]'
+    (boards / f"{name}.toml").write_text(
+        f'name = "{name}"\ndescription = "loopback test board"\ntarget = "qemu-aarch64"\n'
+        f'transport = "{transport}"\nremote_prefix = ["qemu-aarch64", "-cpu", "cortex-a72"]\n'
+        f"ssh_options = {opts}\ntimeout = 60\n")
+    return {"OPENACCEL_BOARDS": str(boards)}
+
+
+def test_flash_over_ssh_runs_the_tests_on_the_board(sshd: dict[str, object], model: Path) -> None:
+    d = sshd["dir"]
+    assert isinstance(d, Path)
+    remote = d / "board-root"
+    env = board_file(d, "loopback", f"ssh://root@127.0.0.1:{sshd['port']}{remote}", d / "user_key")
+    r = cli("flash", str(model), "--board", "loopback", env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.strip().splitlines()[-1] == "1 passed, 0 failed"
+    assert "PASS example_inputs on loopback (loopback via ssh)" in r.stdout
+    assert (remote / "oa_run").exists() and (remote / "model.oab").exists()
+
+
+def test_flash_refused_login(sshd: dict[str, object], model: Path) -> None:
+    d = sshd["dir"]
+    assert isinstance(d, Path)
+    env = board_file(d, "wrongkey", f"ssh://root@127.0.0.1:{sshd['port']}{d / 'x'}", d / "other_key")
+    t0 = time.time()
+    r = cli("flash", str(model), "--board", "wrongkey", env=env)
+    assert r.returncode == 2 and "refused" in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert time.time() - t0 < 120
+
+
+def test_flash_bad_remote_path(sshd: dict[str, object], model: Path) -> None:
+    d = sshd["dir"]
+    assert isinstance(d, Path)
+    env = board_file(d, "badpath", f"ssh://root@127.0.0.1:{sshd['port']}/proc/self/status/x", d / "user_key")
+    r = cli("flash", str(model), "--board", "badpath", env=env)
+    assert r.returncode == 2 and "cannot create or write /proc/self/status/x" in r.stderr, r.stderr
+
+
+def test_flash_unreachable_host_fails_fast(model: Path) -> None:
+    t0 = time.time()
+    r = cli("flash", str(model), "--board", f"ssh://root@127.0.0.1:{free_port()}/tmp/x", "--target", "qemu-aarch64",
+            "--timeout", "10")
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "connection refused" in r.stderr and "Traceback" not in r.stderr
+    assert time.time() - t0 < 60
+
+
+def test_flash_silent_host_times_out(model: Path) -> None:
+    """A host that accepts the connection but never speaks must not hang the command."""
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(4)
+    port = srv.getsockname()[1]
+    conns: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        srv.settimeout(0.5)
+        while not stop.is_set():
+            try:
+                conns.append(srv.accept()[0])
+            except OSError:
+                pass
+
+    th = threading.Thread(target=accept, daemon=True)
+    th.start()
+    try:
+        t0 = time.time()
+        r = cli("flash", str(model), "--board", f"ssh://root@127.0.0.1:{port}/tmp/x", "--target", "qemu-aarch64",
+                "--timeout", "5")
+        assert r.returncode == 2, r.stdout + r.stderr
+        assert "Traceback" not in r.stderr and ("timed out" in r.stderr or "no answer" in r.stderr), r.stderr
+        assert time.time() - t0 < 90
+    finally:
+        stop.set()
+        th.join()
+        srv.close()
+        for c in conns:
+            c.close()
+
+
+def test_flash_to_directory(model: Path, tmp_path: Path) -> None:
+    dest = tmp_path / "sdcard" / "opt" / "openaccel"
+    r = cli("flash", str(model), "--board", f"dir:{dest}", "--target", "qemu-aarch64")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.strip().splitlines()[-1] == "1 passed, 0 failed"
+    for f in ("oa_run", "model.oab", "run_tests.sh"):
+        assert (dest / f).exists()
+    assert "./oa_run model.oab --test" in (dest / "run_tests.sh").read_text()
+
+
+def test_flash_to_bad_directory(model: Path, tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    r = cli("flash", str(model), "--board", f"dir:{blocker}/sub", "--target", "qemu-aarch64")
+    assert r.returncode == 2 and "cannot create" in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+def test_unknown_board_lists_known_ones(model: Path) -> None:
+    r = cli("flash", str(model), "--board", "no-such-board")
+    assert r.returncode == 2 and "rpi4" in r.stderr and "visionfive2" in r.stderr
