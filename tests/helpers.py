@@ -17,6 +17,29 @@ import openaccel as oa
 REPO = Path(__file__).resolve().parents[1]
 CACHE = Path(os.environ.get("OA_TEST_CACHE", REPO / "build" / "test-cache"))
 
+# Every op test also runs its bundled vectors on these emulated boards (empty = host only).
+QEMU_TARGETS = [t for t in os.environ.get("OA_QEMU_TARGETS", "qemu-aarch64,qemu-armv7,qemu-riscv64").split(",") if t]
+_runners: dict[str, Any] = {}
+
+
+def runner(target: str) -> Any:
+    """A cached oa_run runner for `target` (builds the runtime once per source hash)."""
+    from openaccel.runtime.runner import Runner
+
+    if target not in _runners:
+        _runners[target] = Runner(target)
+    return _runners[target]
+
+
+def check_on_boards(path: Path, name: str, targets: Sequence[str] = ()) -> None:
+    """Run a file's bundled tests under each emulated target; every test must pass."""
+    for t in targets or QEMU_TARGETS:
+        res = runner(t).test(path)
+        tests = res.of("test")
+        assert tests, f"{name}: no bundled test ran on {t}"
+        bad = [e for e in tests if not e.get("passed")]
+        assert not bad, f"{name}: bundled test failed on {t}: {bad}"
+
 
 class Fn(torch.nn.Module):
     """Wrap a function of tensors as a module (constants passed via `consts` become buffers)."""
@@ -62,17 +85,22 @@ def _flat(out: Any) -> list[torch.Tensor]:
     return [x for x in leaves if isinstance(x, torch.Tensor)]
 
 
+def case_path(case: OpCase) -> Path:
+    return CACHE / "ops" / f"{case.name}.oab"
+
+
 def export_case(case: OpCase) -> oa.Program:
-    """Export a case, caching the .oab under build/test-cache/ops (reused by the QEMU suites)."""
+    """Export a case and keep the .oab under build/test-cache/ops (a seed corpus for fuzzing)."""
     model = case.model().eval()
     prog = oa.export(model, case.inputs, tolerance=(case.atol, case.rtol))
     CACHE.joinpath("ops").mkdir(parents=True, exist_ok=True)
-    prog.save(CACHE / "ops" / f"{case.name}.oab")
+    prog.save(case_path(case))
     return prog
 
 
 def run_case(case: OpCase, target: str = "host") -> oa.Program:
-    """Export, run on `target`, compare with eager; also run the bundled test."""
+    """Export, run on `target`, compare with eager; run the bundled test there and, for host
+    runs, on every emulated board of QEMU_TARGETS (the same file must pass everywhere)."""
     prog = export_case(case)
     missing = [op for op in case.ops if op not in prog.ops]
     assert not missing, f"{case.name}: expected ops {missing} in the program, got {prog.ops}"
@@ -89,6 +117,8 @@ def run_case(case: OpCase, target: str = "host") -> oa.Program:
                                    msg=lambda m, i=i: f"{case.name} output {i}: {m}")
     report = mod.run_bundled_tests()
     assert report.ok, f"{case.name}: bundled test failed on {target}:\n{report}"
+    if target == "host":
+        check_on_boards(case_path(case), case.name)
     return prog
 
 

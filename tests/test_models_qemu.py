@@ -1,0 +1,42 @@
+"""The model families on the emulated boards: the same .oab passes its bundled tests under
+qemu-aarch64, qemu-armv7 and qemu-riscv64, and oa.load(..., target=...) matches PyTorch eager
+on a fresh input. Inputs are reduced (64x64 images, 32 tokens) to keep emulation quick."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+import openaccel as oa
+from openaccel import zoo
+
+from helpers import CACHE, QEMU_TARGETS, check_on_boards
+
+pytestmark = [pytest.mark.slow, pytest.mark.qemu]
+ATOL = RTOL = 1e-4
+
+
+def _export_small(name: str) -> tuple[Path, torch.nn.Module, tuple[torch.Tensor, ...]]:
+    model, example = zoo.build(name, small=True)
+    path = CACHE / "models" / f"{name}_small.oab"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    oa.export(model, example, tolerance=(ATOL, RTOL)).save(path)
+    return path, model, example
+
+
+@pytest.mark.parametrize("name", zoo.NAMES)
+def test_model_on_emulated_boards(name: str) -> None:
+    if not QEMU_TARGETS:
+        pytest.skip("OA_QEMU_TARGETS is empty")
+    path, model, example = _export_small(name)
+    check_on_boards(path, name)
+    g = torch.Generator().manual_seed(7)
+    fresh = tuple(torch.randn(x.shape, generator=g) if x.is_floating_point()
+                  else torch.randint(0, 512, x.shape, generator=g, dtype=x.dtype) for x in example)
+    with torch.no_grad():
+        want = model(*fresh)
+    for target in QEMU_TARGETS:
+        (got,) = oa.load(path, target=target)(*fresh)
+        torch.testing.assert_close(got, want, atol=ATOL, rtol=RTOL, msg=lambda m, t=target: f"{name} on {t}: {m}")
