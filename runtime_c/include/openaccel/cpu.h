@@ -43,11 +43,16 @@ typedef struct oa_cpu_device {
   oa_cpu_features_t features;
   oa_cpu_options_t options;
   oa_memory_stats_t stats;
+  oa_allocator_t allocator;  /* for streams and events (the platform's unless created by a factory) */
+  int32_t owned;             /* 1: created by the factory, freed by destroy */
 } oa_cpu_device_t;
 
 /* Initialise a CPU device in `storage`; `options` may be NULL for defaults. */
 oa_status_t oa_cpu_device_init(oa_cpu_device_t *storage, const oa_cpu_options_t *options,
                                oa_device_t **out_device);
+
+/* The built-in CPU device factory (one device). */
+const oa_device_factory_t *oa_cpu_device_factory(void);
 
 /* Names of the ops this build has CPU kernels for, one at a time (index from 0); NULL past the
  * end. The exporter and `openaccel targets` compare this with the files they produce. */

@@ -1,6 +1,11 @@
 /* The built-in CPU device: synchronous streams, host memory, the kernel table. */
 #include <string.h>
 
+#if defined(__unix__)
+#define _POSIX_C_SOURCE 200809L
+#include <unistd.h>
+#endif
+
 #include "../kernels/kernel.h"
 #include "openaccel/cpu.h"
 #include "openaccel/platform.h"
@@ -18,7 +23,15 @@ static oa_status_t cpu_get_properties(oa_device_t *dev, oa_device_properties_t *
   oa_format(out->kind_name, sizeof out->kind_name, "cpu");
   out->kind = OA_DEVICE_KIND_CPU;
   out->alignment = 64;
-  out->flags = OA_DEVICE_FLAG_HOST_VISIBLE;
+#if defined(__unix__) && defined(_SC_PHYS_PAGES) && defined(_SC_PAGESIZE)
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  if (pages > 0 && page > 0) out->memory_total = (uint64_t)pages * (uint64_t)page;
+#if defined(_SC_AVPHYS_PAGES)
+  long avail = sysconf(_SC_AVPHYS_PAGES);
+  if (avail > 0 && page > 0) out->memory_free = (uint64_t)avail * (uint64_t)page;
+#endif
+#endif
+  out->flags = OA_DEVICE_FLAG_HOST_VISIBLE | OA_DEVICE_FLAG_EVENTS | OA_DEVICE_FLAG_TIMING;
   return OA_OK;
 }
 
@@ -128,6 +141,109 @@ static oa_status_t cpu_synchronize(oa_device_t *dev) {
   return OA_OK; /* CPU work completes before execute_op returns */
 }
 
+/* ---- streams and events: the CPU runs work when it is issued, so a stream only remembers a
+ * failure (sticky: every event recorded after it carries it) and events only a timestamp. ---- */
+struct oa_stream {
+  oa_status_t failure;
+};
+
+struct oa_event {
+  uint32_t flags;
+  int32_t recorded;
+  uint64_t time_ns;
+  oa_status_t status;
+};
+
+static oa_status_t cpu_stream_create(oa_device_t *dev, int32_t priority, oa_stream_t **out) {
+  oa_cpu_device_t *cpu = cpu_of(dev);
+  (void)priority;
+  oa_stream_t *s = (oa_stream_t *)cpu->allocator.alloc(cpu->allocator.ctx, sizeof *s, 16);
+  if (!s) return OA_ERR_OUT_OF_MEMORY;
+  s->failure = OA_OK;
+  *out = s;
+  return OA_OK;
+}
+
+static oa_status_t cpu_stream_destroy(oa_device_t *dev, oa_stream_t *stream) {
+  oa_cpu_device_t *cpu = cpu_of(dev);
+  if (stream) cpu->allocator.free(cpu->allocator.ctx, stream);
+  return OA_OK;
+}
+
+static oa_status_t cpu_stream_query(oa_device_t *dev, oa_stream_t *stream) {
+  (void)dev;
+  return stream ? stream->failure : OA_OK;
+}
+
+static oa_status_t cpu_stream_synchronize(oa_device_t *dev, oa_stream_t *stream) {
+  (void)dev;
+  return stream ? stream->failure : OA_OK;
+}
+
+static oa_status_t cpu_stream_wait_event(oa_device_t *dev, oa_stream_t *stream, oa_event_t *event) {
+  (void)dev;
+  if (!event) return OA_ERR_INVALID_ARGUMENT;
+  /* CPU work ran already; a failed event poisons the waiting stream (failures propagate) */
+  if (event->status && stream && !stream->failure) stream->failure = event->status;
+  return OA_OK;
+}
+
+static oa_status_t cpu_event_create(oa_device_t *dev, uint32_t flags, oa_event_t **out) {
+  oa_cpu_device_t *cpu = cpu_of(dev);
+  oa_event_t *e = (oa_event_t *)cpu->allocator.alloc(cpu->allocator.ctx, sizeof *e, 16);
+  if (!e) return OA_ERR_OUT_OF_MEMORY;
+  e->flags = flags;
+  e->recorded = 0;
+  e->time_ns = 0;
+  e->status = OA_OK;
+  *out = e;
+  return OA_OK;
+}
+
+static oa_status_t cpu_event_destroy(oa_device_t *dev, oa_event_t *event) {
+  oa_cpu_device_t *cpu = cpu_of(dev);
+  if (event) cpu->allocator.free(cpu->allocator.ctx, event);
+  return OA_OK;
+}
+
+static oa_status_t cpu_event_record(oa_device_t *dev, oa_event_t *event, oa_stream_t *stream) {
+  (void)dev;
+  if (!event) return OA_ERR_INVALID_ARGUMENT;
+  event->recorded = 1;
+  event->time_ns = oa_platform_now_ns();
+  event->status = stream ? stream->failure : OA_OK;
+  return OA_OK;
+}
+
+static oa_status_t cpu_event_query(oa_device_t *dev, oa_event_t *event) {
+  (void)dev;
+  if (!event) return OA_ERR_INVALID_ARGUMENT;
+  return event->status; /* never recorded = complete, as torch.Event.query() */
+}
+
+static oa_status_t cpu_event_synchronize(oa_device_t *dev, oa_event_t *event, uint64_t timeout_ns) {
+  (void)dev;
+  (void)timeout_ns;
+  if (!event) return OA_ERR_INVALID_ARGUMENT;
+  return event->status;
+}
+
+static oa_status_t cpu_event_elapsed_ms(oa_device_t *dev, oa_event_t *start, oa_event_t *end, float *out_ms) {
+  (void)dev;
+  if (!start || !end) return OA_ERR_INVALID_ARGUMENT;
+  if (!(start->flags & OA_EVENT_TIMING) || !(end->flags & OA_EVENT_TIMING)) return OA_ERR_UNSUPPORTED;
+  if (!start->recorded || !end->recorded) return OA_ERR_NOT_READY;
+  if (start->status) return start->status;
+  if (end->status) return end->status;
+  *out_ms = (float)((double)(end->time_ns - start->time_ns) / 1e6);
+  return OA_OK;
+}
+
+static void cpu_destroy(oa_device_t *dev) {
+  oa_cpu_device_t *cpu = cpu_of(dev);
+  if (cpu->owned) cpu->allocator.free(cpu->allocator.ctx, cpu);
+}
+
 static oa_kernel_env_t env_of(oa_cpu_device_t *cpu) {
   oa_kernel_env_t env;
   env.features = &cpu->features;
@@ -176,13 +292,16 @@ static oa_status_t cpu_execute_op(oa_device_t *dev, oa_stream_t *stream, const o
   oa_kernel_env_t env = env_of(cpu_of(dev));
   const oa_kernel_t *k = (const oa_kernel_t *)plan->kernel;
   if (!k) return oa_diag_fail(diag, OA_ERR_INTERNAL, "op '%s' was not prepared", call->op);
-  return k->run(call, plan, scratch, &env, diag);
+  if (stream && stream->failure) return stream->failure; /* a failed stream runs nothing more */
+  oa_status_t st = k->run(call, plan, scratch, &env, diag);
+  if (st && stream) stream->failure = st;
+  return st;
 }
 
 static const oa_device_vtable_t cpu_vtable = {
     .abi_version = OA_DEVICE_ABI_VERSION,
     .struct_size = sizeof(oa_device_vtable_t),
-    .destroy = NULL,
+    .destroy = cpu_destroy,
     .get_properties = cpu_get_properties,
     .query_i64 = cpu_query_i64,
     .supports_op = cpu_supports_op,
@@ -193,6 +312,17 @@ static const oa_device_vtable_t cpu_vtable = {
     .copy = cpu_copy,
     .memory_stats = cpu_memory_stats,
     .reset_peak_memory_stats = cpu_reset_peak,
+    .stream_create = cpu_stream_create,
+    .stream_destroy = cpu_stream_destroy,
+    .stream_query = cpu_stream_query,
+    .stream_synchronize = cpu_stream_synchronize,
+    .stream_wait_event = cpu_stream_wait_event,
+    .event_create = cpu_event_create,
+    .event_destroy = cpu_event_destroy,
+    .event_record = cpu_event_record,
+    .event_query = cpu_event_query,
+    .event_synchronize = cpu_event_synchronize,
+    .event_elapsed_ms = cpu_event_elapsed_ms,
     .synchronize = cpu_synchronize,
     .prepare_op = cpu_prepare_op,
     .execute_op = cpu_execute_op,
@@ -205,9 +335,36 @@ oa_status_t oa_cpu_device_init(oa_cpu_device_t *storage, const oa_cpu_options_t 
   storage->base.vtable = &cpu_vtable;
   oa_cpu_detect(&storage->features);
   if (options) storage->options = *options;
+  storage->allocator = oa_platform_allocator();
   *out_device = &storage->base;
   return OA_OK;
 }
+
+static uint32_t cpu_factory_count(const oa_device_factory_t *factory) {
+  (void)factory;
+  return 1;
+}
+
+static oa_status_t cpu_factory_create(const oa_device_factory_t *factory, uint32_t index,
+                                      const oa_allocator_t *allocator, oa_device_t **out_device) {
+  (void)factory;
+  if (index != 0 || !allocator || !out_device) return OA_ERR_INVALID_ARGUMENT;
+  oa_cpu_device_t *cpu = (oa_cpu_device_t *)allocator->alloc(allocator->ctx, sizeof *cpu, 64);
+  if (!cpu) return OA_ERR_OUT_OF_MEMORY;
+  oa_status_t st = oa_cpu_device_init(cpu, NULL, out_device);
+  if (st) {
+    allocator->free(allocator->ctx, cpu);
+    return st;
+  }
+  cpu->allocator = *allocator;
+  cpu->owned = 1;
+  return OA_OK;
+}
+
+static const oa_device_factory_t cpu_factory = {OA_DEVICE_ABI_VERSION, "cpu", NULL, cpu_factory_count,
+                                                cpu_factory_create};
+
+const oa_device_factory_t *oa_cpu_device_factory(void) { return &cpu_factory; }
 
 const char *oa_cpu_kernel_op_name(uint32_t index) {
   /* unique op names in table order */
