@@ -16,8 +16,23 @@ typedef struct oa_instr {
   oa_op_call_t call;
   oa_op_plan_t plan;
   oa_device_t *device;
+  oa_stream_t *stream;       /* the device slot's stream (NULL: synchronous CPU) */
+  void *scratch;             /* the slot's scratch */
   int32_t debug;
+  int32_t signal;            /* event to record when done, or -1 */
+  oa_fb_vec_t waits;         /* events to wait for first */
+  uint8_t kind;              /* OAB_INSTRUCTION_KIND_* */
+  uint8_t slot;
+  /* transfers */
+  oa_device_t *copy_device;  /* NULL: both sides are host memory (memmove) */
+  oa_copy_kind_t copy_kind;
 } oa_instr_t;
+
+/* A constant as an accelerator sees it: wrapped (or uploaded) into its memory at prepare. */
+typedef struct oa_extra {
+  oa_tensor_t tensor;
+  oa_device_t *device;
+} oa_extra_t;
 
 struct oa_method {
   const oa_program_t *program;
@@ -29,6 +44,13 @@ struct oa_method {
   oa_tensor_t **outputs;
   oa_device_t *slot_device[OA_MAX_DEVICE_SLOTS];
   int slot_is_cpu[OA_MAX_DEVICE_SLOTS];
+  oa_stream_t *slot_stream[OA_MAX_DEVICE_SLOTS];
+  void *slot_scratch[OA_MAX_DEVICE_SLOTS];
+  oa_event_t **events;
+  oa_device_t **event_device;
+  uint32_t n_events;
+  struct oa_extra *extra;    /* device views of constants used by accelerator ops */
+  uint32_t n_extra;
   uint8_t *pool_base[OA_MAX_POOLS];
   int pool_owned[OA_MAX_POOLS];
   uint8_t *scratch;
@@ -50,7 +72,8 @@ static int mul_add_size(size_t *acc, size_t count, size_t elem) {
 }
 
 typedef struct layout {
-  size_t tensors_off, instrs_off, ptrs_off, io_off, state_bytes;
+  size_t tensors_off, instrs_off, ptrs_off, io_off, events_off, extra_off, state_bytes;
+  uint32_t n_extra;
   size_t pool_off[OA_MAX_POOLS];
   size_t arena_bytes;
 } layout_t;
@@ -115,6 +138,26 @@ static oa_status_t compute_layout(const oa_program_t *p, const oa_method_view_t 
   }
   out->io_off = sz;
   ok &= mul_add_size(&sz, (size_t)m->inputs.count + m->outputs.count, sizeof(oa_tensor_t *));
+  out->events_off = sz;
+  ok &= mul_add_size(&sz, (size_t)m->num_events * 2u, sizeof(void *));
+  /* constants read by accelerator ops get a device view each */
+  out->n_extra = 0;
+  for (uint32_t i = 0; ok && i < m->instructions.count; i++) {
+    oa_instr_desc_t ins;
+    oa_status_t st = oa_program_instruction(p, m, i, &ins, diag);
+    if (st) return st;
+    if (ins.kind != OAB_INSTRUCTION_KIND_OP || slot_is_cpu[ins.device]) continue;
+    for (uint32_t k = 0; k < ins.inputs.count; k++) {
+      int32_t t = oa_fb_vec_i32(&ins.inputs, k);
+      oa_tensor_desc_t d;
+      if (t < 0) continue;
+      if ((st = oa_program_tensor(p, m, (uint32_t)t, &d, diag))) return st;
+      if (d.storage == OAB_STORAGE_CONSTANT) out->n_extra++;
+    }
+  }
+  sz = ALIGN_UP(sz, 16);
+  out->extra_off = sz;
+  ok &= mul_add_size(&sz, out->n_extra, sizeof(oa_extra_t));
   out->state_bytes = ALIGN_UP(sz, OA_MEMORY_ALIGNMENT);
   size_t arena = 0;
   for (uint32_t k = 0; ok && k < m->pools.count; k++) {
@@ -211,6 +254,7 @@ oa_status_t oa_method_requirements(const oa_program_t *program, uint32_t method_
     oa_op_call_t call;
     oa_op_plan_t plan;
     if ((st = oa_program_instruction(program, &m, i, &ins, diag))) return st;
+    if (ins.kind != OAB_INSTRUCTION_KIND_OP) continue;
     uint32_t n = ins.inputs.count + ins.outputs.count;
     for (uint32_t k = 0; k < n; k++) {
       int32_t t = k < ins.inputs.count ? oa_fb_vec_i32(&ins.inputs, k) : oa_fb_vec_i32(&ins.outputs, k - ins.inputs.count);
@@ -237,6 +281,23 @@ oa_status_t oa_method_requirements(const oa_program_t *program, uint32_t method_
 
 void oa_method_release(oa_method_t *method) {
   if (!method) return;
+  for (uint32_t s = 0; s < method->n_slots; s++)
+    if (method->slot_stream[s]) (void)oa_stream_synchronize(method->slot_device[s], method->slot_stream[s]);
+  for (uint32_t e = 0; method->events && e < method->n_events; e++) {
+    if (method->events[e]) (void)oa_event_destroy(method->event_device[e], method->events[e]);
+    method->events[e] = NULL;
+  }
+  for (uint32_t x = 0; x < method->n_extra; x++) {
+    if (method->extra[x].tensor.data) (void)oa_device_unwrap_memory(method->extra[x].device, method->extra[x].tensor.data);
+    method->extra[x].tensor.data = NULL;
+  }
+  method->n_extra = 0;
+  for (uint32_t s = 0; s < method->n_slots; s++) {
+    if (method->slot_stream[s]) (void)oa_stream_destroy(method->slot_device[s], method->slot_stream[s]);
+    method->slot_stream[s] = NULL;
+    if (!method->slot_is_cpu[s] && method->slot_scratch[s]) (void)oa_device_free(method->slot_device[s], method->slot_scratch[s]);
+    method->slot_scratch[s] = NULL;
+  }
   for (uint32_t k = 0; k < method->n_pools; k++) {
     if (method->pool_owned[k] && method->pool_base[k]) {
       oa_pool_desc_t pool;
@@ -248,6 +309,53 @@ void oa_method_release(oa_method_t *method) {
       method->pool_owned[k] = 0;
     }
   }
+}
+
+/* Create event `e` on the device that records it (once). */
+static oa_status_t ensure_event(oa_method_t *m, uint32_t i, int32_t e, oa_device_t *dev, oa_diag_t *diag) {
+  if (e < 0) return OA_OK;
+  if (m->events[e] && m->event_device[e] != dev)
+    return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "instruction %u: event %d is recorded by two devices", i, e);
+  if (m->events[e]) return OA_OK;
+  oa_status_t st = oa_event_create(dev, 0, &m->events[e]);
+  if (st) return oa_diag_fail(diag, st, "instruction %u: could not create event %d (%s)", i, e, oa_status_name(st));
+  m->event_device[e] = dev;
+  return OA_OK;
+}
+
+/* Decide who copies a transfer's bytes and in which direction. */
+static oa_status_t prepare_transfer(const oa_program_t *p, const oa_method_view_t *v, oa_method_t *m, uint32_t i,
+                                    const oa_instr_desc_t *ins, oa_tensor_t *const *tps, oa_instr_t *in) {
+  oa_status_t st;
+  oa_tensor_desc_t src, dst;
+  oa_pool_desc_t sp, dp;
+  oa_diag_t *diag = NULL;
+  if (!tps[0] || !tps[1]) return OA_ERR_INVALID_PROGRAM;
+  if ((st = oa_program_tensor(p, v, (uint32_t)oa_fb_vec_i32(&ins->inputs, 0), &src, diag))) return st;
+  if ((st = oa_program_tensor(p, v, (uint32_t)oa_fb_vec_i32(&ins->outputs, 0), &dst, diag))) return st;
+  if (src.nbytes != dst.nbytes || src.storage != OAB_STORAGE_PLANNED || dst.storage != OAB_STORAGE_PLANNED)
+    return OA_ERR_INVALID_PROGRAM;
+  if ((st = oa_program_pool(p, v, src.pool, &sp, diag)) || (st = oa_program_pool(p, v, dst.pool, &dp, diag))) return st;
+  int src_cpu = m->slot_is_cpu[sp.device], dst_cpu = m->slot_is_cpu[dp.device];
+  (void)i;
+  if (src_cpu && dst_cpu) {
+    in->copy_device = NULL;
+  } else if (src_cpu) {
+    in->copy_device = m->slot_device[dp.device];
+    in->copy_kind = OA_COPY_HOST_TO_DEVICE;
+    in->stream = m->slot_stream[dp.device];
+  } else if (dst_cpu) {
+    in->copy_device = m->slot_device[sp.device];
+    in->copy_kind = OA_COPY_DEVICE_TO_HOST;
+    in->stream = m->slot_stream[sp.device];
+  } else if (sp.device == dp.device) {
+    in->copy_device = m->slot_device[sp.device];
+    in->copy_kind = OA_COPY_DEVICE_TO_DEVICE;
+    in->stream = m->slot_stream[sp.device];
+  } else {
+    return OA_ERR_UNSUPPORTED; /* accelerator to accelerator: the exporter stages through the CPU */
+  }
+  return OA_OK;
 }
 
 oa_status_t oa_method_prepare(const oa_program_t *program, uint32_t method_index, const oa_method_config_t *config,
@@ -287,6 +395,9 @@ oa_status_t oa_method_prepare(const oa_program_t *program, uint32_t method_index
   uint8_t *arena = base + lay.state_bytes;
   m->scratch = arena + req.arena_bytes;
   m->scratch_bytes = req.scratch_bytes;
+  m->events = (oa_event_t **)(void *)(base + lay.events_off);
+  m->event_device = (oa_device_t **)(void *)(m->events + v->num_events);
+  m->extra = (oa_extra_t *)(void *)(base + lay.extra_off);
   /* pools: CPU pools live in the caller's memory, others come from their device */
   for (uint32_t k = 0; k < m->n_pools; k++) {
     oa_pool_desc_t pool;
@@ -294,26 +405,65 @@ oa_status_t oa_method_prepare(const oa_program_t *program, uint32_t method_index
     if (lay.pool_off[k] != SIZE_MAX) {
       m->pool_base[k] = arena + lay.pool_off[k];
     } else {
-      oa_device_t *dev = m->slot_device[pool.device];
       void *ptr = NULL;
-      if (!dev->vtable->allocate || (st = dev->vtable->allocate(dev, (size_t)pool.size, pool.alignment, &ptr))) {
-        st = oa_diag_fail(diag, OA_ERR_OUT_OF_MEMORY, "memory pool %u: device slot %u could not allocate %llu bytes", k,
-                          pool.device, (unsigned long long)pool.size);
+      if ((st = oa_device_allocate(m->slot_device[pool.device], (size_t)pool.size, pool.alignment, &ptr))) {
+        st = oa_diag_fail(diag, OA_ERR_OUT_OF_MEMORY, "memory pool %u: device slot %u could not allocate %llu bytes (%s)",
+                          k, pool.device, (unsigned long long)pool.size, oa_status_name(st));
         goto fail;
       }
       m->pool_base[k] = (uint8_t *)ptr;
       m->pool_owned[k] = 1;
     }
   }
+  /* one in-order stream per accelerator slot; the CPU runs synchronously */
+  for (uint32_t sl = 0; sl < m->n_slots; sl++) {
+    m->slot_scratch[sl] = sl < m->n_slots && m->slot_is_cpu[sl] ? m->scratch : NULL;
+    if (m->slot_is_cpu[sl]) continue;
+    if ((st = oa_stream_create(m->slot_device[sl], 0, &m->slot_stream[sl]))) {
+      st = oa_diag_fail(diag, st, "device slot %u: could not create a stream (%s)", sl, oa_status_name(st));
+      goto fail;
+    }
+  }
   for (uint32_t t = 0; t < m->n_tensors; t++)
     if ((st = fill_tensor(program, v, t, m->pool_base, &m->tensors[t], diag))) goto fail;
   for (uint32_t i = 0; i < m->n_inputs; i++) m->inputs[i] = &m->tensors[oa_fb_vec_u32(&v->inputs, i)];
   for (uint32_t i = 0; i < m->n_outputs; i++) m->outputs[i] = &m->tensors[oa_fb_vec_u32(&v->outputs, i)];
+  /* inputs and outputs must be host memory: the caller writes and reads them directly */
+  const oa_fb_vec_t *io[2] = {&v->inputs, &v->outputs};
+  for (int k = 0; k < 2; k++) {
+    for (uint32_t i = 0; i < io[k]->count; i++) {
+      oa_tensor_desc_t d;
+      oa_pool_desc_t pool;
+      if ((st = oa_program_tensor(program, v, oa_fb_vec_u32(io[k], i), &d, diag))) goto fail;
+      if (d.storage != OAB_STORAGE_PLANNED) continue;
+      if ((st = oa_program_pool(program, v, d.pool, &pool, diag))) goto fail;
+      if (!m->slot_is_cpu[pool.device]) {
+        st = oa_diag_fail(diag, OA_ERR_UNSUPPORTED, "%s %u ('%s') lives in accelerator memory; method inputs and "
+                          "outputs must be in a CPU pool", k ? "output" : "input", i, d.name);
+        goto fail;
+      }
+    }
+  }
+  /* events: created on the device that records them */
+  m->n_events = v->num_events;
+  for (uint32_t e = 0; e < m->n_events; e++) {
+    m->events[e] = NULL;
+    m->event_device[e] = NULL;
+  }
+  size_t slot_scratch_need[OA_MAX_DEVICE_SLOTS] = {0};
   for (uint32_t i = 0; i < m->n_instrs; i++) {
     oa_instr_t *in = &m->instrs[i];
     oa_instr_desc_t ins;
     oa_tensor_t *tps[OA_MAX_OP_INPUTS + OA_MAX_OP_OUTPUTS];
     if ((st = oa_program_instruction(program, v, i, &ins, diag))) goto fail;
+    memset(in, 0, sizeof *in);
+    in->kind = ins.kind;
+    in->slot = ins.device;
+    in->device = m->slot_device[ins.device];
+    in->stream = m->slot_stream[ins.device];
+    in->debug = ins.debug;
+    in->signal = ins.signal;
+    in->waits = ins.waits;
     uint32_t n = ins.inputs.count + ins.outputs.count;
     for (uint32_t k = 0; k < n; k++) {
       int32_t t = k < ins.inputs.count ? oa_fb_vec_i32(&ins.inputs, k) : oa_fb_vec_i32(&ins.outputs, k - ins.inputs.count);
@@ -322,14 +472,64 @@ oa_status_t oa_method_prepare(const oa_program_t *program, uint32_t method_index
     oa_tensor_t **in_ptrs = ptrs;
     oa_tensor_t **out_ptrs = ptrs + ins.inputs.count;
     ptrs += n;
+    if (ins.kind == OAB_INSTRUCTION_KIND_TRANSFER) {
+      if ((st = prepare_transfer(program, v, m, i, &ins, tps, in))) goto fail;
+      in->call.index = i;
+      in->call.op = "transfer";
+      in_ptrs[0] = tps[0];
+      out_ptrs[0] = tps[1];
+      in->call.inputs = in_ptrs;
+      in->call.n_inputs = 1;
+      in->call.outputs = out_ptrs;
+      in->call.n_outputs = 1;
+      if (in->copy_device) in->device = in->copy_device;
+      if ((st = ensure_event(m, i, ins.signal, in->device, diag))) goto fail;
+      continue;
+    }
+    if (!m->slot_is_cpu[ins.device]) {
+      /* an accelerator sees its own memory: constants get a wrapped (or uploaded) view */
+      for (uint32_t k = 0; k < ins.inputs.count; k++) {
+        int32_t t = oa_fb_vec_i32(&ins.inputs, k);
+        oa_tensor_desc_t d;
+        if (t < 0) continue;
+        if ((st = oa_program_tensor(program, v, (uint32_t)t, &d, diag))) goto fail;
+        if (d.storage != OAB_STORAGE_CONSTANT) continue;
+        oa_extra_t *x = &m->extra[m->n_extra];
+        x->tensor = m->tensors[t];
+        x->device = in->device;
+        x->tensor.data = NULL;
+        m->n_extra++;
+        if ((st = oa_device_wrap_memory(in->device, m->tensors[t].data, m->tensors[t].nbytes, &x->tensor.data))) {
+          st = oa_diag_fail(diag, st, "instruction %u: device slot %u could not take constant '%s' (%zu bytes): %s", i,
+                            ins.device, d.name, m->tensors[t].nbytes, oa_status_name(st));
+          goto fail;
+        }
+        tps[k] = &x->tensor;
+      }
+    }
     if ((st = make_call(program, v, i, &ins, tps, in_ptrs, out_ptrs, &in->call, diag))) goto fail;
-    in->device = m->slot_device[ins.device];
-    in->debug = ins.debug;
     if ((st = oa_device_prepare_op(in->device, &in->call, &in->plan, diag))) {
       instr_context(program, v, i, in->call.op, ins.debug, diag, st);
       goto fail;
     }
+    if (!m->slot_is_cpu[ins.device] && in->plan.scratch_bytes > slot_scratch_need[ins.device])
+      slot_scratch_need[ins.device] = in->plan.scratch_bytes;
+    if ((st = ensure_event(m, i, ins.signal, in->device, diag))) goto fail;
   }
+  for (uint32_t e = 0; e < m->n_events; e++) {
+    if (!m->events[e]) {
+      st = oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "event %u is waited for but never recorded", e);
+      goto fail;
+    }
+  }
+  for (uint32_t sl = 0; sl < m->n_slots; sl++) {
+    if (m->slot_is_cpu[sl] || !slot_scratch_need[sl]) continue;
+    if ((st = oa_device_allocate(m->slot_device[sl], slot_scratch_need[sl], OA_MEMORY_ALIGNMENT, &m->slot_scratch[sl]))) {
+      st = oa_diag_fail(diag, st, "device slot %u could not allocate %zu bytes of scratch", sl, slot_scratch_need[sl]);
+      goto fail;
+    }
+  }
+  for (uint32_t i = 0; i < m->n_instrs; i++) m->instrs[i].scratch = m->slot_scratch[m->instrs[i].slot];
   *out_method = m;
   return OA_OK;
 fail:
@@ -337,17 +537,59 @@ fail:
   return st;
 }
 
-oa_status_t oa_method_execute(oa_method_t *method, oa_diag_t *diag) {
-  if (!method) return oa_diag_fail(diag, OA_ERR_INVALID_ARGUMENT, "method is NULL");
-  for (uint32_t i = 0; i < method->n_instrs; i++) {
-    oa_instr_t *in = &method->instrs[i];
-    oa_status_t st = oa_device_execute_op(in->device, NULL, &in->call, &in->plan, method->scratch, diag);
-    if (st) {
-      instr_context(method->program, &method->view, i, in->call.op, in->debug, diag, st);
-      return st;
-    }
+/* Before instruction `in` starts: make its device wait for the events it depends on. */
+static oa_status_t wait_events(oa_method_t *m, const oa_instr_t *in) {
+  for (uint32_t w = 0; w < in->waits.count; w++) {
+    uint32_t e = oa_fb_vec_u32(&in->waits, w);
+    oa_device_t *owner = m->event_device[e];
+    oa_status_t st;
+    if (in->stream && owner == in->device)
+      st = oa_stream_wait_event(in->device, in->stream, m->events[e]); /* same device: queue the wait */
+    else
+      st = oa_event_synchronize(owner, m->events[e], OA_TIMEOUT_INFINITE); /* host waits for the producer */
+    if (st) return st;
   }
   return OA_OK;
+}
+
+static oa_status_t run_transfer(const oa_instr_t *in) {
+  const oa_tensor_t *src = in->call.inputs[0];
+  oa_tensor_t *dst = in->call.outputs[0];
+  if (!in->copy_device) {
+    if (src->nbytes) memmove(dst->data, src->data, src->nbytes);
+    return OA_OK;
+  }
+  return oa_device_copy(in->copy_device, in->stream, dst->data, src->data, src->nbytes, in->copy_kind);
+}
+
+oa_status_t oa_method_execute(oa_method_t *method, oa_diag_t *diag) {
+  if (!method) return oa_diag_fail(diag, OA_ERR_INVALID_ARGUMENT, "method is NULL");
+  oa_status_t st = OA_OK;
+  for (uint32_t i = 0; i < method->n_instrs && !st; i++) {
+    oa_instr_t *in = &method->instrs[i];
+    if (in->waits.count && (st = wait_events(method, in))) {
+      st = oa_diag_fail(diag, st, "instruction %u: waiting for another device failed (%s)", i, oa_status_name(st));
+      break;
+    }
+    if (in->kind == OAB_INSTRUCTION_KIND_TRANSFER) {
+      if ((st = run_transfer(in)))
+        oa_diag_fail(diag, st, "instruction %u: transfer of '%s' (%zu bytes) failed (%s)", i, in->call.inputs[0]->name,
+                     in->call.inputs[0]->nbytes, oa_status_name(st));
+    } else if ((st = oa_device_execute_op(in->device, in->stream, &in->call, &in->plan, in->scratch, diag))) {
+      instr_context(method->program, &method->view, i, in->call.op, in->debug, diag, st);
+    }
+    if (!st && in->signal >= 0) {
+      if ((st = oa_event_record(in->device, method->events[in->signal], in->stream)))
+        oa_diag_fail(diag, st, "instruction %u: recording event %d failed", i, in->signal);
+    }
+  }
+  /* outputs are complete (or the first failure is known) when every stream has drained */
+  for (uint32_t sl = 0; sl < method->n_slots; sl++) {
+    if (!method->slot_stream[sl]) continue;
+    oa_status_t sst = oa_stream_synchronize(method->slot_device[sl], method->slot_stream[sl]);
+    if (sst && !st) st = oa_diag_fail(diag, sst, "device slot %u reported a failure (%s)", sl, oa_status_name(sst));
+  }
+  return st;
 }
 
 uint32_t oa_method_input_count(const oa_method_t *method) { return method ? method->n_inputs : 0; }

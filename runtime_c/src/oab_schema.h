@@ -20,6 +20,10 @@
 #define OAB_STORAGE_PLANNED 0
 #define OAB_STORAGE_CONSTANT 1
 
+/* enum InstructionKind */
+#define OAB_INSTRUCTION_KIND_OP 0
+#define OAB_INSTRUCTION_KIND_TRANSFER 1
+
 /* table QuantParams: vtable slot of each field */
 #define OAB_QUANT_PARAMS_SCALE 0 /* [float] */
 #define OAB_QUANT_PARAMS_ZERO_POINT 1 /* [long] */
@@ -45,6 +49,9 @@
 #define OAB_INSTRUCTION_FLOATS 4 /* [double] */
 #define OAB_INSTRUCTION_DEVICE 5 /* ubyte */
 #define OAB_INSTRUCTION_DEBUG 6 /* int */
+#define OAB_INSTRUCTION_KIND 7 /* InstructionKind */
+#define OAB_INSTRUCTION_WAIT_EVENTS 8 /* [uint] */
+#define OAB_INSTRUCTION_SIGNAL_EVENT 9 /* int */
 
 /* table Operator: vtable slot of each field */
 #define OAB_OPERATOR_NAME 0 /* string */
@@ -94,6 +101,7 @@
 #define OAB_METHOD_MEMORY_PLAN 6 /* MemoryPlan */
 #define OAB_METHOD_TESTS 7 /* [TestCase] */
 #define OAB_METHOD_DEBUG 8 /* [SourceLocation] */
+#define OAB_METHOD_NUM_EVENTS 9 /* uint */
 
 /* table Segment: vtable slot of each field */
 #define OAB_SEGMENT_OFFSET 0 /* ulong */

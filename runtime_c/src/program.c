@@ -76,6 +76,10 @@ oa_status_t oa_program_method_view(const oa_program_t *p, uint32_t index, oa_met
     out->pools.fb = out->fb;
     out->pools.count = 0;
   }
+  if ((st = oa_fb_u32(&out->table, OAB_METHOD_NUM_EVENTS, 0, &out->num_events, diag))) return st;
+  if (out->num_events > OA_MAX_EVENTS)
+    return oa_diag_fail(diag, OA_ERR_UNSUPPORTED, "method '%s' uses %u events; this runtime supports %d",
+                        out->name, out->num_events, OA_MAX_EVENTS);
   if (out->devices.count > OA_MAX_DEVICE_SLOTS)
     return oa_diag_fail(diag, OA_ERR_UNSUPPORTED, "method '%s' uses %u device slots; this runtime supports %d",
                         out->name, out->devices.count, OA_MAX_DEVICE_SLOTS);
@@ -234,7 +238,22 @@ oa_status_t oa_program_instruction(const oa_program_t *p, const oa_method_view_t
   if ((st = oa_fb_vector(&t, OAB_INSTRUCTION_FLOATS, 8, &out->floats, diag))) return st;
   if ((st = oa_fb_u8(&t, OAB_INSTRUCTION_DEVICE, 0, &out->device, diag))) return st;
   if ((st = oa_fb_i32(&t, OAB_INSTRUCTION_DEBUG, -1, &out->debug, diag))) return st;
-  if (out->op >= p->operator_count)
+  if ((st = oa_fb_u8(&t, OAB_INSTRUCTION_KIND, OAB_INSTRUCTION_KIND_OP, &out->kind, diag))) return st;
+  if ((st = oa_fb_vector(&t, OAB_INSTRUCTION_WAIT_EVENTS, 4, &out->waits, diag))) return st;
+  if ((st = oa_fb_i32(&t, OAB_INSTRUCTION_SIGNAL_EVENT, -1, &out->signal, diag))) return st;
+  if (out->kind != OAB_INSTRUCTION_KIND_OP && out->kind != OAB_INSTRUCTION_KIND_TRANSFER)
+    return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "instruction %u: unknown kind %u", index, out->kind);
+  if (out->signal < -1 || (out->signal >= 0 && (uint32_t)out->signal >= m->num_events))
+    return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "instruction %u: signal event %d out of range (method has %u)",
+                        index, out->signal, m->num_events);
+  for (uint32_t w = 0; w < out->waits.count; w++)
+    if (oa_fb_vec_u32(&out->waits, w) >= m->num_events)
+      return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "instruction %u: wait event %u out of range (method has %u)",
+                          index, oa_fb_vec_u32(&out->waits, w), m->num_events);
+  if (out->kind == OAB_INSTRUCTION_KIND_TRANSFER && (out->inputs.count != 1 || out->outputs.count != 1))
+    return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "instruction %u: a transfer has exactly one input and one output",
+                        index);
+  if (out->op >= p->operator_count && out->kind == OAB_INSTRUCTION_KIND_OP)
     return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "instruction %u: operator %u out of range (manifest has %u)",
                         index, out->op, p->operator_count);
   if (out->device >= m->devices.count)

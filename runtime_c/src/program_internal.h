@@ -11,12 +11,14 @@
 #define OA_MAX_OP_OUTPUTS 64
 #define OA_MAX_DEVICE_SLOTS 8
 #define OA_MAX_POOLS 8
+#define OA_MAX_EVENTS 4096
 
 typedef struct oa_method_view {
   oa_fb_t fb;
   oa_fb_table_t table;
   const char *name;
   oa_fb_vec_t inputs, outputs, tensors, instructions, devices, tests, debug, pools;
+  uint32_t num_events;
 } oa_method_view_t;
 
 typedef struct oa_tensor_desc {
@@ -35,9 +37,11 @@ typedef struct oa_tensor_desc {
 
 typedef struct oa_instr_desc {
   uint32_t op;
-  oa_fb_vec_t inputs, outputs, ints, floats;
+  oa_fb_vec_t inputs, outputs, ints, floats, waits;
   uint8_t device;
+  uint8_t kind;          /* OAB_INSTRUCTION_KIND_* */
   int32_t debug;
+  int32_t signal;        /* event index or -1 */
 } oa_instr_desc_t;
 
 typedef struct oa_pool_desc {

@@ -157,7 +157,48 @@ class Instruction(object):
             return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
         return -1
 
-def InstructionStart(builder): builder.StartObject(7)
+    # Instruction
+    def Kind(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(18))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int8Flags, o + self._tab.Pos)
+        return 0
+
+    # Instruction
+    def WaitEvents(self, j):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(20))
+        if o != 0:
+            a = self._tab.Vector(o)
+            return self._tab.Get(flatbuffers.number_types.Uint32Flags, a + flatbuffers.number_types.UOffsetTFlags.py_type(j * 4))
+        return 0
+
+    # Instruction
+    def WaitEventsAsNumpy(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(20))
+        if o != 0:
+            return self._tab.GetVectorAsNumpy(flatbuffers.number_types.Uint32Flags, o)
+        return 0
+
+    # Instruction
+    def WaitEventsLength(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(20))
+        if o != 0:
+            return self._tab.VectorLen(o)
+        return 0
+
+    # Instruction
+    def WaitEventsIsNone(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(20))
+        return o == 0
+
+    # Instruction
+    def SignalEvent(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(22))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return -1
+
+def InstructionStart(builder): builder.StartObject(10)
 def Start(builder):
     return InstructionStart(builder)
 def InstructionAddOp(builder, op): builder.PrependUint32Slot(0, op, 0)
@@ -193,6 +234,18 @@ def AddDevice(builder, device):
 def InstructionAddDebug(builder, debug): builder.PrependInt32Slot(6, debug, -1)
 def AddDebug(builder, debug):
     return InstructionAddDebug(builder, debug)
+def InstructionAddKind(builder, kind): builder.PrependInt8Slot(7, kind, 0)
+def AddKind(builder, kind):
+    return InstructionAddKind(builder, kind)
+def InstructionAddWaitEvents(builder, waitEvents): builder.PrependUOffsetTRelativeSlot(8, flatbuffers.number_types.UOffsetTFlags.py_type(waitEvents), 0)
+def AddWaitEvents(builder, waitEvents):
+    return InstructionAddWaitEvents(builder, waitEvents)
+def InstructionStartWaitEventsVector(builder, numElems): return builder.StartVector(4, numElems, 4)
+def StartWaitEventsVector(builder, numElems):
+    return InstructionStartWaitEventsVector(builder, numElems)
+def InstructionAddSignalEvent(builder, signalEvent): builder.PrependInt32Slot(9, signalEvent, -1)
+def AddSignalEvent(builder, signalEvent):
+    return InstructionAddSignalEvent(builder, signalEvent)
 def InstructionEnd(builder): return builder.EndObject()
 def End(builder):
     return InstructionEnd(builder)
@@ -212,6 +265,9 @@ class InstructionT(object):
         self.floats = None  # type: List[float]
         self.device = 0  # type: int
         self.debug = -1  # type: int
+        self.kind = 0  # type: int
+        self.waitEvents = None  # type: List[int]
+        self.signalEvent = -1  # type: int
 
     @classmethod
     def InitFromBuf(cls, buf, pos):
@@ -260,6 +316,15 @@ class InstructionT(object):
                 self.floats = instruction.FloatsAsNumpy()
         self.device = instruction.Device()
         self.debug = instruction.Debug()
+        self.kind = instruction.Kind()
+        if not instruction.WaitEventsIsNone():
+            if np is None:
+                self.waitEvents = []
+                for i in range(instruction.WaitEventsLength()):
+                    self.waitEvents.append(instruction.WaitEvents(i))
+            else:
+                self.waitEvents = instruction.WaitEventsAsNumpy()
+        self.signalEvent = instruction.SignalEvent()
 
     # InstructionT
     def Pack(self, builder):
@@ -295,6 +360,14 @@ class InstructionT(object):
                 for i in reversed(range(len(self.floats))):
                     builder.PrependFloat64(self.floats[i])
                 floats = builder.EndVector()
+        if self.waitEvents is not None:
+            if np is not None and type(self.waitEvents) is np.ndarray:
+                waitEvents = builder.CreateNumpyVector(self.waitEvents)
+            else:
+                InstructionStartWaitEventsVector(builder, len(self.waitEvents))
+                for i in reversed(range(len(self.waitEvents))):
+                    builder.PrependUint32(self.waitEvents[i])
+                waitEvents = builder.EndVector()
         InstructionStart(builder)
         InstructionAddOp(builder, self.op)
         if self.inputs is not None:
@@ -307,5 +380,9 @@ class InstructionT(object):
             InstructionAddFloats(builder, floats)
         InstructionAddDevice(builder, self.device)
         InstructionAddDebug(builder, self.debug)
+        InstructionAddKind(builder, self.kind)
+        if self.waitEvents is not None:
+            InstructionAddWaitEvents(builder, waitEvents)
+        InstructionAddSignalEvent(builder, self.signalEvent)
         instruction = InstructionEnd(builder)
         return instruction

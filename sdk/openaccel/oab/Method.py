@@ -225,7 +225,14 @@ class Method(object):
         o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(20))
         return o == 0
 
-def MethodStart(builder): builder.StartObject(9)
+    # Method
+    def NumEvents(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(22))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Uint32Flags, o + self._tab.Pos)
+        return 0
+
+def MethodStart(builder): builder.StartObject(10)
 def Start(builder):
     return MethodStart(builder)
 def MethodAddName(builder, name): builder.PrependUOffsetTRelativeSlot(0, flatbuffers.number_types.UOffsetTFlags.py_type(name), 0)
@@ -276,6 +283,9 @@ def AddDebug(builder, debug):
 def MethodStartDebugVector(builder, numElems): return builder.StartVector(4, numElems, 4)
 def StartDebugVector(builder, numElems):
     return MethodStartDebugVector(builder, numElems)
+def MethodAddNumEvents(builder, numEvents): builder.PrependUint32Slot(9, numEvents, 0)
+def AddNumEvents(builder, numEvents):
+    return MethodAddNumEvents(builder, numEvents)
 def MethodEnd(builder): return builder.EndObject()
 def End(builder):
     return MethodEnd(builder)
@@ -303,6 +313,7 @@ class MethodT(object):
         self.memoryPlan = None  # type: Optional[openaccel.oab.MemoryPlan.MemoryPlanT]
         self.tests = None  # type: List[openaccel.oab.TestCase.TestCaseT]
         self.debug = None  # type: List[openaccel.oab.SourceLocation.SourceLocationT]
+        self.numEvents = 0  # type: int
 
     @classmethod
     def InitFromBuf(cls, buf, pos):
@@ -377,6 +388,7 @@ class MethodT(object):
                 else:
                     sourceLocation_ = openaccel.oab.SourceLocation.SourceLocationT.InitFromObj(method.Debug(i))
                     self.debug.append(sourceLocation_)
+        self.numEvents = method.NumEvents()
 
     # MethodT
     def Pack(self, builder):
@@ -459,5 +471,6 @@ class MethodT(object):
             MethodAddTests(builder, tests)
         if self.debug is not None:
             MethodAddDebug(builder, debug)
+        MethodAddNumEvents(builder, self.numEvents)
         method = MethodEnd(builder)
         return method
