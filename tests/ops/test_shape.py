@@ -70,6 +70,11 @@ CASES = [
            lambda x, xi, b: (*torch.split(x, [1, 3, 1], dim=1), *torch.split(xi, 2, dim=-1),
                              *torch.chunk(b, 2, 2), *torch.unbind(x, 2)),
            (randn(2, 5, 3), randint(0, 9, 2, 3, 5), XB), ops=("split", "slice")),
+    OpCase("shape_copy_variants",  # *_copy overloads that torch.export keeps when called directly
+           lambda x: (*torch.ops.aten.unbind_copy.int(x, 1), *torch.ops.aten.unbind_copy.int(x, 0),
+                      *torch.ops.aten.split_copy.Tensor(x, 2, 1), torch.ops.aten.t_copy(x),
+                      torch.ops.aten.transpose_copy.int(x, 0, -1), torch.ops.aten.narrow_copy(x, 1, 1, 2)),
+           (randn(2, 3),), ops=("split", "permute", "slice")),
     # ---- pad -----------------------------------------------------------------------------------
     OpCase("shape_pad",
            lambda x, x1, xi, b: (F.pad(x, (1, 2)), F.pad(x, (1, -1, 2, 0), value=1.5), F.pad(x, (-1, -1, -1, 0)),
