@@ -153,19 +153,23 @@ _op("copy", ("self",), dtypes=ANY, family="shape", doc="contiguous copy (clone, 
 _op("permute", ("self",), ints=("dims*",), dtypes=ANY, family="shape")
 _op("expand", ("self",), dtypes=ANY, family="shape", doc="broadcast to the output shape")
 _op("slice", ("self",), ints=("dim", "start", "end", "step"), dtypes=ANY, family="shape",
-    doc="start/end already clamped to [0, size]")
+    doc="0 <= start <= end <= size (clamped by the exporter), step >= 1")
 _op("select", ("self",), ints=("dim", "index"), dtypes=ANY, family="shape")
-_op("cat", ("tensors*",), ints=("dim",), dtypes=ANY, family="shape")
+_op("cat", ("tensors*",), ints=("dim",), dtypes=ANY, family="shape",
+    doc="1 to 64 inputs (the exporter chains longer lists)")
 _op("split", ("self",), ("outs*",), ints=("dim",), dtypes=ANY, family="shape",
     doc="sizes from the output tensors")
 _op("pad", ("self",), ints=("pads*",), floats=("value",), dtypes=ANY, family="shape",
     doc="constant_pad_nd: pads = (last dim before, after, previous dim before, after, ...); negative crops")
 _op("flip", ("self",), ints=("dims*",), dtypes=ANY, family="shape")
 _op("repeat", ("self",), dtypes=ANY, family="shape", doc="tile to the output shape")
-_op("embedding", ("weight", "indices"), dtypes=F32 | INTS, family="index",
-    doc="out[..., :] = weight[indices[...], :]; indices int32/int64, range-checked at run time")
-_op("index_select", ("self", "index"), ints=("dim",), dtypes=ANY, family="index")
-_op("gather", ("self", "index"), ints=("dim",), dtypes=ANY, family="index")
+_op("embedding", ("weight", "indices"), dtypes=ANY, family="index",
+    doc="out[..., :] = weight[indices[...], :]; weight 2-D; indices int32/int64, range-checked at run time")
+_op("index_select", ("self", "index"), ints=("dim", "negative_wraps"), dtypes=ANY, family="index",
+    doc="index 0-/1-D int32/int64, range-checked at run time; negative_wraps 1: index < 0 counts from "
+        "the end (aten.index), 0: an error (aten.index_select)")
+_op("gather", ("self", "index"), ints=("dim",), dtypes=ANY, family="index",
+    doc="out[i][j] = self[index[i][j]][j] (dim 0); index int32/int64, same ndim, range-checked at run time")
 
 
 def op(name: str) -> OpDef:

@@ -1,3 +1,116 @@
-"""Lowering rules: index ops (see opset.py for the openaccel side)."""
+"""Lowering rules: index ops (see opset.py for the openaccel side).
+
+Index tensors stay int32 / int64 and are range-checked by the kernels at run time (an
+out-of-range index is a run-time error naming the value and its position, as in PyTorch).
+"""
 
 from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from ...ir import AtenNode, Value
+from . import LowerCtx, rule
+
+_INDEX_DTYPES = (torch.int32, torch.int64)
+
+
+def _value(ctx: LowerCtx, a: dict[str, Any], key: str) -> Value:
+    v = a[key]
+    if not isinstance(v, Value):
+        raise ctx.unsupported(f"argument '{key}' is not a tensor ({type(v).__name__})")
+    return v
+
+
+def _out(ctx: LowerCtx, node: AtenNode) -> Value:
+    out = node.outputs[0]
+    if out is None:
+        raise ctx.unsupported("the op has no tensor output")
+    return out
+
+
+def _index_dtype(ctx: LowerCtx, v: Value, what: str) -> None:
+    if v.dtype not in _INDEX_DTYPES:
+        raise ctx.unsupported(f"{what} of dtype {v.dtype} (int32 or int64 indices only)")
+
+
+def _norm_dim(ctx: LowerCtx, dim: int, ndim: int) -> int:
+    n = max(ndim, 1)
+    if not -n <= dim < n:
+        raise ctx.unsupported(f"dim = {dim} is out of range for a {ndim}-dim tensor")
+    return dim + n if dim < 0 else dim
+
+
+@rule("aten.embedding.default")
+def embedding(ctx: LowerCtx, node: AtenNode) -> None:
+    # padding_idx / scale_grad_by_freq / sparse only affect gradients
+    a = ctx.bind(node)
+    w, idx, out = _value(ctx, a, "weight"), _value(ctx, a, "indices"), _out(ctx, node)
+    _index_dtype(ctx, idx, "indices")
+    if len(w.shape) != 2:
+        raise ctx.unsupported(f"weight of shape {list(w.shape)} (expected 2 dims)")
+    ctx.emit("embedding", [w, idx], [out])
+
+
+@rule("aten.index_select.default")
+def index_select(ctx: LowerCtx, node: AtenNode) -> None:
+    a = ctx.bind(node)
+    x, idx, out = _value(ctx, a, "self"), _value(ctx, a, "index"), _out(ctx, node)
+    _index_dtype(ctx, idx, "index")
+    if not x.shape:
+        raise ctx.unsupported("index_select on a 0-dim tensor")
+    if len(idx.shape) > 1:
+        raise ctx.unsupported(f"index of shape {list(idx.shape)} (expected 0 or 1 dims)")
+    dim = _norm_dim(ctx, int(a["dim"]), len(x.shape))
+    ctx.emit("index_select", [x, idx], [out], ints=[dim, 0])
+
+
+@rule("aten.index.Tensor")
+def index_tensor(ctx: LowerCtx, node: AtenNode) -> None:
+    """x[..., idx, ...] with a single integer index tensor on one dim -> index_select on the
+    flattened index (negative indices wrap, as in PyTorch), viewed to the result's shape."""
+    a = ctx.bind(node)
+    x, out = _value(ctx, a, "self"), _out(ctx, node)
+    indices = list(a["indices"])
+    while indices and indices[-1] is None:
+        indices.pop()
+    given = [(k, v) for k, v in enumerate(indices) if v is not None]
+    if len(given) != 1:
+        raise ctx.unsupported(f"indexing with {len(given)} index tensors (only one integer index tensor, on "
+                              "one dim, is supported)")
+    dim, idx = given[0]
+    if not isinstance(idx, Value):
+        raise ctx.unsupported("the index is not a tensor")
+    if idx.dtype in (torch.bool, torch.uint8):
+        raise ctx.unsupported("boolean mask indexing (the result's shape depends on the data)")
+    _index_dtype(ctx, idx, "index")
+    if dim >= len(x.shape):
+        raise ctx.unsupported(f"index on dim {dim} of a {len(x.shape)}-dim tensor")
+    want = x.shape[:dim] + idx.shape + x.shape[dim + 1:]
+    if want != out.shape:
+        raise ctx.unsupported(f"indexing {list(x.shape)} on dim {dim} by {list(idx.shape)} gives {list(want)}, "
+                              f"the graph expects {list(out.shape)}")
+    flat = idx
+    if len(idx.shape) != 1:
+        flat = ctx.temp(idx.dtype, (idx.numel,), hint="index")
+        ctx.alias(flat, idx)
+    mid = (*x.shape[:dim], idx.numel, *x.shape[dim + 1:])
+    dst = out
+    if mid != out.shape:
+        dst = ctx.temp(out.dtype, mid, hint="index_select")
+    ctx.emit("index_select", [x, flat], [dst], ints=[dim, 1])
+    if dst is not out:
+        ctx.alias(out, dst)
+
+
+@rule("aten.gather.default")
+def gather(ctx: LowerCtx, node: AtenNode) -> None:
+    a = ctx.bind(node)
+    x, idx, out = _value(ctx, a, "self"), _value(ctx, a, "index"), _out(ctx, node)
+    _index_dtype(ctx, idx, "index")
+    if len(idx.shape) != len(x.shape):
+        raise ctx.unsupported(f"index of shape {list(idx.shape)} for self of shape {list(x.shape)} "
+                              "(expected the same number of dims)")
+    dim = _norm_dim(ctx, int(a["dim"]), len(x.shape))
+    ctx.emit("gather", [x, idx], [out], ints=[dim])

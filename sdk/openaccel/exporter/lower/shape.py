@@ -1,3 +1,353 @@
-"""Lowering rules: shape ops (see opset.py for the openaccel side)."""
+"""Lowering rules: shape ops (see opset.py for the openaccel side).
+
+Views that keep the bytes contiguous become zero-copy aliases (`ctx.alias`): reshapes,
+squeeze/unsqueeze, contiguous clones, permutes that only move size-1 dims, and slices / selects /
+splits along the outermost non-size-1 dim with step 1. Everything else is a copy instruction.
+Dims, slice bounds and indices are normalized here so kernels get canonical arguments.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ...ir import AtenNode, Value, dtype_size
+from . import LowerCtx, rule
+
+CAT_MAX_INPUTS = 64
+INT64_MAX = 2**63 - 1
+
+
+# ---- helpers --------------------------------------------------------------------------------
+
+def _value(ctx: LowerCtx, a: dict[str, Any], key: str = "self") -> Value:
+    v = a[key]
+    if not isinstance(v, Value):
+        raise ctx.unsupported(f"argument '{key}' is not a tensor ({type(v).__name__})")
+    return v
+
+
+def _out(ctx: LowerCtx, node: AtenNode) -> Value:
+    out = node.outputs[0]
+    if out is None:
+        raise ctx.unsupported("the op has no tensor output")
+    return out
+
+
+def _norm_dim(ctx: LowerCtx, dim: int, ndim: int, what: str = "dim") -> int:
+    n = max(ndim, 1)
+    if not -n <= dim < n:
+        raise ctx.unsupported(f"{what} = {dim} is out of range for a {ndim}-dim tensor")
+    return dim + n if dim < 0 else dim
+
+
+def _prod(shape: Sequence[int]) -> int:
+    p = 1
+    for s in shape:
+        p *= s
+    return p
+
+
+def _leading_ones(shape: Sequence[int], dim: int) -> bool:
+    """True when every dim before `dim` has size 1: a contiguous range along `dim` is then a
+    contiguous byte range of the tensor."""
+    return _prod(shape[:dim]) == 1
+
+
+def _inner_bytes(v: Value, dim: int) -> int:
+    return _prod(v.shape[dim + 1:]) * dtype_size(v.dtype)
+
+
+def _alias(ctx: LowerCtx, out: Value, src: Value, byte_offset: int = 0) -> None:
+    if out.dtype != src.dtype:
+        raise ctx.unsupported(f"a view changing dtype {src.dtype} -> {out.dtype}")
+    ctx.alias(out, src, byte_offset)
+
+
+# ---- zero-copy reinterpretations --------------------------------------------------------------
+
+@rule("aten.view_copy.default", "aten._unsafe_view.default", "aten.reshape.default", "aten.view.default",
+      "aten.unsqueeze_copy.default", "aten.squeeze_copy.dims", "aten.squeeze_copy.dim",
+      "aten.squeeze_copy.default", "aten.alias_copy.default", "aten.detach_copy.default",
+      "aten.lift_fresh_copy.default", "aten.clone.default", "dim_order_ops._clone_dim_order.default")
+def reinterpret(ctx: LowerCtx, node: AtenNode) -> None:
+    # Tensors are dense row-major in openaccel: a clone (whatever memory format / dim order it asks
+    # for) has the same logical values, and nothing writes in place into a live buffer.
+    a = ctx.bind(node)
+    x, out = _value(ctx, a), _out(ctx, node)
+    if x.numel != out.numel:
+        raise ctx.unsupported(f"a view from {list(x.shape)} to {list(out.shape)} changes the element count")
+    _alias(ctx, out, x)
+
+
+# ---- permutations --------------------------------------------------------------------------------
+
+def _permute(ctx: LowerCtx, x: Value, out: Value, dims: Sequence[int]) -> None:
+    nd = len(x.shape)
+    perm = [_norm_dim(ctx, int(d), nd, "dims") for d in dims]
+    if sorted(perm) != list(range(nd)):
+        raise ctx.unsupported(f"dims {list(dims)} is not a permutation of the {nd} dims")
+    moved = [d for d in perm if x.shape[d] != 1]
+    if moved == sorted(moved):
+        _alias(ctx, out, x)  # only size-1 dims move: the bytes are in the same order
+        return
+    ctx.emit("permute", [x], [out], ints=perm)
+
+
+@rule("aten.permute_copy.default", "aten.permute.default")
+def permute(ctx: LowerCtx, node: AtenNode) -> None:
+    a = ctx.bind(node)
+    _permute(ctx, _value(ctx, a), _out(ctx, node), list(a["dims"]))
+
+
+@rule("aten.transpose_copy.int", "aten.transpose.int")
+def transpose(ctx: LowerCtx, node: AtenNode) -> None:
+    a = ctx.bind(node)
+    x = _value(ctx, a)
+    nd = len(x.shape)
+    d0, d1 = _norm_dim(ctx, int(a["dim0"]), nd, "dim0"), _norm_dim(ctx, int(a["dim1"]), nd, "dim1")
+    perm = list(range(nd))
+    if nd:
+        perm[d0], perm[d1] = perm[d1], perm[d0]
+    _permute(ctx, x, _out(ctx, node), perm)
+
+
+@rule("aten.t_copy.default", "aten.t.default")
+def t(ctx: LowerCtx, node: AtenNode) -> None:
+    a = ctx.bind(node)
+    x = _value(ctx, a)
+    _permute(ctx, x, _out(ctx, node), [1, 0] if len(x.shape) == 2 else list(range(len(x.shape))))
+
+
+# ---- broadcasting and tiling ----------------------------------------------------------------------
+
+@rule("aten.expand_copy.default", "aten.expand.default")
+def expand(ctx: LowerCtx, node: AtenNode) -> None:
+    a = ctx.bind(node)
+    x, out = _value(ctx, a), _out(ctx, node)
+    if len(out.shape) < len(x.shape):
+        raise ctx.unsupported(f"expand from {list(x.shape)} to fewer dims {list(out.shape)}")
+    if out.numel == x.numel:
+        _alias(ctx, out, x)  # nothing is broadcast (only leading size-1 dims are added)
+        return
+    ctx.emit("expand", [x], [out])
+
+
+@rule("aten.repeat.default")
+def repeat(ctx: LowerCtx, node: AtenNode) -> None:
+    a = ctx.bind(node)
+    x, out = _value(ctx, a), _out(ctx, node)
+    reps = [int(r) for r in a["repeats"]]
+    if len(reps) < len(x.shape):
+        raise ctx.unsupported(f"repeats {reps} has fewer entries than the input has dims ({len(x.shape)})")
+    if any(r < 0 for r in reps):
+        raise ctx.unsupported(f"negative repeats {reps}")
+    if out.numel == x.numel:
+        _alias(ctx, out, x)  # every repeat is 1 (or the tensor is empty)
+        return
+    ctx.emit("repeat", [x], [out])
+
+
+# ---- slicing ----------------------------------------------------------------------------------
+
+def _slice_bounds(size: int, start: int | None, end: int | None, step: int) -> tuple[int, int, int]:
+    """PyTorch's slice normalization: negative bounds count from the end, then clamp."""
+    s = 0 if start is None else int(start)
+    e = INT64_MAX if end is None else int(end)
+    if s < 0:
+        s += size
+    if e < 0:
+        e += size
+    s = min(max(s, 0), size)
+    e = min(max(e, s), size)
+    length = 0 if e == s else (e - s - 1) // step + 1
+    return s, e, length
+
+
+def _slice(ctx: LowerCtx, x: Value, out: Value, dim: int, start: int | None, end: int | None,
+           step: int) -> None:
+    if not x.shape:
+        raise ctx.unsupported("slicing a 0-dim tensor")
+    dim = _norm_dim(ctx, dim, len(x.shape))
+    if step < 1:
+        raise ctx.unsupported(f"step = {step} (must be positive)")
+    s, e, length = _slice_bounds(x.shape[dim], start, end, step)
+    want = list(x.shape)
+    want[dim] = length
+    if tuple(want) != out.shape:
+        raise ctx.unsupported(f"slice of {list(x.shape)} gives {want}, the graph expects {list(out.shape)}")
+    if out.numel == 0 or out.shape == x.shape:
+        _alias(ctx, out, x)
+        return
+    if _leading_ones(x.shape, dim) and (step == 1 or length == 1):
+        _alias(ctx, out, x, s * _inner_bytes(x, dim))
+        return
+    ctx.emit("slice", [x], [out], ints=[dim, s, e, step])
+
+
+@rule("aten.slice_copy.Tensor", "aten.slice.Tensor")
+def slice_(ctx: LowerCtx, node: AtenNode) -> None:
+    a = ctx.bind(node)
+    _slice(ctx, _value(ctx, a), _out(ctx, node), int(a["dim"]), a["start"], a["end"], int(a["step"]))
+
+
+@rule("aten.narrow_copy.default", "aten.narrow.default")
+def narrow(ctx: LowerCtx, node: AtenNode) -> None:
+    a = ctx.bind(node)
+    x = _value(ctx, a)
+    if not x.shape:
+        raise ctx.unsupported("narrowing a 0-dim tensor")
+    dim = _norm_dim(ctx, int(a["dim"]), len(x.shape))
+    start, length = int(a["start"]), int(a["length"])
+    if start < 0:
+        start += x.shape[dim]
+    if start < 0 or length < 0 or start + length > x.shape[dim]:
+        raise ctx.unsupported(f"start {start}, length {length} out of range for dim {dim} of {list(x.shape)}")
+    _slice(ctx, x, _out(ctx, node), dim, start, start + length, 1)
+
+
+def _select(ctx: LowerCtx, x: Value, out: Value, dim: int, index: int) -> None:
+    if not x.shape:
+        raise ctx.unsupported("select on a 0-dim tensor")
+    dim = _norm_dim(ctx, dim, len(x.shape))
+    size = x.shape[dim]
+    if not -size <= index < size:
+        raise ctx.unsupported(f"index {index} is out of range for dim {dim} of size {size}")
+    if index < 0:
+        index += size
+    if out.numel == 0:
+        _alias(ctx, out, x)
+    elif _leading_ones(x.shape, dim):
+        _alias(ctx, out, x, index * _inner_bytes(x, dim))
+    else:
+        ctx.emit("select", [x], [out], ints=[dim, index])
+
+
+@rule("aten.select_copy.int", "aten.select.int")
+def select(ctx: LowerCtx, node: AtenNode) -> None:
+    a = ctx.bind(node)
+    _select(ctx, _value(ctx, a), _out(ctx, node), int(a["dim"]), int(a["index"]))
+
+
+# ---- cat / split ------------------------------------------------------------------------------
+
+@rule("aten.cat.default", "aten.concat.default")
+def cat(ctx: LowerCtx, node: AtenNode) -> None:
+    a = ctx.bind(node)
+    out = _out(ctx, node)
+    tensors = a["tensors"]
+    if not isinstance(tensors, (list, tuple)) or not all(isinstance(v, Value) for v in tensors):
+        raise ctx.unsupported("tensors must be a list of tensors")
+    if not out.shape:
+        raise ctx.unsupported("cat producing a 0-dim tensor")
+    dim = _norm_dim(ctx, int(a["dim"]), len(out.shape))
+    # empty inputs contribute nothing (PyTorch also skips legacy 1-D empty tensors)
+    parts = [ctx.cast(v, out.dtype) for v in tensors if v.numel > 0]
+    if not parts:
+        if out.numel:
+            raise ctx.unsupported("cat of empty tensors with a non-empty result")
+        ctx.alias(out, tensors[0])  # zero bytes: nothing to write
+        return
+    if len(parts) == 1:
+        _alias(ctx, out, parts[0])
+        return
+    while len(parts) > CAT_MAX_INPUTS:  # the kernel takes up to 64 inputs: cat in groups first
+        grouped: list[Value] = []
+        for i in range(0, len(parts), CAT_MAX_INPUTS):
+            group = parts[i:i + CAT_MAX_INPUTS]
+            if len(group) == 1:
+                grouped.append(group[0])
+                continue
+            shape = list(group[0].shape)
+            shape[dim] = sum(v.shape[dim] for v in group)
+            tmp = ctx.temp(out.dtype, shape, hint="cat")
+            ctx.emit("cat", group, [tmp], ints=[dim])
+            grouped.append(tmp)
+        parts = grouped
+    ctx.emit("cat", parts, [out], ints=[dim])
+
+
+def _split(ctx: LowerCtx, x: Value, outs: Sequence[Value | None], dim: int, keepdim: bool) -> None:
+    """Split `x` along `dim` into `outs` (sizes from the outputs). keepdim False = unbind: each
+    output drops `dim` and has size 1 there."""
+    if not x.shape:
+        raise ctx.unsupported("splitting a 0-dim tensor")
+    dim = _norm_dim(ctx, dim, len(x.shape))
+    pieces: list[Value] = []
+    for i, o in enumerate(outs):
+        if o is None:
+            raise ctx.unsupported(f"output {i} is not a tensor")
+        if keepdim:
+            pieces.append(o)
+            continue
+        shape = list(x.shape)
+        shape[dim] = 1
+        piece = ctx.temp(x.dtype, shape, hint="unbind")
+        pieces.append(piece)
+    sizes = [p.shape[dim] for p in pieces]
+    if sum(sizes) != x.shape[dim]:
+        raise ctx.unsupported(f"split sizes {sizes} do not add up to {x.shape[dim]}")
+    if _leading_ones(x.shape, dim):
+        off = 0
+        for p in pieces:
+            _alias(ctx, p, x, off)
+            off += p.nbytes
+    else:
+        ctx.emit("split", [x], pieces, ints=[dim])
+    if not keepdim:
+        for o, p in zip(outs, pieces):
+            assert o is not None
+            _alias(ctx, o, p)
+
+
+@rule("aten.split_with_sizes_copy.default", "aten.split_copy.Tensor", "aten.split_with_sizes.default",
+      "aten.split.Tensor")
+def split(ctx: LowerCtx, node: AtenNode) -> None:
+    a = ctx.bind(node)
+    _split(ctx, _value(ctx, a), node.outputs, int(a["dim"]), keepdim=True)
+
+
+@rule("aten.unbind_copy.int", "aten.unbind.int")
+def unbind(ctx: LowerCtx, node: AtenNode) -> None:
+    a = ctx.bind(node)
+    _split(ctx, _value(ctx, a), node.outputs, int(a["dim"]), keepdim=False)
+
+
+# ---- pad / flip ---------------------------------------------------------------------------------
+
+@rule("aten.constant_pad_nd.default")
+def constant_pad_nd(ctx: LowerCtx, node: AtenNode) -> None:
+    a = ctx.bind(node)
+    x, out = _value(ctx, a), _out(ctx, node)
+    pads = [int(p) for p in a["pad"]]
+    value = a["value"]
+    nd = len(x.shape)
+    if len(pads) % 2 or len(pads) // 2 > nd:
+        raise ctx.unsupported(f"pad {pads} must have an even length of at most 2 * {nd}")
+    want = list(x.shape)
+    for k, p in enumerate(pads):
+        want[nd - 1 - k // 2] += p
+    if tuple(want) != out.shape:
+        raise ctx.unsupported(f"padding {list(x.shape)} by {pads} gives {want}, the graph expects {list(out.shape)}")
+    if not any(pads):
+        _alias(ctx, out, x)
+        return
+    v = float(value if value is not None else 0)
+    if isinstance(value, int) and abs(value) > 2**53:
+        raise ctx.unsupported(f"pad value {value} is not exactly representable (at most 2**53 in magnitude)")
+    ctx.emit("pad", [x], [out], ints=pads, floats=[v])
+
+
+@rule("aten.flip.default")
+def flip(ctx: LowerCtx, node: AtenNode) -> None:
+    a = ctx.bind(node)
+    x, out = _value(ctx, a), _out(ctx, node)
+    nd = len(x.shape)
+    dims = [_norm_dim(ctx, int(d), nd, "dims") for d in a["dims"]]
+    if len(set(dims)) != len(dims):
+        raise ctx.unsupported(f"dims {list(a['dims'])} has duplicates")
+    dims = sorted(d for d in dims if nd and x.shape[d] > 1)  # flipping a size-1 dim changes nothing
+    if not dims or x.numel == 0:
+        _alias(ctx, out, x)
+        return
+    ctx.emit("flip", [x], [out], ints=dims)

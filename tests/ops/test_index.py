@@ -1,0 +1,98 @@
+"""Indexing ops against PyTorch: embedding, index_select, aten.index (one tensor index), gather,
+and the run-time range checks of their indices."""
+
+from __future__ import annotations
+
+import openaccel as oa
+import pytest
+import torch
+import torch.nn.functional as F
+from helpers import OpCase, export_case, randint, randn, run_case
+
+W = randn(10, 4, seed=1)
+X = randn(3, 5, 4)
+XI = randint(-50, 50, 3, 5, 4)
+XB = randn(3, 5, 4, seed=2) > 0
+
+
+class Emb(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.emb = torch.nn.Embedding(10, 6, padding_idx=0)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.emb(ids)
+
+
+CASES = [
+    # ---- embedding -----------------------------------------------------------------------------
+    OpCase("index_embedding_i64", lambda i, w: F.embedding(i, w), (randint(0, 10, 2, 3),), consts=(W,),
+           ops=("embedding",)),
+    OpCase("index_embedding_i32_0d_weight_input",
+           lambda i, w, wi, j: (F.embedding(i, w), F.embedding(j, wi), F.embedding(i, wi)),
+           (randint(0, 10, 7, dtype=torch.int32), W, randint(-5, 5, 10, 3, seed=3)), consts=(torch.tensor(9),),
+           ops=("embedding",)),
+    OpCase("index_embedding_module", lambda i: i, (randint(0, 10, 2, 5),), module=Emb(), ops=("embedding",)),
+    # ---- index_select --------------------------------------------------------------------------
+    OpCase("index_select",
+           lambda x, xi, b, i, j: (x.index_select(0, i), x.index_select(1, j), xi.index_select(-1, i),
+                                   b.index_select(2, j), x.index_select(1, torch.tensor(3))),
+           (X, XI, XB, torch.tensor([2, 0, 2, 1]), torch.tensor([3, 0], dtype=torch.int32)),
+           ops=("index_select",)),
+    # ---- aten.index with one tensor index ------------------------------------------------------
+    OpCase("index_tensor",
+           lambda x, xi, i, i2, c: (x[:, i], x[i2], xi[..., torch.tensor([-1, 0, -4])], x[:, :, c],
+                                    x[torch.tensor(1)]),
+           (X, XI, torch.tensor([4, -5, 0]), randint(-3, 3, 2, 2, seed=4)),
+           consts=(torch.tensor([[0, 3], [-1, 2]]),), ops=("index_select",)),
+    # ---- gather --------------------------------------------------------------------------------
+    OpCase("index_gather",
+           lambda x, xi, b, i0, i1, i2: (x.gather(0, i0), x.gather(1, i1), xi.gather(-1, i2), b.gather(1, i1),
+                                         torch.gather(x[0, 0], 0, torch.tensor([3, 3, 0]))),
+           (X, XI, XB, randint(0, 3, 2, 5, 4, seed=5), randint(0, 5, 3, 4, 2, seed=6), randint(0, 4, 3, 5, 2)),
+           ops=("gather",)),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_case(case: OpCase) -> None:
+    run_case(case)
+
+
+def test_embedding_index_out_of_range() -> None:
+    case = OpCase("index_embedding_range", lambda i, w: F.embedding(i, w), (randint(0, 10, 2, 3),), consts=(W,),
+                  ops=("embedding",))
+    mod = oa.load(export_case(case))
+    bad = torch.tensor([[1, 2, 3], [4, 10, 5]])
+    with pytest.raises(oa.OpenAccelError, match=r"index 10 at position \[1, 1\]"):
+        mod(bad)
+    with pytest.raises(oa.OpenAccelError, match=r"index -1 at position \[0, 0\]"):
+        mod(torch.tensor([[-1, 2, 3], [4, 1, 5]]))
+    torch.testing.assert_close(mod(bad.clamp(max=9))[0], F.embedding(bad.clamp(max=9), W))
+
+
+def test_index_select_and_gather_out_of_range() -> None:
+    case = OpCase("index_range_checks", lambda x, i, g: (x.index_select(1, i), x[:, i], x.gather(2, g)),
+                  (X, torch.tensor([0, 4]), randint(0, 4, 3, 5, 1)))
+    mod = oa.load(export_case(case))
+    # index_select does not wrap negative indices (PyTorch raises), aten.index does
+    with pytest.raises(oa.OpenAccelError, match=r"index -1 at position \[1\]"):
+        mod(X, torch.tensor([0, -1]), torch.zeros(3, 5, 1, dtype=torch.long))
+    with pytest.raises(oa.OpenAccelError, match=r"index 5 at position \[0\]"):
+        mod(X, torch.tensor([5, 0]), torch.zeros(3, 5, 1, dtype=torch.long))
+    with pytest.raises(oa.OpenAccelError, match=r"index 4 at position \[2, 3, 0\]"):
+        g = torch.zeros(3, 5, 1, dtype=torch.long)
+        g[2, 3, 0] = 4
+        mod(X, torch.tensor([0, 1]), g)
+
+
+def test_index_two_tensors_unsupported() -> None:
+    case = OpCase("index_two_tensors", lambda x, i: x[i, i], (X, torch.tensor([0, 1])))
+    with pytest.raises(oa.UnsupportedOpError, match=r"aten\.index\.Tensor.*2 index tensors"):
+        export_case(case)
+
+
+def test_index_slice_then_tensor_unsupported_dims() -> None:
+    case = OpCase("index_mixed", lambda x, i: x[i, :, i], (X, torch.tensor([0, 1])))
+    with pytest.raises(oa.UnsupportedOpError, match=r"aten\.index\.Tensor"):
+        export_case(case)
