@@ -23,6 +23,16 @@ typedef struct options {
 } options_t;
 
 static int g_json = 0;
+/* released at exit on every path, so sanitizer runs on bad files stay leak-free */
+static void *g_data = NULL;
+static oa_method_t *g_method = NULL;
+
+static void release_all(void) {
+  oa_method_destroy(g_method);
+  g_method = NULL;
+  oa_platform_free(g_data);
+  g_data = NULL;
+}
 
 static void json_string(FILE *f, const char *s) {
   fputc('"', f);
@@ -247,8 +257,10 @@ int main(int argc, char **argv) {
   }
   char err[512];
   size_t size = 0;
+  atexit(release_all);
   void *data = read_file(o.file, &size, err, sizeof err);
   if (!data) return fail(o.file, OA_ERR_IO, err);
+  g_data = data;
   oa_diag_t diag;
   oa_diag_clear(&diag);
   oa_program_t program;
@@ -270,6 +282,7 @@ int main(int argc, char **argv) {
   }
   oa_method_t *m;
   if ((st = oa_method_create(&program, method_index, &cfg, &m, &diag))) return fail(o.file, st, diag.message);
+  g_method = m;
   int exit_code = 0;
   if (o.test) {
     uint32_t n = oa_method_test_count(m), passed = 0, failed = 0;
@@ -401,8 +414,6 @@ int main(int argc, char **argv) {
              sum / o.bench, times[o.bench - 1]);
     free(times);
   }
-  oa_method_destroy(m);
-  oa_platform_free(data);
   fflush(stdout);
   return exit_code;
 }

@@ -3,10 +3,12 @@ and the run-time range checks of their indices."""
 
 from __future__ import annotations
 
-import openaccel as oa
 import pytest
 import torch
 import torch.nn.functional as F
+
+import openaccel as oa
+
 from helpers import OpCase, export_case, randint, randn, run_case
 
 W = randn(10, 4, seed=1)

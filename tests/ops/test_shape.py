@@ -5,12 +5,14 @@ from __future__ import annotations
 
 from typing import Any
 
-import openaccel as oa
 import pytest
 import torch
 import torch.nn.functional as F
-from helpers import OpCase, export_case, randint, randn, run_case
+
+import openaccel as oa
 from openaccel.exporter import lower
+
+from helpers import OpCase, export_case, randint, randn, run_case
 
 
 def rbool(*shape: int, seed: int = 0) -> torch.Tensor:

@@ -231,7 +231,7 @@ class HostSession:
         diag = Diag()
         keep = []
         for i, a in enumerate(arrays):
-            a = np.ascontiguousarray(a)
+            a = np.require(a, requirements="C")  # (ascontiguousarray turns 0-d into 1-d)
             keep.append(a)
             try:
                 code = dtypes.code_of_numpy(a.dtype)

@@ -105,7 +105,7 @@ class Runner:
             args = [str(path)]
             for i, a in enumerate(inputs):
                 f = Path(tmp) / f"input_{i}.npy"
-                np.save(f, np.ascontiguousarray(a))
+                np.save(f, np.require(a, requirements="C"))
                 args += ["--input", f"{i}={f}"]
             args += ["--output-dir", tmp]
             res = self.run(args, timeout)
