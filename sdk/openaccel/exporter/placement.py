@@ -1,0 +1,175 @@
+"""Placement by capability: put each instruction on the first device of the user's preference
+list that supports its op and dtype (from a device profile), fall back to the CPU, and add the
+transfers and events that move data between devices and order the work.
+
+Execution model this relies on (runtime_c/src/method.c): CPU instructions run synchronously in
+order; each accelerator slot has one in-order stream; a TRANSFER runs on the accelerator side's
+stream; events are recorded on the recording device's stream and waited for either on the same
+stream or by the host.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import ExportError
+from ..ir import Graph, Instr, Source, Value, dtype_name
+
+CPU = "cpu"
+
+
+@dataclass
+class DeviceProfile:
+    """What one device kind supports: op name -> dtype names."""
+
+    kind: str
+    ops: dict[str, set[str]] = field(default_factory=dict)
+
+    def supports(self, op: str, dtype: str) -> bool:
+        return dtype in self.ops.get(op, set())
+
+
+def load_profiles(source: str | Path | list[dict[str, Any]] | None) -> dict[str, DeviceProfile]:
+    """Profiles from `openaccel devices --json` output (a file path or the parsed list)."""
+    if source is None:
+        return {}
+    if isinstance(source, (str, Path)):
+        try:
+            data = json.loads(Path(source).read_text())
+        except (OSError, json.JSONDecodeError) as e:
+            raise ExportError(f"cannot read the device profile {source}: {e}") from None
+    else:
+        data = source
+    if isinstance(data, dict):
+        data = data.get("devices", [data])
+    out: dict[str, DeviceProfile] = {}
+    for d in data:
+        kind = d.get("kind")
+        if not kind:
+            raise ExportError(f"device profile entry without a 'kind': {d}")
+        prof = out.setdefault(kind, DeviceProfile(kind))
+        for op, dts in (d.get("ops") or {}).items():
+            prof.ops.setdefault(op, set()).update(dts)
+    return out
+
+
+def _compute_dtype(ins: Instr) -> str:
+    for v in ins.inputs:
+        if v is not None:
+            return dtype_name(v.dtype)
+    return dtype_name(ins.outputs[0].dtype)
+
+
+@dataclass
+class PlacementReport:
+    device_kinds: list[str]
+    counts: dict[str, int]
+    transfers: int
+    events: int
+
+
+def place(graph: Graph, profiles: dict[str, DeviceProfile], prefer: list[str]) -> PlacementReport:
+    """Assign devices, insert transfers and events. Slot 0 is always the CPU."""
+    for kind in prefer:
+        if kind != CPU and kind not in profiles:
+            raise ExportError(f"preferred device '{kind}' is not in the device profile "
+                              f"(profile has: {', '.join(profiles) or 'nothing'}); write one with "
+                              "`openaccel devices --json [--device LIB] > devices.json`")
+    kinds = [CPU]
+    for ins in graph.instrs:
+        chosen = CPU
+        for kind in prefer:
+            if kind == CPU:
+                break
+            if profiles[kind].supports(ins.op, _compute_dtype(ins)):
+                chosen = kind
+                break
+        if chosen not in kinds:
+            kinds.append(chosen)
+        ins.device = kinds.index(chosen)
+    counts = {k: sum(1 for i in graph.instrs if i.device == s) for s, k in enumerate(kinds)}
+    if len(kinds) == 1:
+        return PlacementReport(kinds, counts, 0, 0)
+
+    # where each value lives: graph inputs on the CPU, results where they were produced,
+    # aliases with their source (views never cross devices)
+    from .memory_plan import root_of
+
+    home: dict[Value, int] = {root_of(v)[0]: 0 for v in graph.inputs}
+    out: list[Instr] = []
+    copies: dict[tuple[Value, int], Value] = {}
+    n_events = 0
+    pending_upload: list[int] = []   # events of uploads a later CPU instruction must wait for
+    ready: dict[Value, int] = {}     # value on the CPU produced by a download -> its event
+
+    def residency(v: Value) -> int | None:
+        r, _ = root_of(v)
+        if r.is_const:
+            return None  # constants live in the file; the runtime wraps them for accelerators
+        return home.get(r, 0)
+
+    def transfer(v: Value, to: int, src: Source) -> Value:
+        nonlocal n_events
+        key = (v, to)
+        if key in copies:
+            return copies[key]
+        frm = residency(v)
+        assert frm is not None and frm != to
+        if frm != 0 and to != 0:  # accelerator to accelerator: stage through the CPU
+            v = transfer(v, 0, src)
+            frm = 0
+        dst = Value(name=f"{v.name}@{kinds[to]}", dtype=v.dtype, shape=v.shape)
+        home[dst] = to
+        t = Instr(op="transfer", inputs=[v], outputs=[dst], source=src, device=to if to != 0 else frm)
+        t.kind = "transfer"  # type: ignore[attr-defined]
+        if frm == 0:
+            # the CPU must not overwrite `v` while the accelerator still reads it
+            t.signal = n_events  # type: ignore[attr-defined]
+            pending_upload.append(n_events)
+        else:
+            t.signal = n_events  # type: ignore[attr-defined]
+            ready[dst] = n_events
+        if v in ready:
+            t.waits = [ready[v]]  # type: ignore[attr-defined]
+        n_events += 1
+        out.append(t)
+        copies[key] = dst
+        return dst
+
+    for ins in graph.instrs:
+        waits: list[int] = []
+        for k, v in enumerate(ins.inputs):
+            if v is None:
+                continue
+            where = residency(v)
+            if where is None or where == ins.device:
+                if ins.device == 0 and root_of(v)[0] in ready:
+                    waits.append(ready[root_of(v)[0]])
+                continue
+            moved = transfer(v, ins.device, ins.source)
+            ins.inputs[k] = moved
+            if ins.device == 0 and moved in ready:
+                waits.append(ready[moved])
+        if ins.device == 0 and pending_upload:
+            waits.extend(pending_upload)
+            pending_upload.clear()
+        ins.waits = sorted(set(waits))  # type: ignore[attr-defined]
+        for o in ins.outputs:
+            home[root_of(o)[0]] = ins.device
+        out.append(ins)
+    # method outputs must be host memory
+    final: list[Value] = []
+    for v in graph.outputs:
+        if residency(v) not in (None, 0):
+            final.append(transfer(v, 0, Source(node="output")))
+        else:
+            final.append(v)
+    graph.outputs = final
+    graph.instrs = out
+    graph.num_events = n_events  # type: ignore[attr-defined]
+    graph.homes = home  # type: ignore[attr-defined]
+    transfers = sum(1 for i in out if i.op == "transfer")
+    return PlacementReport(kinds, counts, transfers, n_events)
