@@ -173,6 +173,22 @@ def argmax_argmin(ctx: LowerCtx, node: AtenNode) -> None:
         ctx.emit(op, [x], [out], ints=[1, _dim(ctx, dim, len(x.shape)), keepdim])
 
 
+@rule("aten.max.dim", "aten.min.dim")
+def max_min_dim(ctx: LowerCtx, node: AtenNode) -> None:
+    """(values, indices) = amax/amin + argmax/argmin over one dim (first occurrence, NaN wins)."""
+    a, x, _ = _io(ctx, node)
+    values, indices = node.outputs
+    is_max = node.op_name.startswith("aten.max")
+    dim = _dim(ctx, a["dim"], len(x.shape))
+    keepdim = int(bool(a.get("keepdim") or False))
+    if x.dtype not in (torch.float32, torch.int32, torch.int64):
+        raise ctx.unsupported(f"dtype {x.dtype}")
+    if values is not None:
+        ctx.emit("amax" if is_max else "amin", [x], [values], ints=[keepdim, dim])
+    if indices is not None:
+        ctx.emit("argmax" if is_max else "argmin", [x], [indices], ints=[1, dim, keepdim])
+
+
 # ---- cumsum ---------------------------------------------------------------------------------------
 
 @rule("aten.cumsum.default")
