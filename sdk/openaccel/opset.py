@@ -136,17 +136,27 @@ _op("upsample_bilinear2d", ("input",), ints=("align_corners",), floats=("scale_h
     family="resize", doc="scale as in PyTorch's area_pixel_compute_scale")
 
 # ---- softmax and reductions -------------------------------------------------------------------
-_op("softmax", ("self",), ints=("dim",), family="reduce")
-_op("log_softmax", ("self",), ints=("dim",), family="reduce")
-for _name, _dt in [("sum", NUM | BOOL), ("mean", F32), ("amax", NUM), ("amin", NUM), ("prod", NUM),
-                   ("any", ANY), ("all", ANY)]:
+_op("softmax", ("self",), ints=("dim",), family="reduce", doc="numerically stable (max subtracted), double sums")
+_op("log_softmax", ("self",), ints=("dim",), family="reduce", doc="x - max - log(sum(exp(x - max)))")
+for _name, _dt, _doc in [
+    ("sum", NUM | BOOL, "output float32 for float32, int64 for ints/bool (int32 allowed for int32)"),
+    ("mean", F32, "empty reduction gives nan"),
+    ("amax", NUM, "nan propagates; an empty reduced dim is invalid"),
+    ("amin", NUM, "nan propagates; an empty reduced dim is invalid"),
+    ("prod", NUM | BOOL, "output dtype as sum"),
+    ("any", ANY, "output bool (uint8 for a uint8 input)"),
+    ("all", ANY, "output bool (uint8 for a uint8 input)"),
+]:
     _op(_name, ("self",), ints=("keepdim", "dims*"), dtypes=_dt, family="reduce",
-        doc="reduce over dims (none listed = all dims)")
-_op("var", ("self",), ints=("keepdim", "dims*"), floats=("correction",), family="reduce")
+        doc=f"reduce over dims (none listed = all dims); {_doc}")
+_op("var", ("self",), ints=("keepdim", "dims*"), floats=("correction",), family="reduce",
+    doc="sum((x - mean)^2) / max(N - correction, 0) over dims (none listed = all dims)")
 for _name in ("argmax", "argmin"):
     _op(_name, ("self",), ints=("has_dim", "dim", "keepdim"), dtypes=NUM, family="reduce",
-        doc="output int64; without a dim, over the flattened input")
-_op("cumsum", ("self",), ints=("dim",), dtypes=NUM, family="reduce")
+        doc="output int64; first occurrence, nan counts as the extreme; without a dim, over the "
+            "flattened input (keepdim: all dims 1)")
+_op("cumsum", ("self",), ints=("dim",), dtypes=NUM | BOOL, family="reduce",
+    doc="output float32 for float32, int64 for ints/bool (int32 allowed for int32)")
 
 # ---- data movement ----------------------------------------------------------------------------
 _op("copy", ("self",), dtypes=ANY, family="shape", doc="contiguous copy (clone, or a reshape that cannot alias)")
