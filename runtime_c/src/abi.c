@@ -15,6 +15,7 @@ size_t oa_abi_sizeof(const char *type_name) {
       {"oa_test_result_t", sizeof(oa_test_result_t)},
       {"oa_device_properties_t", sizeof(oa_device_properties_t)},
       {"oa_memory_stats_t", sizeof(oa_memory_stats_t)},
+      {"oa_registry_t", sizeof(oa_registry_t)},
   };
   if (!type_name) return 0;
   for (size_t i = 0; i < sizeof kSizes / sizeof kSizes[0]; i++)

@@ -11,6 +11,10 @@
 #include "npy.h"
 #include "openaccel/openaccel.h"
 
+#if defined(OA_HAVE_DLOPEN)
+#include <dlfcn.h>
+#endif
+
 #define MAX_INPUTS 64
 
 typedef struct options {
@@ -20,6 +24,8 @@ typedef struct options {
   const char *inputs[MAX_INPUTS];
   int n_inputs;
   const char *output_dir;
+  const char *device_libs[8];
+  int n_device_libs;
 } options_t;
 
 static int g_json = 0;
@@ -73,7 +79,8 @@ static int fail(const char *what, oa_status_t st, const char *message) {
 static void usage(FILE *f) {
   fputs("usage: oa_run FILE.oab [--test] [--input NAME=FILE.npy ...] [--output-dir DIR]\n"
         "              [--bench N] [--warmup N] [--threads N] [--reference] [--info] [--json]\n"
-        "       oa_run --devices [--json]\n",
+        "              [--device VENDOR_LIB.so ...]\n"
+        "       oa_run --devices [--device VENDOR_LIB.so ...] [--json]\n",
         f);
 }
 
@@ -109,6 +116,11 @@ static int parse_args(int argc, char **argv, options_t *o) {
       if (!val) { fprintf(stderr, "oa_run: error: --input needs NAME=FILE.npy\n"); return 2; }
       if (o->n_inputs >= MAX_INPUTS) { fprintf(stderr, "oa_run: error: too many --input\n"); return 2; }
       o->inputs[o->n_inputs++] = val;
+      i++;
+    } else if (!strcmp(a, "--device")) {
+      if (!val) { fprintf(stderr, "oa_run: error: --device needs a vendor library path\n"); return 2; }
+      if (o->n_device_libs >= 8) { fprintf(stderr, "oa_run: error: too many --device\n"); return 2; }
+      o->device_libs[o->n_device_libs++] = val;
       i++;
     } else if (!strcmp(a, "--output-dir")) {
       if (!val) { fprintf(stderr, "oa_run: error: --output-dir needs a directory\n"); return 2; }
@@ -155,13 +167,15 @@ static void *read_file(const char *path, size_t *out_size, char *err, size_t err
   return buf;
 }
 
-static void print_devices(oa_device_t *dev) {
+/* Op names to ask devices about: every op this runtime has CPU kernels for (the op set). */
+static void print_device(uint32_t index, oa_device_t *dev) {
   oa_device_properties_t props;
   if (oa_device_get_properties(dev, &props)) return;
-  static const char *keys[] = {"arch", "neon", "fp16", "dotprod", "sse4_1", "avx", "avx2", "fma", "f16c",
-                               "avx512f", "cores", "l1d_bytes", "l2_bytes", "l3_bytes", "threads"};
+  static const char *cpu_keys[] = {"arch", "neon", "fp16", "dotprod", "sse4_1", "avx", "avx2", "fma", "f16c",
+                                   "avx512f", "cores", "l1d_bytes", "l2_bytes", "l3_bytes", "threads"};
+  static const char *dev_keys[] = {"alignment", "memory_total", "compute_units"};
   if (g_json) {
-    fputs("{\"event\": \"device\", \"index\": 0, \"name\": ", stdout);
+    printf("{\"event\": \"device\", \"index\": %u, \"name\": ", index);
     json_string(stdout, props.name);
     fputs(", \"vendor\": ", stdout);
     json_string(stdout, props.vendor);
@@ -171,21 +185,83 @@ static void print_devices(oa_device_t *dev) {
            (unsigned long long)props.memory_total, (unsigned long long)props.memory_free, props.alignment,
            props.flags);
     int first = 1;
-    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+    for (size_t i = 0; i < sizeof cpu_keys / sizeof cpu_keys[0]; i++) {
       int64_t v;
-      if (oa_device_query_i64(dev, "cpu", keys[i], &v) == OA_OK) {
-        printf("%s\"cpu.%s\": %lld", first ? "" : ", ", keys[i], (long long)v);
+      if (oa_device_query_i64(dev, "cpu", cpu_keys[i], &v) == OA_OK) {
+        printf("%s\"cpu.%s\": %lld", first ? "" : ", ", cpu_keys[i], (long long)v);
         first = 0;
       }
     }
+    for (size_t i = 0; i < sizeof dev_keys / sizeof dev_keys[0]; i++) {
+      int64_t v;
+      if (oa_device_query_i64(dev, "device", dev_keys[i], &v) == OA_OK) {
+        printf("%s\"device.%s\": %lld", first ? "" : ", ", dev_keys[i], (long long)v);
+        first = 0;
+      }
+    }
+    fputs("}, \"ops\": {", stdout);
+    first = 1;
+    for (uint32_t k = 0; oa_cpu_kernel_op_name(k); k++) {
+      const char *op = oa_cpu_kernel_op_name(k);
+      uint64_t mask = 0;
+      if (oa_device_supports_op(dev, op, &mask) != OA_OK || !mask) continue;
+      printf("%s\"%s\": [", first ? "" : ", ", op);
+      first = 0;
+      int f2 = 1;
+      for (int32_t d = 0; d < 64; d++) {
+        if (!(mask & OA_DTYPE_BIT(d)) || !oa_dtype_size(d)) continue;
+        printf("%s\"%s\"", f2 ? "" : ", ", oa_dtype_name(d));
+        f2 = 0;
+      }
+      fputs("]", stdout);
+    }
     fputs("}}\n", stdout);
   } else {
-    printf("device 0: %s [%s] vendor %s, alignment %u\n", props.name, props.kind_name, props.vendor, props.alignment);
-    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+    printf("device %u: %s [%s] vendor %s, alignment %u\n", index, props.name, props.kind_name, props.vendor,
+           props.alignment);
+    for (size_t i = 0; i < sizeof cpu_keys / sizeof cpu_keys[0]; i++) {
       int64_t v;
-      if (oa_device_query_i64(dev, "cpu", keys[i], &v) == OA_OK) printf("  cpu.%s = %lld\n", keys[i], (long long)v);
+      if (oa_device_query_i64(dev, "cpu", cpu_keys[i], &v) == OA_OK) printf("  cpu.%s = %lld\n", cpu_keys[i], (long long)v);
     }
   }
+}
+
+/* The devices of this run: the CPU (caller storage) plus every vendor library's devices. */
+typedef struct devices {
+  oa_cpu_device_t cpu_storage;
+  oa_registry_t registry;
+  oa_device_t *list[OA_REGISTRY_MAX_DEVICES + 1];
+  uint32_t count;
+} devices_t;
+
+static int open_devices(const options_t *o, devices_t *d) {
+  oa_cpu_options_t cpu_opts = {o->reference, o->threads};
+  oa_device_t *cpu;
+  if (oa_cpu_device_init(&d->cpu_storage, &cpu_opts, &cpu)) return fail("CPU device", OA_ERR_INTERNAL, "init failed");
+  d->list[0] = cpu;
+  d->count = 1;
+  oa_registry_init(&d->registry, NULL);
+  for (int i = 0; i < o->n_device_libs; i++) {
+#if defined(OA_HAVE_DLOPEN)
+    void *h = dlopen(o->device_libs[i], RTLD_NOW | RTLD_LOCAL);
+    if (!h) return fail(o->device_libs[i], OA_ERR_NOT_FOUND, dlerror());
+    const oa_device_factory_t *(*get)(void);
+    *(void **)(&get) = dlsym(h, "oa_device_factory");
+    if (!get) return fail(o->device_libs[i], OA_ERR_NOT_FOUND, "no symbol oa_device_factory (not a vendor device library?)");
+    oa_status_t st = oa_registry_register(&d->registry, get());
+    if (st) return fail(o->device_libs[i], st, "its factory was refused (ABI version?)");
+#else
+    return fail(o->device_libs[i], OA_ERR_UNSUPPORTED, "this oa_run is a static build without dlopen");
+#endif
+  }
+  if (o->n_device_libs) {
+    oa_diag_t diag;
+    uint32_t n = 0;
+    oa_status_t st = oa_registry_enumerate(&d->registry, d->list + 1, OA_REGISTRY_MAX_DEVICES, &n, &diag);
+    if (st) return fail("vendor devices", st, diag.message);
+    d->count += n < OA_REGISTRY_MAX_DEVICES ? n : OA_REGISTRY_MAX_DEVICES;
+  }
+  return 0;
 }
 
 static int find_input(oa_method_t *m, const char *name, uint32_t *out) {
@@ -247,12 +323,10 @@ int main(int argc, char **argv) {
   int rc = parse_args(argc, argv, &o);
   if (rc) return rc;
   g_json = o.json;
-  oa_cpu_device_t cpu_storage;
-  oa_device_t *cpu;
-  oa_cpu_options_t cpu_opts = {o.reference, o.threads};
-  if (oa_cpu_device_init(&cpu_storage, &cpu_opts, &cpu)) return fail("CPU device", OA_ERR_INTERNAL, "init failed");
+  static devices_t devs;
+  if ((rc = open_devices(&o, &devs))) return rc;
   if (o.devices) {
-    print_devices(cpu);
+    for (uint32_t i = 0; i < devs.count; i++) print_device(i, devs.list[i]);
     if (!o.file) return 0;
   }
   char err[512];
@@ -268,7 +342,7 @@ int main(int argc, char **argv) {
   if (st) return fail(o.file, st, diag.message);
   uint32_t method_index = 0;
   if (oa_program_find_method(&program, "forward", &method_index)) method_index = 0;
-  oa_method_config_t cfg = {&cpu, 1};
+  oa_method_config_t cfg = {devs.list, devs.count};
   oa_memory_requirements_t req;
   if ((st = oa_method_requirements(&program, method_index, &cfg, &req, &diag))) return fail(o.file, st, diag.message);
   if (o.info) {
@@ -327,7 +401,7 @@ int main(int argc, char **argv) {
       }
     }
     if (g_json) printf("{\"event\": \"summary\", \"passed\": %u, \"failed\": %u}\n", passed, failed);
-    printf(g_json ? "" : "%u passed, %u failed\n", passed, failed);
+    if (!g_json) printf("%u passed, %u failed\n", passed, failed);
     if (failed) exit_code = 1;
   } else {
     for (int k = 0; k < o.n_inputs; k++) {

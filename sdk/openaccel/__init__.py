@@ -45,11 +45,13 @@ def export(model: Any, example_inputs: Any, **kwargs: Any) -> Program:
     return _export(model, example_inputs, **kwargs)
 
 
-def load(source: Any, *, target: str = "host", threads: int | None = None) -> Module:
-    """Load a program (path, Program or bytes) for `target`; returns a callable Module."""
+def load(source: Any, *, target: str = "host", threads: int | None = None,
+         device_libs: list[str] | None = None) -> Module:
+    """Load a program (path, Program or bytes) for `target`; returns a callable Module.
+    `device_libs`: vendor device libraries whose devices the program may be placed on."""
     from .runtime.module import load as _load
 
-    return _load(source, target=target, threads=threads)
+    return _load(source, target=target, threads=threads, device_libs=device_libs)
 
 
 def targets() -> list[Any]:
@@ -59,8 +61,8 @@ def targets() -> list[Any]:
     return list_targets()
 
 
-def devices(target: str = "host") -> list[dict[str, Any]]:
+def devices(target: str = "host", device_libs: list[str] | None = None) -> list[dict[str, Any]]:
     """Devices the runtime enumerates on `target`, with their properties and capabilities."""
     from .runtime.module import devices as _devices
 
-    return _devices(target)
+    return _devices(target, device_libs)

@@ -36,7 +36,9 @@ def cmd_export(a: argparse.Namespace) -> int:
     def progress(step: str, seconds: float) -> None:
         err.print(f"  [green]✓[/] {step} [dim]({seconds * 1000:.0f} ms)[/]")
 
-    prog = export(model, example, target=a.target, bundle_tests=not a.no_bundle, progress=progress)
+    prefer = [p.strip() for p in a.prefer.split(",")] if a.prefer else None
+    prog = export(model, example, target=a.target, bundle_tests=not a.no_bundle, progress=progress,
+                  devices=a.devices, prefer=prefer)
     dest = Path(a.output) if a.output else Path(a.model).with_suffix(".oab")
     prog.save(dest)
     out.print(prog.summary())
@@ -58,29 +60,59 @@ def cmd_inspect(a: argparse.Namespace) -> int:
             "constant_bytes": prog.constant_bytes,
             "instructions": [{"index": p.index, "op": p.op, "device": p.device, "inputs": list(p.inputs),
                               "outputs": list(p.outputs), "args": {k: v for k, v in p.args},
-                              "source": p.source} for p in prog.instructions],
+                              "source": p.source, "events": p.events} for p in prog.instructions],
             "tests": [{"name": n, "atol": at, "rtol": rt} for n, _, _, at, rt in prog.tests()],
         }
         print(json.dumps(doc, indent=2, default=str))
         return 0
     out.print(prog.summary())
     table = Table(title="instructions", show_lines=False, header_style="bold")
-    for col in ("#", "op", "device", "inputs", "outputs", "args", "source"):
+    multi = len(prog.devices) > 1
+    cols = ["#", "op", "device", "inputs", "outputs", "args", "source"] + (["events"] if multi else [])
+    for col in cols:
         table.add_column(col, overflow="fold")
     for p in prog.instructions:
         args = ", ".join(f"{k}={v}" for k, v in p.args)
-        table.add_row(str(p.index), p.op, p.device, ", ".join(p.inputs), ", ".join(p.outputs), args, p.source)
+        row = [str(p.index), p.op, p.device, ", ".join(p.inputs), ", ".join(p.outputs), args, p.source]
+        table.add_row(*(row + ([p.events] if multi else [])))
     out.print(table)
     return 0
 
 
 # ---- run / test / bench ----------------------------------------------------------------------
+class _DeviceRunner:
+    """A Runner that passes --device LIB to every oa_run call."""
+
+    def __init__(self, runner: Any, libs: list[str]) -> None:
+        self._r = runner
+        self._libs = libs
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._r, name)
+
+    def run(self, args: list[str], timeout: float | None = None) -> Any:
+        extra = [x for lib in self._libs for x in ("--device", lib)]
+        return self._r.run([*args, *extra], timeout)
+
+    def test(self, path: Path, timeout: float | None = None) -> Any:
+        res = self.run([str(path), "--test"], timeout)
+        self._r.check(res, "running bundled tests")
+        return res
+
+    def bench(self, path: Path, runs: int, threads: int = 0, timeout: float | None = None) -> Any:
+        res = self.run([str(path), "--bench", str(runs), "--threads", str(threads), "--info"], timeout)
+        self._r.check(res, "benchmarking")
+        return res
+
+
 def _runner(a: argparse.Namespace) -> Any:
     if getattr(a, "board", None):
         raise ToolchainError("--board runs are done with `openaccel flash FILE --board B` in this version")
     from .runtime.runner import Runner
 
-    return Runner(a.target)
+    runner = Runner(a.target)
+    libs = getattr(a, "device", None) or []
+    return _DeviceRunner(runner, libs) if libs else runner
 
 
 def cmd_run(a: argparse.Namespace) -> int:
@@ -232,7 +264,7 @@ def cmd_targets(a: argparse.Namespace) -> int:
 def cmd_devices(a: argparse.Namespace) -> int:
     from .runtime.module import devices
 
-    devs = devices(a.target)
+    devs = devices(a.target, a.device)
     if a.json:
         print(json.dumps(devs, indent=2))
         return 0
@@ -277,6 +309,8 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--input-shape", action="append", metavar="NAME=DxD[:dtype]")
     e.add_argument("--allow-pickle", action="store_true", help="load a torch.save pickle (runs its code)")
     e.add_argument("--no-bundle", action="store_true", help="do not bundle test vectors")
+    e.add_argument("--devices", metavar="PROFILE.json", help="device profile from `openaccel devices --json`")
+    e.add_argument("--prefer", metavar="KIND,KIND", help="device kinds in order of preference, e.g. vendor.sim,cpu")
     e.set_defaults(fn=cmd_export)
 
     i = sub.add_parser("inspect", help="show a program's ops, devices, tensors, memory plan and sizes")
@@ -287,6 +321,7 @@ def build_parser() -> argparse.ArgumentParser:
     r = sub.add_parser("run", help="run a program once (bundled inputs, or --input .npy files)")
     r.add_argument("file")
     r.add_argument("--target", default="host")
+    r.add_argument("--device", action="append", metavar="LIB.so", help="a vendor device library")
     r.add_argument("--board")
     r.add_argument("--input", action="append", metavar="NAME=FILE.npy")
     r.add_argument("--output-dir")
@@ -296,6 +331,7 @@ def build_parser() -> argparse.ArgumentParser:
     t = sub.add_parser("test", help="run the bundled test vectors; ends with 'N passed, N failed'")
     t.add_argument("file")
     t.add_argument("--target", default="host")
+    t.add_argument("--device", action="append", metavar="LIB.so", help="a vendor device library")
     t.add_argument("--board")
     t.add_argument("--json", action="store_true")
     t.set_defaults(fn=cmd_test)
@@ -303,6 +339,7 @@ def build_parser() -> argparse.ArgumentParser:
     b = sub.add_parser("bench", help="measure latency on a target")
     b.add_argument("file")
     b.add_argument("--target", default="host")
+    b.add_argument("--device", action="append", metavar="LIB.so", help="a vendor device library")
     b.add_argument("--threads", type=int, default=1)
     b.add_argument("--runs", type=int, default=20)
     b.add_argument("--json", action="store_true")
@@ -329,6 +366,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     d = sub.add_parser("devices", help="list the runtime's devices and their capabilities")
     d.add_argument("--target", default="host")
+    d.add_argument("--device", action="append", metavar="LIB.so", help="also load a vendor device library")
     d.add_argument("--json", action="store_true")
     d.set_defaults(fn=cmd_devices)
     return p

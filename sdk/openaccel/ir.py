@@ -107,7 +107,10 @@ class Instr:
     ints: list[int] = field(default_factory=list)
     floats: list[float] = field(default_factory=list)
     source: Source = field(default_factory=Source)
-    device: int = 0
+    device: int = 0                  # device slot (placement); 0 is the CPU
+    kind: str = "op"                 # "op" or "transfer" (copy inputs[0] to another device)
+    waits: list[int] = field(default_factory=list)   # events to wait for first
+    signal: int = -1                 # event recorded when done
 
 
 @dataclass(eq=False)
@@ -119,6 +122,8 @@ class Graph:
     outputs: list[Value]
     nodes: list[AtenNode] = field(default_factory=list)
     instrs: list[Instr] = field(default_factory=list)
+    num_events: int = 0
+    homes: dict[Value, int] = field(default_factory=dict)  # buffer root -> device slot of its pool
 
 
 def op_name_of(target: Any) -> str:

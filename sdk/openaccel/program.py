@@ -29,6 +29,7 @@ class Placement:
     outputs: tuple[str, ...]
     args: tuple[tuple[str, object], ...]
     source: str
+    events: str = ""
 
 
 def _s(b: bytes | str | None) -> str:
@@ -140,7 +141,10 @@ class Program:
         devs = self.devices
         ops = self.ops
         for i, ins in enumerate(self._m.instructions or []):
-            op = ops[ins.op] if 0 <= ins.op < len(ops) else f"<op {ins.op}>"
+            if ins.kind == 1:
+                op = "transfer"
+            else:
+                op = ops[ins.op] if 0 <= ins.op < len(ops) else f"<op {ins.op}>"
 
             def tname(t: int) -> str:
                 return "-" if t < 0 else (_s(tensors[t].name) if t < len(tensors) else f"<{t}>")
@@ -151,8 +155,12 @@ class Program:
                 src = f"{_s(d.file)}:{d.line}" if d.file else ""
             ints = [int(v) for v in (ins.ints if ins.ints is not None else [])]
             floats = [float(v) for v in (ins.floats if ins.floats is not None else [])]
+            waits = [int(w) for w in (ins.waitEvents if ins.waitEvents is not None else [])]
+            sync = (f"wait {','.join(map(str, waits))} " if waits else "") + (
+                f"signal {ins.signalEvent}" if ins.signalEvent >= 0 else "")
             out.append(Placement(
                 index=i, op=op, device=devs[ins.device] if ins.device < len(devs) else f"<{ins.device}>",
+                events=sync.strip(),
                 inputs=tuple(tname(int(t)) for t in (ins.inputs if ins.inputs is not None else [])),
                 outputs=tuple(tname(int(t)) for t in (ins.outputs if ins.outputs is not None else [])),
                 args=tuple(arg_names(op, ints, floats)), source=src))
@@ -186,9 +194,19 @@ class Program:
             counts[p.op] = counts.get(p.op, 0) + 1
         lines.append(f"  instructions: {sum(counts.values())} ({len(counts)} ops: "
                      + ", ".join(f"{k} x{v}" for k, v in counts.items()) + ")")
-        lines.append(f"  devices: {', '.join(self.devices)}")
+        per_dev: dict[str, int] = {}
+        for p in self.instructions:
+            if p.op != "transfer":
+                per_dev[p.device] = per_dev.get(p.device, 0) + 1
+        transfers = counts.get("transfer", 0)
+        lines.append("  devices: " + ", ".join(f"{d} ({per_dev.get(d, 0)} ops)" for d in self.devices)
+                     + (f"; {transfers} transfers between them" if transfers else ""))
         plan = self.memory_plan
         naive = plan.get("naive", 0)
+        pools = [k for k in plan if k.startswith("pool")]
+        if len(pools) > 1:
+            lines.append("  pools: " + ", ".join(f"{self.devices[int(k[4:])] if int(k[4:]) < len(self.devices) else k} "
+                                                 f"{plan[k]:,} bytes" for k in pools))
         saved = f", {100 * (1 - self.arena_bytes / naive):.0f}% below no reuse ({naive:,})" if naive else ""
         lines.append(f"  memory plan: arena {self.arena_bytes:,} bytes{saved}")
         lines.append(f"  constants: {self.constant_bytes:,} bytes; bundled tests: {len(self._m.tests or [])}")

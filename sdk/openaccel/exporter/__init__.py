@@ -21,6 +21,7 @@ from . import fold
 from .fx_import import import_program, source_of
 from .lower import lower_graph
 from .memory_plan import plan_memory
+from .placement import load_profiles, place
 from .serialize import TestVector, serialize
 
 Progress = Callable[[str, float], None]
@@ -65,8 +66,13 @@ def _to_edge(ep: torch.export.ExportedProgram) -> torch.export.ExportedProgram:
 def export(model: torch.nn.Module | torch.export.ExportedProgram,
            example_inputs: Sequence[Any], *, target: str = "host", dynamic_shapes: Any = None,
            bundle_tests: bool = True, tolerance: tuple[float, float] = (DEFAULT_ATOL, DEFAULT_RTOL),
-           progress: Progress | None = None, fold_limit_bytes: int = 1024) -> Program:
-    """Export `model` for `target`; returns the program (bytes plus a parsed view)."""
+           progress: Progress | None = None, fold_limit_bytes: int = 1024,
+           devices: Any = None, prefer: Sequence[str] | None = None) -> Program:
+    """Export `model` for `target`; returns the program (bytes plus a parsed view).
+
+    devices: a device profile (the JSON of `openaccel devices --json`, as a path or parsed list)
+    prefer:  device kinds in order of preference, e.g. ["vendor.sim", "cpu"]; each op goes to the
+             first that supports it (op and dtype), else to the CPU."""
     example = tuple(example_inputs)
     if dynamic_shapes is not None:
         raise ExportError("dynamic_shapes are not supported yet: export with static example shapes")
@@ -106,7 +112,9 @@ def export(model: torch.nn.Module | torch.export.ExportedProgram,
     step("fold batch norm", lambda: fold.fold_batch_norm(graph))
     step("remove dead code", lambda: fold.remove_dead(graph))
     step("lower to openaccel ops", lambda: lower_graph(graph))
-    plan = step("plan memory", lambda: plan_memory(graph))
+    profiles = load_profiles(devices)
+    placement = step("place ops on devices", lambda: place(graph, profiles, list(prefer or ["cpu"])))
+    plan = step("plan memory", lambda: plan_memory(graph, n_pools=len(placement.device_kinds)))
 
     def make_tests() -> list[TestVector]:
         if not bundle_tests:
@@ -121,5 +129,6 @@ def export(model: torch.nn.Module | torch.export.ExportedProgram,
         return [TestVector("example_inputs", ins, outs, tolerance[0], tolerance[1])]
 
     tests = step("bundle test vectors", make_tests)
-    buf = step("serialize", lambda: serialize(graph, plan, tests, target=target, required_features=[]))
+    buf = step("serialize", lambda: serialize(graph, plan, tests, target=target, required_features=[],
+                                              device_kinds=placement.device_kinds))
     return Program(buf)

@@ -99,7 +99,9 @@ def apply_inplace(graph: Graph) -> int:
     return reused
 
 
-def plan_memory(graph: Graph, inplace: bool = True) -> MemoryPlan:
+def plan_memory(graph: Graph, inplace: bool = True, n_pools: int = 1) -> MemoryPlan:
+    """Plan every device's pool. A buffer lives in the pool of the device that produces it
+    (graph.homes from placement; everything on the CPU, pool 0, without it)."""
     reused = apply_inplace(graph) if inplace else 0
     last = _last_uses(graph)
     first: dict[Value, int] = {}
@@ -109,11 +111,31 @@ def plan_memory(graph: Graph, inplace: bool = True) -> MemoryPlan:
         for v in ins.outputs:
             r, _ = root_of(v)
             first.setdefault(r, i)
+    homes: dict[Value, int] = getattr(graph, "homes", {})
     buffers = [r for r in first if not r.is_const]
     naive = sum(_align(b.nbytes) for b in buffers)
+    offsets: dict[Value, int] = {}
+    sizes = [0] * n_pools
+    for pool in range(n_pools):
+        mine = [b for b in buffers if homes.get(b, 0) == pool]
+        sizes[pool] = _place(mine, first, last, offsets)
+    plan = MemoryPlan(pool_sizes=sizes, naive_bytes=naive, inplace_reuses=reused)
+    every = set(graph.inputs) | set(graph.outputs)
+    for ins in graph.instrs:
+        every.update(v for v in ins.inputs if v is not None)
+        every.update(ins.outputs)
+    for v in every:
+        r, off = root_of(v)
+        if not r.is_const:
+            plan.placement[v] = (homes.get(r, 0), offsets[r] + off)
+    return plan
+
+
+def _place(buffers: list[Value], first: dict[Value, int], last: dict[Value, int],
+           offsets: dict[Value, int]) -> int:
+    """Greedy by size, best fit among lifetime-overlapping buffers; returns the pool size."""
     order = sorted(buffers, key=lambda b: (-b.nbytes, first[b]))
     placed: list[tuple[int, int, int, int]] = []  # (offset, size, first, last)
-    offsets: dict[Value, int] = {}
     for b in order:
         lo, hi = first[b], last.get(b, first[b])
         size = _align(max(b.nbytes, 1))
@@ -130,14 +152,4 @@ def plan_memory(graph: Graph, inplace: bool = True) -> MemoryPlan:
             best = cursor
         offsets[b] = best
         placed.append((best, size, lo, hi))
-    arena = max((o + s for (o, s, _, _) in placed), default=0)
-    plan = MemoryPlan(pool_sizes=[arena], naive_bytes=naive, inplace_reuses=reused)
-    every = set(graph.inputs) | set(graph.outputs)
-    for ins in graph.instrs:
-        every.update(v for v in ins.inputs if v is not None)
-        every.update(ins.outputs)
-    for v in every:
-        r, off = root_of(v)
-        if not r.is_const:
-            plan.placement[v] = (0, offsets[r] + off)
-    return plan
+    return max((o + s for (o, s, _, _) in placed), default=0)

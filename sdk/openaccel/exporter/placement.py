@@ -123,17 +123,15 @@ def place(graph: Graph, profiles: dict[str, DeviceProfile], prefer: list[str]) -
             frm = 0
         dst = Value(name=f"{v.name}@{kinds[to]}", dtype=v.dtype, shape=v.shape)
         home[dst] = to
-        t = Instr(op="transfer", inputs=[v], outputs=[dst], source=src, device=to if to != 0 else frm)
-        t.kind = "transfer"  # type: ignore[attr-defined]
+        t = Instr(op="transfer", inputs=[v], outputs=[dst], source=src, device=to if to != 0 else frm,
+                  kind="transfer", signal=n_events)
         if frm == 0:
             # the CPU must not overwrite `v` while the accelerator still reads it
-            t.signal = n_events  # type: ignore[attr-defined]
             pending_upload.append(n_events)
         else:
-            t.signal = n_events  # type: ignore[attr-defined]
             ready[dst] = n_events
         if v in ready:
-            t.waits = [ready[v]]  # type: ignore[attr-defined]
+            t.waits = [ready[v]]
         n_events += 1
         out.append(t)
         copies[key] = dst
@@ -156,7 +154,7 @@ def place(graph: Graph, profiles: dict[str, DeviceProfile], prefer: list[str]) -
         if ins.device == 0 and pending_upload:
             waits.extend(pending_upload)
             pending_upload.clear()
-        ins.waits = sorted(set(waits))  # type: ignore[attr-defined]
+        ins.waits = sorted(set(waits))
         for o in ins.outputs:
             home[root_of(o)[0]] = ins.device
         out.append(ins)
@@ -169,7 +167,7 @@ def place(graph: Graph, profiles: dict[str, DeviceProfile], prefer: list[str]) -
             final.append(v)
     graph.outputs = final
     graph.instrs = out
-    graph.num_events = n_events  # type: ignore[attr-defined]
-    graph.homes = home  # type: ignore[attr-defined]
+    graph.num_events = n_events
+    graph.homes = home
     transfers = sum(1 for i in out if i.op == "transfer")
     return PlacementReport(kinds, counts, transfers, n_events)

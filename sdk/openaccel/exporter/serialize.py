@@ -53,10 +53,11 @@ def _data(seg: SegmentWriter, t: torch.Tensor) -> TensorDataT:
 
 def serialize(graph: Graph, plan: MemoryPlan, tests: list[TestVector], *, target: str,
               required_features: list[str], device_kinds: list[str] | None = None) -> bytes:
+    """Write the program; `device_kinds[slot]` names each device slot (slot 0 is the CPU)."""
     seg = SegmentWriter()
     op_names: list[str] = []
     for ins in graph.instrs:
-        if ins.op not in op_names:
+        if ins.op not in op_names and ins.kind == "op":
             op_names.append(ins.op)
 
     index: dict[Value, int] = {}
@@ -101,7 +102,13 @@ def serialize(graph: Graph, plan: MemoryPlan, tests: list[TestVector], *, target
 
     def instruction(ins: Instr) -> InstructionT:
         x = InstructionT()
-        x.op = op_names.index(ins.op)
+        if ins.kind == "transfer":
+            x.kind = 1
+            x.op = 0
+        else:
+            x.op = op_names.index(ins.op)
+        x.waitEvents = list(ins.waits)
+        x.signalEvent = ins.signal
         x.inputs = [-1 if v is None else tensor(v) for v in ins.inputs]
         x.outputs = [tensor(v) for v in ins.outputs]
         x.ints = list(ins.ints)
@@ -125,9 +132,9 @@ def serialize(graph: Graph, plan: MemoryPlan, tests: list[TestVector], *, target
         m.devices.append(slot)
     mp = MemoryPlanT()
     mp.pools = []
-    for size in plan.pool_sizes:
+    for slot, size in enumerate(plan.pool_sizes):
         pool = MemoryPoolT()
-        pool.device = 0
+        pool.device = slot
         pool.size = size
         pool.alignment = 64
         mp.pools.append(pool)
@@ -142,6 +149,7 @@ def serialize(graph: Graph, plan: MemoryPlan, tests: list[TestVector], *, target
         tc.atol, tc.rtol = tv.atol, tv.rtol
         m.tests.append(tc)
     m.debug = debug
+    m.numEvents = graph.num_events
 
     p = ProgramT()
     p.formatMajor, p.formatMinor = FORMAT_MAJOR, FORMAT_MINOR

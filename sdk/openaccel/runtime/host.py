@@ -73,7 +73,8 @@ def library() -> C.CDLL:
         if _lib is None:
             build = build_runtime("host")
             assert build.shared_lib is not None
-            lib = C.CDLL(str(build.shared_lib))
+            # global, so vendor device libraries loaded later can resolve oa_* helpers from it
+            lib = C.CDLL(str(build.shared_lib), mode=C.RTLD_GLOBAL)
             lib.oa_abi_sizeof.restype = C.c_size_t
             lib.oa_abi_sizeof.argtypes = [C.c_char_p]
             for name, mirror in _MIRRORS.items():
@@ -100,6 +101,11 @@ def library() -> C.CDLL:
                 "oa_device_get_properties": (i32, [vp, C.POINTER(DeviceProperties)]),
                 "oa_device_query_i64": (i32, [vp, C.c_char_p, C.c_char_p, C.POINTER(C.c_int64)]),
                 "oa_cpu_kernel_op_name": (C.c_char_p, [u32]),
+                "oa_cpu_device_factory": (vp, []),
+                "oa_registry_init": (None, [vp, vp]),
+                "oa_registry_register": (i32, [vp, vp]),
+                "oa_registry_enumerate": (i32, [vp, C.POINTER(vp), u32, C.POINTER(u32), C.POINTER(Diag)]),
+                "oa_registry_release": (None, [vp]),
                 "oa_version": (C.c_char_p, []),
             }
             for fname, (res, args) in sigs.items():
@@ -178,10 +184,46 @@ class CpuDevice:
                 "alignment": p.alignment, "flags": p.flags, "queries": queries}
 
 
-class HostSession:
-    """A loaded and prepared program on the host CPU."""
+class VendorDevices:
+    """Devices of vendor libraries (each exports `oa_device_factory`), in one registry."""
 
-    def __init__(self, buffer: bytes, *, threads: int = 0, reference_only: bool = False) -> None:
+    def __init__(self, paths: list[str]) -> None:
+        lib = self._lib = library()
+        self._libs = []
+        self._reg = (C.c_uint64 * ((lib.oa_abi_sizeof(b"oa_registry_t") + 7) // 8))()
+        lib.oa_registry_init(C.addressof(self._reg), None)
+        for p in paths:
+            try:
+                vlib = C.CDLL(str(p))
+            except OSError as e:
+                raise RuntimeFailure(f"cannot load device library {p}: {e}") from None
+            try:
+                get = vlib.oa_device_factory
+            except AttributeError:
+                raise RuntimeFailure(f"{p} has no oa_device_factory symbol (not a vendor device library?)") from None
+            get.restype = C.c_void_p
+            st = lib.oa_registry_register(C.addressof(self._reg), get())
+            if st:
+                raise RuntimeFailure(f"{p}: its device factory was refused ({STATUS_NAMES.get(st, st)})")
+            self._libs.append(vlib)
+        arr = (C.c_void_p * 16)()
+        n = C.c_uint32()
+        diag = Diag()
+        st = lib.oa_registry_enumerate(C.addressof(self._reg), arr, 16, C.byref(n), C.byref(diag))
+        if st:
+            raise _fail(RuntimeFailure, st, diag, "creating vendor devices")
+        self.handles = [arr[i] for i in range(min(n.value, 16))]
+
+    def __del__(self) -> None:
+        if getattr(self, "_reg", None) is not None:
+            self._lib.oa_registry_release(C.addressof(self._reg))
+
+
+class HostSession:
+    """A loaded and prepared program on the host CPU (plus vendor devices, if given)."""
+
+    def __init__(self, buffer: bytes, *, threads: int = 0, reference_only: bool = False,
+                 device_libs: list[str] | None = None) -> None:
         lib = self._lib = library()
         self._raw, addr = _aligned_copy(buffer)
         self._program = (C.c_uint64 * ((lib.oa_abi_sizeof(b"oa_program_t") + 7) // 8))()
@@ -190,8 +232,10 @@ class HostSession:
         if st:
             raise _fail(ProgramError, st, diag, "loading the program")
         self.device = CpuDevice(reference_only=reference_only, threads=threads)
-        self._devs = (C.c_void_p * 1)(self.device.handle)
-        self._cfg = MethodConfig(C.cast(self._devs, C.POINTER(C.c_void_p)), 1)
+        self._vendor = VendorDevices(device_libs) if device_libs else None
+        handles = [self.device.handle.value] + (self._vendor.handles if self._vendor else [])
+        self._devs = (C.c_void_p * len(handles))(*handles)
+        self._cfg = MethodConfig(C.cast(self._devs, C.POINTER(C.c_void_p)), len(handles))
         req = Requirements()
         st = lib.oa_method_requirements(C.addressof(self._program), 0, C.byref(self._cfg), C.byref(req), C.byref(diag))
         if st:
@@ -209,6 +253,7 @@ class HostSession:
         if m:
             self._lib.oa_method_destroy(m)
             self._method = None
+        self._vendor = None
 
     def _tensor(self, getter: Any, i: int) -> Tensor:
         p = C.POINTER(Tensor)()

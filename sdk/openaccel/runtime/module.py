@@ -64,20 +64,24 @@ def _to_torch(arrays: list[np.ndarray]) -> tuple[Any, ...]:
 class Module:
     """A program ready to run on one target."""
 
-    def __init__(self, program: Program, target: str, threads: int | None) -> None:
+    def __init__(self, program: Program, target: str, threads: int | None,
+                 device_libs: list[str] | None = None) -> None:
         self.program = program
         self.target = target
         self.threads = threads or 0
+        self.device_libs = [str(p) for p in device_libs or []]
         self._session: Any = None
         self._runner: Any = None
         self._file: Path | None = None
         if target == "host":
             from .host import HostSession
 
-            self._session = HostSession(program.buffer, threads=self.threads)
+            self._session = HostSession(program.buffer, threads=self.threads, device_libs=self.device_libs)
         else:
             from .runner import Runner
 
+            if self.device_libs:
+                raise OpenAccelError("vendor device libraries run on the host target only")
             self._runner = Runner(target)
             self._tmp = tempfile.TemporaryDirectory(prefix="oa-module-")
             self._file = Path(self._tmp.name) / "program.oab"
@@ -130,7 +134,8 @@ class Module:
         return {}
 
 
-def load(source: Any, *, target: str = "host", threads: int | None = None) -> Module:
+def load(source: Any, *, target: str = "host", threads: int | None = None,
+         device_libs: list[str] | None = None) -> Module:
     if isinstance(source, Program):
         prog = source
     elif isinstance(source, (bytes, bytearray, memoryview)):
@@ -139,14 +144,12 @@ def load(source: Any, *, target: str = "host", threads: int | None = None) -> Mo
         prog = Program.load(source)
     else:
         raise OpenAccelError(f"oa.load takes a path, bytes or Program, not {type(source).__name__}")
-    return Module(prog, target, threads)
+    return Module(prog, target, threads, device_libs)
 
 
-def devices(target: str = "host") -> list[dict[str, Any]]:
-    if target == "host":
-        from .host import CpuDevice
-
-        return [CpuDevice().properties()]
+def devices(target: str = "host", device_libs: list[str] | None = None) -> list[dict[str, Any]]:
+    """The runtime's devices on `target` as oa_run enumerates them there (under QEMU for
+    emulated boards): properties, query answers and supported ops with dtypes."""
     from .runner import Runner
 
-    return Runner(target).devices()
+    return Runner(target).devices(device_libs or [])

@@ -95,8 +95,11 @@ class Runner:
         self.check(res, "benchmarking")
         return res
 
-    def devices(self) -> list[dict[str, Any]]:
-        res = self.run(["--devices"])
+    def devices(self, device_libs: list[str] | None = None) -> list[dict[str, Any]]:
+        args = ["--devices"]
+        for lib in device_libs or []:
+            args += ["--device", str(lib)]
+        res = self.run(args)
         self.check(res, "listing devices")
         return res.of("device")
 
