@@ -85,28 +85,49 @@ def test_conv3d_unsupported() -> None:
         oa.export(m, (randn(1, 2, 4, 4, 4),))
 
 
-@pytest.mark.parametrize("act,lo,hi", [(1, 0.0, 0.0), (2, -0.5, 0.75)])
-def test_conv_fused_act(monkeypatch: pytest.MonkeyPatch, act: int, lo: float, hi: float) -> None:
-    """The act argument (set by a later fusion pass) clamps the output in the kernel."""
+def tamper(monkeypatch: pytest.MonkeyPatch, edge_op: str, ints: dict[int, int] | None = None,
+           floats: list[float] | None = None) -> None:
+    """Make the rule for `edge_op` emit an instruction with altered arguments (a hostile file)."""
     from openaccel.exporter.lower import RULES, LowerCtx, supported_edge_ops
     from openaccel.ir import AtenNode
 
-    supported_edge_ops()  # loads the rules
-    base = RULES["aten.convolution.default"]
+    supported_edge_ops()
+    base = RULES[edge_op]
 
-    def fused(ctx: LowerCtx, node: AtenNode) -> None:
+    def patched(ctx: LowerCtx, node: AtenNode) -> None:
         base(ctx, node)
         ins = ctx.instrs[-1]
-        assert ins.op == "conv2d"
-        ins.ints[7] = act
-        ins.floats = [lo, hi]
+        for k, v in (ints or {}).items():
+            ins.ints[k] = v
+        if floats is not None:
+            ins.floats = list(floats)
 
-    monkeypatch.setitem(RULES, "aten.convolution.default", fused)
+    monkeypatch.setitem(RULES, edge_op, patched)
+
+
+@pytest.mark.parametrize("ints,match", [
+    ({6: 3}, r"groups = 3 does not divide the 4 input channels"),
+    ({0: 0}, r"stride_h = 0 is out of range"),
+    ({3: -1}, r"pad_w = -1 is out of range"),
+    ({2: 5}, r"output 0 .*expected shape \[1, 4, 14, 6\]"),
+    ({7: 9}, r"act = 9 is not a known activation"),
+])
+def test_conv_bad_args_rejected(monkeypatch: pytest.MonkeyPatch, ints: dict[int, int], match: str) -> None:
+    tamper(monkeypatch, "aten.convolution.default", ints)
+    m = Fn(lambda x, w: F.conv2d(x, w, padding=1), (randn(4, 4, 3, 3, seed=1),))
+    prog = oa.export(m, (randn(1, 4, 6, 6),), bundle_tests=False)
+    with pytest.raises(oa.RuntimeFailure, match=r"conv2d.*" + match):
+        oa.load(prog)(randn(1, 4, 6, 6))
+
+
+@pytest.mark.parametrize("act,lo,hi", [(1, 0.0, 0.0), (2, -0.5, 0.75)])
+def test_conv_fused_act(monkeypatch: pytest.MonkeyPatch, act: int, lo: float, hi: float) -> None:
+    """The act argument (set by a later fusion pass) clamps the output in the kernel."""
+    tamper(monkeypatch, "aten.convolution.default", {7: act}, [lo, hi])
     w, b = randn(4, 3, 3, 3, seed=1), randn(4, seed=2)
     x = randn(1, 3, 6, 6)
     m = Fn(lambda inp, w_, b_: F.conv2d(inp, w_, b_, padding=1), (w, b))
-    prog = oa.export(m, (x,), bundle_tests=False)
-    (got,) = oa.load(prog)(x)
+    (got,) = oa.load(oa.export(m, (x,), bundle_tests=False))(x)
     ref = F.conv2d(x, w, b, padding=1)
     want = torch.relu(ref) if act == 1 else torch.clamp(ref, lo, hi)
     torch.testing.assert_close(got, want, **TOL)

@@ -114,3 +114,46 @@ def test_layer_norm_float64_unsupported() -> None:
     m = Fn(lambda x: F.layer_norm(x, (4,)))
     with pytest.raises(oa.UnsupportedOpError, match=r"native_layer_norm.*float32 only"):
         oa.export(m, (randn(2, 4).double(),))
+
+
+def tamper(monkeypatch: pytest.MonkeyPatch, edge_op: str, ints: dict[int, int] | None = None,
+           floats: list[float] | None = None) -> None:
+    """Make the rule for `edge_op` emit an instruction with altered arguments (a hostile file)."""
+    from openaccel.exporter.lower import RULES, LowerCtx, supported_edge_ops
+    from openaccel.ir import AtenNode
+
+    supported_edge_ops()
+    base = RULES[edge_op]
+
+    def patched(ctx: LowerCtx, node: AtenNode) -> None:
+        base(ctx, node)
+        ins = ctx.instrs[-1]
+        for k, v in (ints or {}).items():
+            ins.ints[k] = v
+        if floats is not None:
+            ins.floats = list(floats)
+
+    monkeypatch.setitem(RULES, edge_op, patched)
+
+
+def check_rejected(monkeypatch: pytest.MonkeyPatch, edge_op: str, fn: Any, x: torch.Tensor, match: str,
+                   ints: dict[int, int] | None = None, floats: list[float] | None = None) -> None:
+    tamper(monkeypatch, edge_op, ints, floats)
+    prog = oa.export(Fn(fn), (x,), bundle_tests=False)
+    with pytest.raises(oa.RuntimeFailure, match=match):
+        oa.load(prog)(x)
+
+
+def test_layer_norm_bad_ndim_rejected(monkeypatch: pytest.MonkeyPatch) -> None:
+    check_rejected(monkeypatch, "aten.native_layer_norm.default", lambda t: F.layer_norm(t, (4,)), randn(2, 4),
+                   r"layer_norm.*normalized_ndim = 3 is out of range", {0: 3})
+
+
+def test_group_norm_bad_groups_rejected(monkeypatch: pytest.MonkeyPatch) -> None:
+    check_rejected(monkeypatch, "aten.native_group_norm.default", lambda t: F.group_norm(t, 2), randn(1, 4, 3),
+                   r"group_norm.*groups = 3 must be positive and divide the 4 channels", {0: 3})
+
+
+def test_norm_bad_eps_rejected(monkeypatch: pytest.MonkeyPatch) -> None:
+    check_rejected(monkeypatch, "aten.native_layer_norm.default", lambda t: F.layer_norm(t, (4,)), randn(2, 4),
+                   r"layer_norm.*eps = nan is out of range", floats=[float("nan")])

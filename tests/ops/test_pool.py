@@ -78,3 +78,47 @@ def test_avg_pool_int_unsupported() -> None:
     m = Fn(lambda x: F.avg_pool2d(x, 2))
     with pytest.raises(oa.UnsupportedOpError, match=r"avg_pool2d.*int64"):
         oa.export(m, (randint(0, 9, 1, 1, 4, 4),))
+
+
+def tamper(monkeypatch: pytest.MonkeyPatch, edge_op: str, ints: dict[int, int] | None = None,
+           floats: list[float] | None = None) -> None:
+    """Make the rule for `edge_op` emit an instruction with altered arguments (a hostile file)."""
+    from openaccel.exporter.lower import RULES, LowerCtx, supported_edge_ops
+    from openaccel.ir import AtenNode
+
+    supported_edge_ops()
+    base = RULES[edge_op]
+
+    def patched(ctx: LowerCtx, node: AtenNode) -> None:
+        base(ctx, node)
+        ins = ctx.instrs[-1]
+        for k, v in (ints or {}).items():
+            ins.ints[k] = v
+        if floats is not None:
+            ins.floats = list(floats)
+
+    monkeypatch.setitem(RULES, edge_op, patched)
+
+
+def check_rejected(monkeypatch: pytest.MonkeyPatch, edge_op: str, fn: Any, x: torch.Tensor, match: str,
+                   ints: dict[int, int] | None = None, floats: list[float] | None = None) -> None:
+    tamper(monkeypatch, edge_op, ints, floats)
+    prog = oa.export(Fn(fn), (x,), bundle_tests=False)
+    with pytest.raises(oa.RuntimeFailure, match=match):
+        oa.load(prog)(x)
+
+
+@pytest.mark.parametrize("ints,match", [
+    ({4: 2}, r"pad_h = 2 is out of range \(expected 0 to 1\)"),
+    ({8: 2}, r"ceil_mode = 2 is out of range"),
+    ({6: 0}, r"dilation_h = 0 is out of range"),
+    ({0: 9}, r"too small for kernel 9 x 3"),
+])
+def test_max_pool_bad_args_rejected(monkeypatch: pytest.MonkeyPatch, ints: dict[int, int], match: str) -> None:
+    check_rejected(monkeypatch, "aten.max_pool2d_with_indices.default", lambda t: F.max_pool2d(t, 3, 2, 1),
+                   randn(1, 2, 6, 6), r"max_pool2d.*" + match, ints)
+
+
+def test_avg_pool_bad_output_rejected(monkeypatch: pytest.MonkeyPatch) -> None:
+    check_rejected(monkeypatch, "aten.avg_pool2d.default", lambda t: F.avg_pool2d(t, 2), randn(1, 2, 6, 6),
+                   r"avg_pool2d.*output 0 .*expected shape \[1, 2, 2, 2\], received \[1, 2, 3, 3\]", {2: 3, 3: 3})

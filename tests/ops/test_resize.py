@@ -64,3 +64,42 @@ def test_bilinear_float64_unsupported() -> None:
     m = Fn(lambda x: F.interpolate(x, scale_factor=2, mode="bilinear"))
     with pytest.raises(oa.UnsupportedOpError, match=r"upsample_bilinear2d.*float64"):
         oa.export(m, (randn(1, 1, 3, 3).double(),))
+
+
+def tamper(monkeypatch: pytest.MonkeyPatch, edge_op: str, ints: dict[int, int] | None = None,
+           floats: list[float] | None = None) -> None:
+    """Make the rule for `edge_op` emit an instruction with altered arguments (a hostile file)."""
+    from openaccel.exporter.lower import RULES, LowerCtx, supported_edge_ops
+    from openaccel.ir import AtenNode
+
+    supported_edge_ops()
+    base = RULES[edge_op]
+
+    def patched(ctx: LowerCtx, node: AtenNode) -> None:
+        base(ctx, node)
+        ins = ctx.instrs[-1]
+        for k, v in (ints or {}).items():
+            ins.ints[k] = v
+        if floats is not None:
+            ins.floats = list(floats)
+
+    monkeypatch.setitem(RULES, edge_op, patched)
+
+
+def check_rejected(monkeypatch: pytest.MonkeyPatch, edge_op: str, fn: Any, x: torch.Tensor, match: str,
+                   ints: dict[int, int] | None = None, floats: list[float] | None = None) -> None:
+    tamper(monkeypatch, edge_op, ints, floats)
+    prog = oa.export(Fn(fn), (x,), bundle_tests=False)
+    with pytest.raises(oa.RuntimeFailure, match=match):
+        oa.load(prog)(x)
+
+
+def test_bilinear_bad_align_rejected(monkeypatch: pytest.MonkeyPatch) -> None:
+    check_rejected(monkeypatch, "aten.upsample_bilinear2d.vec",
+                   lambda t: F.interpolate(t, scale_factor=2, mode="bilinear"), randn(1, 1, 3, 3),
+                   r"upsample_bilinear2d.*align_corners = 2 is out of range", {0: 2})
+
+
+def test_nearest_nan_scale_rejected(monkeypatch: pytest.MonkeyPatch) -> None:
+    check_rejected(monkeypatch, "aten.upsample_nearest2d.vec", lambda t: F.interpolate(t, scale_factor=2),
+                   randn(1, 1, 3, 3), r"upsample_nearest2d.*scale_w = nan is out of range", floats=[2.0, float("nan")])

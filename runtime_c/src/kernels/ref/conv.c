@@ -12,6 +12,8 @@
 /* Arguments are bounded so every index product below fits in int64 (shapes are <= 2^50). */
 #define CONV_ARG_MAX ((int64_t)1 << 30)
 #define CONV_BIG ((int64_t)1 << 62)
+/* input channels whose taps are summed in float before the partial sum joins the double total */
+#define CONV_BLOCK 16
 
 /* plan->params layout (shared by conv2d and conv_transpose2d) */
 enum {
@@ -112,15 +114,16 @@ static oa_status_t conv_common(const oa_op_call_t *call, oa_op_plan_t *plan, uin
   return OA_OK;
 }
 
-static oa_status_t check_out(const oa_op_call_t *call, oa_op_plan_t *plan, oa_diag_t *diag) {
+/* Output shape check; scratch = `words` 8-byte words (saturated at CONV_BIG by smul). */
+static oa_status_t check_out(const oa_op_call_t *call, oa_op_plan_t *plan, int64_t words, oa_diag_t *diag) {
   const oa_tensor_t *out = call->outputs[0];
   int64_t want[4] = {plan->params[P_N], plan->params[P_O], plan->params[P_OH], plan->params[P_OW]};
   oa_status_t st = oa_check_shape(call, out, want, 4, "output 0", diag);
   if (st) return st;
-  if ((uint64_t)plan->params[P_OW] > (uint64_t)(SIZE_MAX / sizeof(double)))
-    return oa_diag_fail(diag, OA_ERR_UNSUPPORTED, "output width %lld is too large for this platform",
-                        (long long)plan->params[P_OW]);
-  plan->scratch_bytes = (size_t)plan->params[P_OW] * sizeof(double);
+  if (words >= CONV_BIG / 2 || (uint64_t)words > (uint64_t)(SIZE_MAX / sizeof(double)))
+    return oa_diag_fail(diag, OA_ERR_UNSUPPORTED, "output plane %lld x %lld is too large for this platform",
+                        (long long)plan->params[P_OH], (long long)plan->params[P_OW]);
+  plan->scratch_bytes = (size_t)words * sizeof(double);
   return OA_OK;
 }
 
@@ -157,7 +160,10 @@ oa_status_t oa_ref_conv2d_prepare(const oa_op_call_t *call, const oa_kernel_env_
   }
   plan->params[P_OH] = oh;
   plan->params[P_OW] = ow;
-  return check_out(call, plan, diag);
+  /* a double and a float accumulator per output element of one plane, then [lo, hi) per kernel
+   * row and column (see conv2d_run) */
+  int64_t plane = smul(oh, ow);
+  return check_out(call, plan, plane + (plane + 1) / 2 + 2 * (p[P_KH] + p[P_KW]), diag);
 }
 
 static float apply_act(double v, int64_t act, double lo, double hi) {
@@ -187,45 +193,53 @@ oa_status_t oa_ref_conv2d_run(const oa_op_call_t *call, const oa_op_plan_t *plan
   const int64_t n_batch = p[P_N], c = p[P_C], h = p[P_H], wd = p[P_W], o = p[P_O], oh_n = p[P_OH], ow_n = p[P_OW];
   const int64_t kh_n = p[P_KH], kw_n = p[P_KW], sh = p[P_SH], sw = p[P_SW], ph = p[P_PH], pw = p[P_PW];
   const int64_t dh = p[P_DH], dw = p[P_DW], groups = p[P_G], act = p[P_ACT];
-  const int64_t cg = c / groups, og = o / groups;
+  const int64_t cg = c / groups, og = o / groups, plane = oh_n * ow_n;
   const float *x = (const float *)call->inputs[0]->data;
   const float *w = (const float *)call->inputs[1]->data;
   const float *bias = p[P_HAS_BIAS] ? (const float *)call->inputs[2]->data : NULL;
   float *y = (float *)call->outputs[0]->data;
+  /* scratch: the double accumulator plane, a float partial-sum plane, then the tap ranges:
+   * output rows [rh[2k], rh[2k+1]) read input rows for kernel row k; likewise columns */
   double *acc = (double *)scratch;
+  float *part = (float *)(acc + plane);
+  int64_t *rh = (int64_t *)(acc + plane + (plane + 1) / 2), *rw = rh + 2 * kh_n;
+  for (int64_t k = 0; k < kh_n; k++) tap_range(oh_n, h, sh, k * dh - ph, &rh[2 * k], &rh[2 * k + 1]);
+  for (int64_t k = 0; k < kw_n; k++) tap_range(ow_n, wd, sw, k * dw - pw, &rw[2 * k], &rw[2 * k + 1]);
   double lo = call->n_floats > 0 ? call->floats[0] : 0.0, hi = call->n_floats > 1 ? call->floats[1] : 0.0;
   for (int64_t n = 0; n < n_batch; n++) {
     for (int64_t oc = 0; oc < o; oc++) {
       const int64_t g = oc / og;
       const float *x_g = x + (n * c + g * cg) * h * wd;
       const float *w_oc = w + oc * cg * kh_n * kw_n;
-      float *y_oc = y + (n * o + oc) * oh_n * ow_n;
       const double b0 = bias ? (double)bias[oc] : 0.0;
-      for (int64_t oh = 0; oh < oh_n; oh++) {
-        for (int64_t i = 0; i < ow_n; i++) acc[i] = b0;
-        for (int64_t ic = 0; ic < cg; ic++) {
+      for (int64_t i = 0; i < plane; i++) acc[i] = b0;
+      for (int64_t ic0 = 0; ic0 < cg; ic0 += CONV_BLOCK) {
+        const int64_t ic1 = ic0 + CONV_BLOCK < cg ? ic0 + CONV_BLOCK : cg;
+        for (int64_t i = 0; i < plane; i++) part[i] = 0.0f;
+        for (int64_t ic = ic0; ic < ic1; ic++) {
           const float *x_c = x_g + ic * h * wd;
           const float *w_c = w_oc + ic * kh_n * kw_n;
           for (int64_t kh = 0; kh < kh_n; kh++) {
-            const int64_t ih = oh * sh - ph + kh * dh;
-            if (ih < 0 || ih >= h) continue;
-            const float *row = x_c + ih * wd;
+            const int64_t oh0 = rh[2 * kh], oh1 = rh[2 * kh + 1], offh = kh * dh - ph;
             for (int64_t kw = 0; kw < kw_n; kw++) {
-              const double wv = (double)w_c[kh * kw_n + kw];
-              const int64_t off = kw * dw - pw;
-              int64_t a, e;
-              tap_range(ow_n, wd, sw, off, &a, &e);
-              if (sw == 1) {
-                for (int64_t i = a; i < e; i++) acc[i] += wv * (double)row[i + off];
-              } else {
-                for (int64_t i = a; i < e; i++) acc[i] += wv * (double)row[i * sw + off];
+              const float wv = w_c[kh * kw_n + kw];
+              const int64_t ow0 = rw[2 * kw], ow1 = rw[2 * kw + 1], offw = kw * dw - pw;
+              for (int64_t oh = oh0; oh < oh1; oh++) {
+                const float *row = x_c + (oh * sh + offh) * wd;
+                float *pr = part + oh * ow_n;
+                if (sw == 1) {
+                  for (int64_t i = ow0; i < ow1; i++) pr[i] += wv * row[i + offw];
+                } else {
+                  for (int64_t i = ow0; i < ow1; i++) pr[i] += wv * row[i * sw + offw];
+                }
               }
             }
           }
         }
-        float *yr = y_oc + oh * ow_n;
-        for (int64_t i = 0; i < ow_n; i++) yr[i] = apply_act(acc[i], act, lo, hi);
+        for (int64_t i = 0; i < plane; i++) acc[i] += (double)part[i];
       }
+      float *y_oc = y + (n * o + oc) * plane;
+      for (int64_t i = 0; i < plane; i++) y_oc[i] = apply_act(acc[i], act, lo, hi);
     }
   }
   return OA_OK;
@@ -266,7 +280,7 @@ oa_status_t oa_ref_conv_transpose2d_prepare(const oa_op_call_t *call, const oa_k
   }
   plan->params[P_OH] = out_size[0];
   plan->params[P_OW] = out_size[1];
-  return check_out(call, plan, diag);
+  return check_out(call, plan, plan->params[P_OW], diag); /* one double row */
 }
 
 oa_status_t oa_ref_conv_transpose2d_run(const oa_op_call_t *call, const oa_op_plan_t *plan, void *scratch,
