@@ -1,9 +1,12 @@
 /* Reference convolutions: conv2d (groups, depthwise, dilation, fused act) and conv_transpose2d.
  *
- * Both walk one output row at a time and accumulate every (input channel, kernel row, kernel
- * column) tap into a double row buffer (scratch), streaming contiguous input rows; products of two
- * floats are exact in double, so the only rounding is the final store (PyTorch sums in float, in
- * a different order: tests compare with rtol 1e-4 / atol 1e-5). No im2col buffer. */
+ * conv2d accumulates one output plane at a time: for each input channel and kernel tap, a
+ * weight times a run of an input row is added to a run of an accumulator row (contiguous for
+ * stride 1), with the valid output row/column ranges of every tap precomputed, so there is no
+ * im2col buffer and no bounds test in the inner loop. Taps of up to CONV_BLOCK input channels
+ * are summed in float, and those partial sums in double. conv_transpose2d does the same with
+ * input rows scattered into accumulator rows. PyTorch sums in float in another order: tests
+ * compare with rtol 1e-4 / atol 1e-5. */
 #include <math.h>
 #include <stdint.h>
 
@@ -280,7 +283,8 @@ oa_status_t oa_ref_conv_transpose2d_prepare(const oa_op_call_t *call, const oa_k
   }
   plan->params[P_OH] = out_size[0];
   plan->params[P_OW] = out_size[1];
-  return check_out(call, plan, plan->params[P_OW], diag); /* one double row */
+  int64_t plane = smul(out_size[0], out_size[1]);
+  return check_out(call, plan, plane + (plane + 1) / 2 + 2 * (p[P_KH] + p[P_KW]), diag); /* as conv2d */
 }
 
 oa_status_t oa_ref_conv_transpose2d_run(const oa_op_call_t *call, const oa_op_plan_t *plan, void *scratch,
@@ -291,45 +295,48 @@ oa_status_t oa_ref_conv_transpose2d_run(const oa_op_call_t *call, const oa_op_pl
   const int64_t n_batch = p[P_N], c = p[P_C], h = p[P_H], wd = p[P_W], o = p[P_O], oh_n = p[P_OH], ow_n = p[P_OW];
   const int64_t kh_n = p[P_KH], kw_n = p[P_KW], sh = p[P_SH], sw = p[P_SW], ph = p[P_PH], pw = p[P_PW];
   const int64_t dh = p[P_DH], dw = p[P_DW], groups = p[P_G];
-  const int64_t cg = c / groups, og = o / groups;
+  const int64_t cg = c / groups, og = o / groups, plane = oh_n * ow_n;
   const float *x = (const float *)call->inputs[0]->data;
   const float *w = (const float *)call->inputs[1]->data;
   const float *bias = p[P_HAS_BIAS] ? (const float *)call->inputs[2]->data : NULL;
   float *y = (float *)call->outputs[0]->data;
+  /* out[oh, ow] += in[ih, iw] * w[ic, oc, kh, kw] with oh = ih * sh - ph + kh * dh and
+   * ow = iw * sw - pw + kw * dw: per tap, each input row scatters (stride sw) into one
+   * accumulator row. Scratch as in conv2d; the ranges are of input rows / columns. */
   double *acc = (double *)scratch;
-  /* out[oh, ow] gathers in[ih, iw] * w[ic, oc, kh, kw] over oh = ih * sh - ph + kh * dh and
-   * ow = iw * sw - pw + kw * dw: per output row, the kernel rows that land on it, then a strided
-   * scatter of each input row into the row buffer. */
+  float *part = (float *)(acc + plane);
+  int64_t *rh = (int64_t *)(acc + plane + (plane + 1) / 2), *rw = rh + 2 * kh_n;
+  for (int64_t k = 0; k < kh_n; k++) tap_range(h, oh_n, sh, k * dh - ph, &rh[2 * k], &rh[2 * k + 1]);
+  for (int64_t k = 0; k < kw_n; k++) tap_range(wd, ow_n, sw, k * dw - pw, &rw[2 * k], &rw[2 * k + 1]);
   for (int64_t n = 0; n < n_batch; n++) {
     for (int64_t oc = 0; oc < o; oc++) {
       const int64_t g = oc / og, ocl = oc % og;
       const float *x_g = x + (n * c + g * cg) * h * wd;
-      float *y_oc = y + (n * o + oc) * oh_n * ow_n;
       const double b0 = bias ? (double)bias[oc] : 0.0;
-      for (int64_t oh = 0; oh < oh_n; oh++) {
-        for (int64_t i = 0; i < ow_n; i++) acc[i] = b0;
-        for (int64_t ic = 0; ic < cg; ic++) {
+      for (int64_t i = 0; i < plane; i++) acc[i] = b0;
+      for (int64_t ic0 = 0; ic0 < cg; ic0 += CONV_BLOCK) {
+        const int64_t ic1 = ic0 + CONV_BLOCK < cg ? ic0 + CONV_BLOCK : cg;
+        for (int64_t i = 0; i < plane; i++) part[i] = 0.0f;
+        for (int64_t ic = ic0; ic < ic1; ic++) {
           const float *x_c = x_g + ic * h * wd;
           const float *w_c = w + ((g * cg + ic) * og + ocl) * kh_n * kw_n;
           for (int64_t kh = 0; kh < kh_n; kh++) {
-            const int64_t t = oh + ph - kh * dh;
-            if (t < 0 || t % sh) continue;
-            const int64_t ih = t / sh;
-            if (ih >= h) continue;
-            const float *row = x_c + ih * wd;
+            const int64_t ih0 = rh[2 * kh], ih1 = rh[2 * kh + 1], offh = kh * dh - ph;
             for (int64_t kw = 0; kw < kw_n; kw++) {
-              const double wv = (double)w_c[kh * kw_n + kw];
-              const int64_t off = kw * dw - pw;
-              int64_t a, e;
-              /* input columns iw with iw * sw + off in [0, ow_n) */
-              tap_range(wd, ow_n, sw, off, &a, &e);
-              for (int64_t iw = a; iw < e; iw++) acc[iw * sw + off] += wv * (double)row[iw];
+              const float wv = w_c[kh * kw_n + kw];
+              const int64_t iw0 = rw[2 * kw], iw1 = rw[2 * kw + 1], offw = kw * dw - pw;
+              for (int64_t ih = ih0; ih < ih1; ih++) {
+                const float *row = x_c + ih * wd;
+                float *pr = part + (ih * sh + offh) * ow_n;
+                for (int64_t iw = iw0; iw < iw1; iw++) pr[iw * sw + offw] += wv * row[iw];
+              }
             }
           }
         }
-        float *yr = y_oc + oh * ow_n;
-        for (int64_t i = 0; i < ow_n; i++) yr[i] = (float)acc[i];
+        for (int64_t i = 0; i < plane; i++) acc[i] += (double)part[i];
       }
+      float *y_oc = y + (n * o + oc) * plane;
+      for (int64_t i = 0; i < plane; i++) y_oc[i] = (float)acc[i];
     }
   }
   return OA_OK;
