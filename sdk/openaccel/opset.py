@@ -110,30 +110,37 @@ _op("addmm", ("bias", "mat1", "mat2"), floats=("beta", "alpha"), family="matmul"
 _op("conv2d", ("input", "weight", "bias?"),
     ints=("stride_h", "stride_w", "pad_h", "pad_w", "dilation_h", "dilation_w", "groups", "act"),
     floats=("act_min", "act_max"), family="conv",
-    doc="NCHW input, weight [C_out, C_in/groups, kH, kW]; fused act")
+    doc="NCHW input, weight [C_out, C_in/groups, kH, kW], bias [C_out]; fused act (1-D convs run as 2-D)")
 _op("conv_transpose2d", ("input", "weight", "bias?"),
     ints=("stride_h", "stride_w", "pad_h", "pad_w", "dilation_h", "dilation_w", "groups",
           "output_pad_h", "output_pad_w"),
-    family="conv", doc="NCHW input, weight [C_in, C_out/groups, kH, kW]")
+    family="conv", doc="NCHW input, weight [C_in, C_out/groups, kH, kW], bias [C_out]; "
+    "output_pad < stride or < dilation")
 _op("max_pool2d", ("input",),
     ints=("kernel_h", "kernel_w", "stride_h", "stride_w", "pad_h", "pad_w", "dilation_h",
-          "dilation_w", "ceil_mode"), dtypes=NUM, family="pool")
+          "dilation_w", "ceil_mode"), dtypes=NUM, family="pool",
+    doc="input [N, C, H, W] or [C, H, W]; pad <= kernel/2; NaN propagates; a window with no "
+    "input element gives -inf (lowest for ints)")
 _op("avg_pool2d", ("input",),
     ints=("kernel_h", "kernel_w", "stride_h", "stride_w", "pad_h", "pad_w", "ceil_mode",
           "count_include_pad", "divisor_override"), family="pool",
-    doc="divisor_override 0 = none")
-_op("adaptive_avg_pool2d", ("input",), family="pool", doc="output size from the output tensor")
+    doc="input [N, C, H, W] or [C, H, W]; divisor_override 0 = none; sums in double")
+_op("adaptive_avg_pool2d", ("input",), family="pool",
+    doc="output size from the output tensor; window [floor(i*in/out), ceil((i+1)*in/out))")
 _op("batch_norm", ("input", "weight?", "bias?", "running_mean", "running_var"), floats=("eps",),
-    family="norm", doc="inference batch norm over dim 1")
+    family="norm", doc="inference batch norm over dim 1 of [N, C, *]")
 _op("layer_norm", ("input", "weight?", "bias?"), ("out", "mean?", "rstd?"),
     ints=("normalized_ndim",), floats=("eps",), family="norm",
-    doc="normalize over the last normalized_ndim dims")
+    doc="normalize over the last normalized_ndim dims; 1 or 3 outputs, mean/rstd shaped "
+    "input.shape[:-k] + [1] * k (native_layer_norm)")
 _op("group_norm", ("input", "weight?", "bias?"), ("out", "mean?", "rstd?"), ints=("groups",),
-    floats=("eps",), family="norm", doc="input [N, C, *]")
+    floats=("eps",), family="norm", doc="input [N, C, *]; 1 or 3 outputs, mean/rstd [N, groups]")
 _op("upsample_nearest2d", ("input",), floats=("scale_h", "scale_w"), dtypes=NUM, family="resize",
-    doc="src = floor(dst * scale) with scale = in/out size (or 1/scale_factor when given)")
+    doc="NCHW; PyTorch's nearest_idx: out == in copies, out == 2*in halves, else src = "
+    "min(floor(dst * scale), in-1) with scale = in/out (or 1/scale_factor when > 0), in float")
 _op("upsample_bilinear2d", ("input",), ints=("align_corners",), floats=("scale_h", "scale_w"),
-    family="resize", doc="scale as in PyTorch's area_pixel_compute_scale")
+    family="resize", doc="NCHW; source index and weights as PyTorch's area_pixel_compute_scale / "
+    "compute_source_index_and_lambda, in float; scale_* 0 = not given")
 
 # ---- softmax and reductions -------------------------------------------------------------------
 _op("softmax", ("self",), ints=("dim",), family="reduce", doc="numerically stable (max subtracted), double sums")
