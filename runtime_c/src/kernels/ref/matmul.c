@@ -13,7 +13,7 @@
 enum { L_M, L_N, L_K, L_HAS_BIAS, L_ACT };
 
 static double apply_act(double v, int64_t act, double lo, double hi) {
-  if (act == 1) return v > 0.0 ? v : 0.0;
+  if (act == 1) return v < 0.0 ? 0.0 : v; /* keeps NaN, as torch.relu */
   if (act == 2) return v < lo ? lo : (v > hi ? hi : v);
   return v;
 }
