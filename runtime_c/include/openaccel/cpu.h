@@ -45,11 +45,16 @@ typedef struct oa_cpu_device {
   oa_memory_stats_t stats;
   oa_allocator_t allocator;  /* for streams and events (the platform's unless created by a factory) */
   int32_t owned;             /* 1: created by the factory, freed by destroy */
+  struct oa_threadpool *pool; /* worker threads when options.threads > 1 */
 } oa_cpu_device_t;
 
-/* Initialise a CPU device in `storage`; `options` may be NULL for defaults. */
+/* Initialise a CPU device in `storage`; `options` may be NULL for defaults. With
+ * options.threads > 1 this starts threads - 1 worker threads (the caller is the last). */
 oa_status_t oa_cpu_device_init(oa_cpu_device_t *storage, const oa_cpu_options_t *options,
                                oa_device_t **out_device);
+
+/* Stop the CPU device's worker threads (if any). Safe to call twice. */
+void oa_cpu_device_deinit(oa_cpu_device_t *storage);
 
 /* The built-in CPU device factory (one device). */
 const oa_device_factory_t *oa_cpu_device_factory(void);

@@ -7,6 +7,7 @@
 #endif
 
 #include "../kernels/kernel.h"
+#include "threadpool.h"
 #include "openaccel/cpu.h"
 #include "openaccel/platform.h"
 
@@ -241,13 +242,20 @@ static oa_status_t cpu_event_elapsed_ms(oa_device_t *dev, oa_event_t *start, oa_
 
 static void cpu_destroy(oa_device_t *dev) {
   oa_cpu_device_t *cpu = cpu_of(dev);
+  oa_cpu_device_deinit(cpu);
   if (cpu->owned) cpu->allocator.free(cpu->allocator.ctx, cpu);
+}
+
+void oa_cpu_device_deinit(oa_cpu_device_t *storage) {
+  if (!storage) return;
+  oa_threadpool_destroy(storage->pool);
+  storage->pool = NULL;
 }
 
 static oa_kernel_env_t env_of(oa_cpu_device_t *cpu) {
   oa_kernel_env_t env;
   env.features = &cpu->features;
-  env.pool = NULL;
+  env.pool = cpu->pool;
   return env;
 }
 
@@ -336,6 +344,8 @@ oa_status_t oa_cpu_device_init(oa_cpu_device_t *storage, const oa_cpu_options_t 
   oa_cpu_detect(&storage->features);
   if (options) storage->options = *options;
   storage->allocator = oa_platform_allocator();
+  oa_status_t st = oa_threadpool_create(storage->options.threads, &storage->allocator, &storage->pool);
+  if (st) return st;
   *out_device = &storage->base;
   return OA_OK;
 }

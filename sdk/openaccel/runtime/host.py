@@ -102,6 +102,7 @@ def library() -> C.CDLL:
                 "oa_device_query_i64": (i32, [vp, C.c_char_p, C.c_char_p, C.POINTER(C.c_int64)]),
                 "oa_cpu_kernel_op_name": (C.c_char_p, [u32]),
                 "oa_cpu_device_factory": (vp, []),
+                "oa_cpu_device_deinit": (None, [vp]),
                 "oa_registry_init": (None, [vp, vp]),
                 "oa_registry_register": (i32, [vp, vp]),
                 "oa_registry_enumerate": (i32, [vp, C.POINTER(vp), u32, C.POINTER(u32), C.POINTER(Diag)]),
@@ -168,6 +169,11 @@ class CpuDevice:
         st = lib.oa_cpu_device_init(C.addressof(self._mem), C.byref(opts), C.byref(self.handle))
         if st:
             raise RuntimeFailure(f"CPU device init failed: {STATUS_NAMES.get(st, st)}")
+
+    def __del__(self) -> None:
+        if getattr(self, "_mem", None) is not None:
+            library().oa_cpu_device_deinit(C.addressof(self._mem))
+            self._mem = None
 
     def properties(self) -> dict[str, Any]:
         lib = library()

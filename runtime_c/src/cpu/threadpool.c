@@ -1,0 +1,136 @@
+/* Thread pool: one job at a time, chunks handed out with an atomic counter; workers sleep on a
+ * condition variable between jobs. */
+#include "threadpool.h"
+
+#if defined(OA_HAVE_PTHREADS)
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+
+typedef struct oa_threadpool {
+  oa_allocator_t allocator;
+  int32_t n_workers;
+  pthread_t *workers;
+  pthread_mutex_t lock;
+  pthread_cond_t wake;
+  /* the current job */
+  uint64_t generation;      /* guarded by lock: bumped for every job */
+  int stop;                 /* guarded by lock */
+  oa_parallel_fn fn;
+  void *ctx;
+  int64_t n, chunk;
+  atomic_llong next;        /* next chunk start */
+  atomic_int busy;          /* workers still inside the current job */
+} oa_threadpool_t;
+
+static void run_chunks(oa_threadpool_t *p) {
+  for (;;) {
+    long long begin = atomic_fetch_add(&p->next, p->chunk);
+    if (begin >= p->n) return;
+    long long end = begin + p->chunk < p->n ? begin + p->chunk : p->n;
+    p->fn(p->ctx, begin, end);
+  }
+}
+
+static void *worker_main(void *arg) {
+  oa_threadpool_t *p = (oa_threadpool_t *)arg;
+  uint64_t seen = 0;
+  for (;;) {
+    pthread_mutex_lock(&p->lock);
+    while (!p->stop && p->generation == seen) pthread_cond_wait(&p->wake, &p->lock);
+    if (p->stop) {
+      pthread_mutex_unlock(&p->lock);
+      return NULL;
+    }
+    seen = p->generation;
+    pthread_mutex_unlock(&p->lock);
+    run_chunks(p);
+    atomic_fetch_sub(&p->busy, 1);
+  }
+}
+
+oa_status_t oa_threadpool_create(int32_t threads, const oa_allocator_t *allocator, oa_threadpool_t **out_pool) {
+  *out_pool = NULL;
+  if (threads <= 1) return OA_OK;
+  if (threads > 256) threads = 256;
+  oa_threadpool_t *p = (oa_threadpool_t *)allocator->alloc(allocator->ctx, sizeof *p, 64);
+  if (!p) return OA_ERR_OUT_OF_MEMORY;
+  *p = (oa_threadpool_t){0};
+  p->allocator = *allocator;
+  p->workers = (pthread_t *)allocator->alloc(allocator->ctx, sizeof(pthread_t) * (size_t)(threads - 1), 16);
+  if (!p->workers) {
+    allocator->free(allocator->ctx, p);
+    return OA_ERR_OUT_OF_MEMORY;
+  }
+  pthread_mutex_init(&p->lock, NULL);
+  pthread_cond_init(&p->wake, NULL);
+  atomic_init(&p->next, 0);
+  atomic_init(&p->busy, 0);
+  for (int32_t i = 0; i < threads - 1; i++) {
+    if (pthread_create(&p->workers[i], NULL, worker_main, p) != 0) break;
+    p->n_workers++;
+  }
+  *out_pool = p;
+  return OA_OK;
+}
+
+void oa_threadpool_destroy(oa_threadpool_t *p) {
+  if (!p) return;
+  pthread_mutex_lock(&p->lock);
+  p->stop = 1;
+  pthread_cond_broadcast(&p->wake);
+  pthread_mutex_unlock(&p->lock);
+  for (int32_t i = 0; i < p->n_workers; i++) pthread_join(p->workers[i], NULL);
+  pthread_cond_destroy(&p->wake);
+  pthread_mutex_destroy(&p->lock);
+  oa_allocator_t a = p->allocator;
+  a.free(a.ctx, p->workers);
+  a.free(a.ctx, p);
+}
+
+int32_t oa_threadpool_size(const oa_threadpool_t *p) { return p ? p->n_workers + 1 : 1; }
+
+void oa_parallel_for(oa_threadpool_t *p, int64_t n, int64_t grain, oa_parallel_fn fn, void *ctx) {
+  if (n <= 0) return;
+  if (grain < 1) grain = 1;
+  if (!p || p->n_workers == 0 || n <= grain) {
+    fn(ctx, 0, n);
+    return;
+  }
+  int64_t threads = p->n_workers + 1;
+  /* a few chunks per thread balance uneven work without much counter traffic */
+  int64_t chunk = (n + threads * 4 - 1) / (threads * 4);
+  if (chunk < grain) chunk = grain;
+  p->fn = fn;
+  p->ctx = ctx;
+  p->n = n;
+  p->chunk = chunk;
+  atomic_store(&p->next, 0);
+  atomic_store(&p->busy, p->n_workers);
+  pthread_mutex_lock(&p->lock);
+  p->generation++;
+  pthread_cond_broadcast(&p->wake);
+  pthread_mutex_unlock(&p->lock);
+  run_chunks(p);
+  while (atomic_load(&p->busy) > 0) sched_yield();
+}
+
+#else /* no threads in this build: everything runs on the caller */
+
+oa_status_t oa_threadpool_create(int32_t threads, const oa_allocator_t *allocator, struct oa_threadpool **out_pool) {
+  (void)threads;
+  (void)allocator;
+  *out_pool = NULL;
+  return OA_OK;
+}
+void oa_threadpool_destroy(struct oa_threadpool *pool) { (void)pool; }
+int32_t oa_threadpool_size(const struct oa_threadpool *pool) {
+  (void)pool;
+  return 1;
+}
+void oa_parallel_for(struct oa_threadpool *pool, int64_t n, int64_t grain, oa_parallel_fn fn, void *ctx) {
+  (void)pool;
+  (void)grain;
+  if (n > 0) fn(ctx, 0, n);
+}
+#endif
