@@ -233,3 +233,10 @@ def render_markdown() -> str:
                 f"{', '.join(sorted(d.dtypes))} | {d.doc} |")
         lines.append("")
     return "\n".join(lines)
+
+# ---- attention (kept as one op: the exporter asks to_edge to preserve SDPA) ---------------------
+_op("sdpa", ("query", "key", "value", "attn_mask?"), ints=("is_causal", "gqa_groups"), floats=("scale",),
+    family="attention",
+    doc="softmax(query @ key^T * scale + mask) @ value over [..., L, E] x [..., S, E] x [..., S, Ev]; "
+        "is_causal masks j > i (top-left aligned); a bool mask keeps True; gqa_groups > 1 shares each "
+        "key/value head among that many query heads (dim -3)")

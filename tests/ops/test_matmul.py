@@ -11,18 +11,19 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import openaccel as oa
 import pytest
 import torch
 import torch.nn.functional as F
 
-from helpers import OpCase, randn, run_case
+import openaccel as oa
 from openaccel.exporter.lower import supported_edge_ops
 from openaccel.exporter.memory_plan import plan_memory
 from openaccel.exporter.serialize import serialize
 from openaccel.ir import Graph, Instr, Value
 from openaccel.program import Program
 from openaccel.runtime.host import kernel_ops
+
+from helpers import OpCase, randn, run_case
 
 TOL = {"atol": 1e-4, "rtol": 1e-4}
 NAN = float("nan")

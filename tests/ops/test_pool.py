@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
-import openaccel as oa
 import pytest
 import torch
 import torch.nn.functional as F
+
+import openaccel as oa
+
 from helpers import Fn, OpCase, randint, randn, run_case
 
 

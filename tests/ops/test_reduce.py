@@ -15,10 +15,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import openaccel as oa
 import pytest
 import torch
-from helpers import OpCase, randint, randn, run_case
+
+import openaccel as oa
 from openaccel.errors import InputError
 from openaccel.exporter.lower import supported_edge_ops
 from openaccel.exporter.memory_plan import plan_memory
@@ -26,6 +26,8 @@ from openaccel.exporter.serialize import serialize
 from openaccel.ir import Graph, Instr, Value
 from openaccel.program import Program
 from openaccel.runtime.host import kernel_ops
+
+from helpers import OpCase, randint, randn, run_case
 
 R = {"atol": 1e-6, "rtol": 1e-5}
 NAN = float("nan")

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 from typing import Any
 
-import openaccel as oa
 import pytest
 import torch
 import torch.nn.functional as F
+
+import openaccel as oa
+
 from helpers import Fn, OpCase, randn, run_case
 
 TOL: dict[str, Any] = {"atol": 1e-5, "rtol": 1e-5}

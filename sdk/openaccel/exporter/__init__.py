@@ -46,7 +46,10 @@ def _to_edge(ep: torch.export.ExportedProgram) -> torch.export.ExportedProgram:
     from executorch.exir import EdgeCompileConfig, to_edge
 
     try:
-        edge = to_edge(ep, compile_config=EdgeCompileConfig(_check_ir_validity=True))
+        # scaled_dot_product_attention stays one op (a fused kernel) instead of ~20 decomposed ones
+        config = EdgeCompileConfig(_check_ir_validity=True,
+                                   preserve_ops=[torch.ops.aten.scaled_dot_product_attention.default])
+        edge = to_edge(ep, compile_config=config)
     except Exception as e:
         msg = str(e)
         m = re.search(r"Operator (\S+) is not in Core ATen opset", msg)

@@ -21,7 +21,8 @@ from ...opset import OPS
 Rule = Callable[["LowerCtx", AtenNode], None]
 RULES: dict[str, Rule] = {}
 
-_MODULES = ("elementwise", "binary", "matmul", "conv", "pool", "norm", "reduce", "shape", "index", "resize")
+_MODULES = ("elementwise", "binary", "matmul", "conv", "pool", "norm", "reduce", "shape", "index", "resize",
+            "attention")
 
 
 def rule(*names: str) -> Callable[[Rule], Rule]:
