@@ -55,11 +55,12 @@ def test_inspect_text_and_json(mlp_files: tuple[Path, Path]) -> None:
     _, oab = mlp_files
     r = cli("inspect", str(oab))
     assert r.returncode == 0
-    assert "linear" in r.stdout and "relu" in r.stdout and "input  x: float32[1, 32]" in r.stdout
+    assert "linear" in r.stdout and "act=1" in r.stdout and "input  x: float32[1, 32]" in r.stdout
     j = json.loads(cli("inspect", str(oab), "--json").stdout)
-    assert j["ops"] == ["linear", "relu"]
+    assert j["ops"] == ["linear"]  # the ReLU is fused into the first linear's epilogue
     assert j["inputs"] == [{"name": "x", "dtype": "float32", "shape": [1, 32]}]
-    assert [i["op"] for i in j["instructions"]] == ["linear", "relu", "linear"]
+    assert [i["op"] for i in j["instructions"]] == ["linear", "linear"]
+    assert [i["args"].get("act") for i in j["instructions"]] == [1, None]
     assert all(i["device"] == "cpu" for i in j["instructions"])
     assert j["memory_plan"]["pool0"] > 0
 

@@ -18,6 +18,7 @@ import torch
 from ..errors import ExportError, UnsupportedOpError
 from ..program import Program
 from . import fold
+from .fuse import fuse_activations
 from .fx_import import import_program, source_of
 from .lower import lower_graph
 from .memory_plan import plan_memory
@@ -115,6 +116,7 @@ def export(model: torch.nn.Module | torch.export.ExportedProgram,
     step("fold batch norm", lambda: fold.fold_batch_norm(graph))
     step("remove dead code", lambda: fold.remove_dead(graph))
     step("lower to openaccel ops", lambda: lower_graph(graph))
+    step("fuse activations", lambda: fuse_activations(graph))
     profiles = load_profiles(devices)
     placement = step("place ops on devices", lambda: place(graph, profiles, list(prefer or ["cpu"])))
     plan = step("plan memory", lambda: plan_memory(graph, n_pools=len(placement.device_kinds)))
