@@ -139,6 +139,21 @@ def test_zero_dim_inputs() -> None:
     assert report.ok, str(report)
 
 
+def test_small_creation_ops_unfolded() -> None:
+    """Small creation ops are normally folded into constants; with folding off they run as
+    kernels (scalar_tensor, full, zeros_like, arange of every kind)."""
+    fn = Fn(lambda x, i: (torch.where(x > 0, x, 0.0), x + torch.full((4,), -1.5), torch.zeros_like(i) + 1,
+                          torch.arange(4) * i, torch.arange(0.5, 2.5, 0.5) + x, torch.arange(5, 1, -1) + i,
+                          torch.tensor(3) + i))
+    inputs = (randn(4), randint(-5, 5, 4))
+    prog = oa.export(fn, inputs, fold_limit_bytes=0)
+    assert {"full", "arange", "where"} <= set(prog.ops)
+    got = oa.load(prog)(*inputs)
+    for g, w in zip(got, fn(*inputs), strict=True):
+        assert g.dtype == w.dtype
+        torch.testing.assert_close(g, w, equal_nan=True)
+
+
 # ---- exporter errors ---------------------------------------------------------------------------
 
 def test_float64_math_is_unsupported() -> None:

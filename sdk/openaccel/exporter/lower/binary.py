@@ -95,7 +95,8 @@ def arith(ctx: LowerCtx, node: AtenNode) -> None:
             xv = operand(ctx, x, dt)
             emit_as(ctx, "mul", [xv, xv], out, dt)
             return
-    emit_as(ctx, op, [operand(ctx, x, dt), operand(ctx, y, dt)], out, dt, ints, floats)
+    xv = operand(ctx, x, dt)
+    emit_as(ctx, op, [xv, xv if y is x else operand(ctx, y, dt)], out, dt, ints, floats)
 
 
 # ---- comparisons and logical ops ----------------------------------------------------------------
@@ -110,7 +111,8 @@ def compare(ctx: LowerCtx, node: AtenNode) -> None:
     x, y = a["self"], a["other"]
     dt = _result_type(ctx, x, y)
     cdt = compute_dtype(ctx, op, dt)
-    ctx.emit(op, [operand(ctx, x, cdt), operand(ctx, y, cdt)], [output(node)])
+    xv = operand(ctx, x, cdt)
+    ctx.emit(op, [xv, xv if y is x else operand(ctx, y, cdt)], [output(node)])
 
 
 @rule("aten.logical_and.default", "aten.logical_or.default", "aten.logical_xor.default")

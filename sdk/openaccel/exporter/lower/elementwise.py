@@ -245,10 +245,11 @@ def _fill(ctx: LowerCtx, out: Value, value: Any) -> None:
     emit_as(ctx, "full", [], out, dt, floats=[v])
 
 
-@rule("aten.full.default", "aten.full_like.default", "aten.scalar_tensor.default")
+# the edge dialect names scalar_tensor without its namespace
+@rule("aten.full.default", "aten.full_like.default", "aten.scalar_tensor.default", "scalar_tensor.default")
 def full(ctx: LowerCtx, node: AtenNode) -> None:
     a = ctx.bind(node)
-    value = a["s"] if node.op_name == "aten.scalar_tensor.default" else a["fill_value"]
+    value = a["s"] if node.op_name.endswith("scalar_tensor.default") else a["fill_value"]
     _fill(ctx, output(node), value)
 
 
