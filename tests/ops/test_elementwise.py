@@ -52,6 +52,11 @@ CASES = [
     OpCase("ew_exact_math", _each(torch.sqrt, torch.rsqrt, torch.reciprocal, torch.floor, torch.ceil, torch.round),
            (SPECIAL,), ops=("sqrt", "rsqrt", "reciprocal", "floor", "ceil", "round")),
     OpCase("ew_round_half_even", torch.round, (TIES,), ops=("round",)),
+    # trunc (as div with rounding_mode trunc), isnan / isinf (as ne / abs + eq), nan_to_num / frac on top
+    OpCase("ew_trunc_isnan_isinf",
+           lambda x, i: (torch.trunc(x), torch.frac(x), torch.isnan(x), torch.isinf(x), torch.nan_to_num(x),
+                         torch.isnan(i), torch.isinf(i), torch.trunc(i)),
+           (SPECIAL, I64), ops=("div", "ne", "eq", "abs", "where", "full")),
     OpCase("ew_exact_math_pos", _each(torch.sqrt, torch.rsqrt), (POS,), ops=("sqrt", "rsqrt")),
     # libm vs PyTorch's vectorized functions: a few ulps
     OpCase("ew_transcendental",

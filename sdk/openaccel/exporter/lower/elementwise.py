@@ -182,6 +182,39 @@ def clamp_tensor(ctx: LowerCtx, node: AtenNode) -> None:
             cur = nxt
 
 
+@rule("aten.trunc.default")
+def trunc(ctx: LowerCtx, node: AtenNode) -> None:
+    """trunc(x) = div(x, 1, rounding_mode='trunc'): truncf(x / 1) is exactly truncf(x), NaN, inf and -0
+    included, so no separate op is needed."""
+    x = ctx.bind(node)["self"]
+    out = output(node)
+    if not out.dtype.is_floating_point and out.dtype == x.dtype:
+        ctx.alias(out, x)
+        return
+    dt = compute_dtype(ctx, "div", out.dtype)
+    if not dt.is_floating_point:
+        raise ctx.unsupported(f"dtype {dtype_name(out.dtype)}")
+    emit_as(ctx, "div", [ctx.cast(x, dt), ctx.scalar(1.0, dt)], out, dt, ints=[1])
+
+
+@rule("aten.isnan.default", "aten.isinf.default")
+def isnan_isinf(ctx: LowerCtx, node: AtenNode) -> None:
+    """isnan(x) = x != x; isinf(x) = |x| == inf (both exact); integers are never NaN or inf."""
+    x = ctx.bind(node)["self"]
+    out = output(node)
+    if not x.dtype.is_floating_point:
+        ctx.emit("full", [], [out], floats=[0.0])
+        return
+    if x.dtype != torch.float32:
+        raise ctx.unsupported(f"dtype {dtype_name(x.dtype)}")
+    if node.op_name == "aten.isnan.default":
+        ctx.emit("ne", [x, x], [out])
+        return
+    mag = ctx.temp(torch.float32, x.shape, hint="abs")
+    ctx.emit("abs", [x], [mag])
+    ctx.emit("eq", [mag, ctx.scalar(float("inf"), torch.float32)], [out])
+
+
 @rule("aten.logical_not.default")
 def logical_not(ctx: LowerCtx, node: AtenNode) -> None:
     x = ctx.bind(node)["self"]
