@@ -252,7 +252,7 @@ WHERE_ROW(where_8, 8)
 /* The row function for (op, input dtype, rounding mode), or NULL. */
 static row_fn pick_row(int op, int32_t dt, int64_t mode) {
   const int f = dt == OA_DTYPE_FLOAT32, i32 = dt == OA_DTYPE_INT32, i64 = dt == OA_DTYPE_INT64;
-  const int b = dt == OA_DTYPE_BOOL;
+  const int b = dt == OA_DTYPE_BOOL, u8 = b || dt == OA_DTYPE_UINT8; /* nonzero bytes */
 #define BY3(F, I32, I64) (f ? (F) : i32 ? (I32) : i64 ? (I64) : (row_fn)0)
 #define BY4(F, I32, I64, BL) (b ? (BL) : BY3(F, I32, I64))
   switch (op) {
@@ -274,9 +274,9 @@ static row_fn pick_row(int op, int32_t dt, int64_t mode) {
     case B_LE: return BY4(row_le_f32, row_le_i32, row_le_i64, row_le_b);
     case B_GT: return BY4(row_gt_f32, row_gt_i32, row_gt_i64, row_gt_b);
     case B_GE: return BY4(row_ge_f32, row_ge_i32, row_ge_i64, row_ge_b);
-    case B_LAND: return dt == OA_DTYPE_INT8 ? row_land_i8 : (b || dt == OA_DTYPE_UINT8) ? row_land_u8 : BY3(row_land_f32, row_land_i32, row_land_i64);
-    case B_LOR: return dt == OA_DTYPE_INT8 ? row_lor_i8 : (b || dt == OA_DTYPE_UINT8) ? row_lor_u8 : BY3(row_lor_f32, row_lor_i32, row_lor_i64);
-    case B_LXOR: return dt == OA_DTYPE_INT8 ? row_lxor_i8 : (b || dt == OA_DTYPE_UINT8) ? row_lxor_u8 : BY3(row_lxor_f32, row_lxor_i32, row_lxor_i64);
+    case B_LAND: return u8 ? row_land_u8 : dt == OA_DTYPE_INT8 ? row_land_i8 : BY3(row_land_f32, row_land_i32, row_land_i64);
+    case B_LOR: return u8 ? row_lor_u8 : dt == OA_DTYPE_INT8 ? row_lor_i8 : BY3(row_lor_f32, row_lor_i32, row_lor_i64);
+    case B_LXOR: return u8 ? row_lxor_u8 : dt == OA_DTYPE_INT8 ? row_lxor_i8 : BY3(row_lxor_f32, row_lxor_i32, row_lxor_i64);
     case B_BAND: return b ? row_band_b : i32 ? row_band_i32 : i64 ? row_band_i64 : (row_fn)0;
     case B_BOR: return b ? row_bor_b : i32 ? row_bor_i32 : i64 ? row_bor_i64 : (row_fn)0;
     case B_BXOR: return b ? row_bxor_b : i32 ? row_bxor_i32 : i64 ? row_bxor_i64 : (row_fn)0;
