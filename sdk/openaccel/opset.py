@@ -64,26 +64,32 @@ _op("elu", ("self",), floats=("alpha", "scale", "input_scale"), inplace=0, famil
 _op("hardtanh", ("self",), floats=("min_val", "max_val"), dtypes=NUM, inplace=0, family="elementwise",
     doc="clamp(x, min_val, max_val); relu6 is hardtanh(0, 6)")
 _op("clamp", ("self",), ints=("has_min", "has_max"), floats=("min", "max"), dtypes=NUM, inplace=0,
-    family="elementwise", doc="clamp with optional bounds")
+    family="elementwise", doc="clamp with optional bounds; NaN (in x or a bound) propagates; integer inputs "
+    "use ceil(min) / floor(max) saturated to the dtype")
 _op("logical_not", ("self",), dtypes=ANY, family="elementwise", doc="output bool: x == 0")
 _op("bitwise_not", ("self",), dtypes=INTS | BOOL, inplace=0, family="elementwise", doc="~x (not x for bool)")
-_op("cast", ("self",), dtypes=ANY, family="elementwise",
-    doc="convert to the output tensor's dtype (float->int truncates toward zero, saturating)")
+_op("cast", ("self",), dtypes=ANY | frozenset({"int16", "float64"}), family="elementwise",
+    doc="convert to the output tensor's dtype: int->int wraps; float->int32/int64 truncates toward zero, "
+    "saturating (NaN -> 0); float->uint8/int8/int16 truncates to int64 then wraps (PyTorch's uint8 rule); "
+    "->bool is x != 0")
 
 # ---- elementwise: binary with broadcasting ------------------------------------------------------
 _op("add", ("self", "other"), floats=("alpha",), dtypes=NUM, inplace=0, family="binary",
-    doc="self + alpha * other (alpha missing = 1)")
+    doc="self + alpha * other (alpha missing = 1; an integer for integer inputs); integers wrap")
 _op("sub", ("self", "other"), floats=("alpha",), dtypes=NUM, inplace=0, family="binary",
-    doc="self - alpha * other (alpha missing = 1)")
+    doc="self - alpha * other (alpha missing = 1; an integer for integer inputs); integers wrap")
 _op("mul", ("self", "other"), dtypes=NUM | BOOL, inplace=0, family="binary")
 _op("div", ("self", "other"), ints=("rounding_mode",), dtypes=NUM, inplace=0, family="binary",
-    doc="rounding_mode: 0 true division, 1 trunc, 2 floor")
-_op("pow", ("self", "other"), dtypes=NUM, inplace=0, family="binary")
-_op("minimum", ("self", "other"), dtypes=NUM, inplace=0, family="binary")
-_op("maximum", ("self", "other"), dtypes=NUM, inplace=0, family="binary")
+    doc="rounding_mode: 0 true division (float32 only), 1 trunc, 2 floor; integer division by zero is a "
+    "run-time error")
+_op("pow", ("self", "other"), dtypes=NUM, inplace=0, family="binary",
+    doc="integers: negative exponents give 0 unless |self| = 1; products wrap")
+_op("minimum", ("self", "other"), dtypes=NUM, inplace=0, family="binary", doc="NaN propagates")
+_op("maximum", ("self", "other"), dtypes=NUM, inplace=0, family="binary", doc="NaN propagates")
 _op("remainder", ("self", "other"), dtypes=NUM, inplace=0, family="binary",
-    doc="Python-style modulo (sign of the divisor)")
-_op("fmod", ("self", "other"), dtypes=NUM, inplace=0, family="binary", doc="C-style modulo")
+    doc="Python-style modulo (sign of the divisor); integer modulo by zero is a run-time error")
+_op("fmod", ("self", "other"), dtypes=NUM, inplace=0, family="binary",
+    doc="C-style modulo (sign of the dividend); integer modulo by zero is a run-time error")
 for _name in ("eq", "ne", "lt", "le", "gt", "ge"):
     _op(_name, ("self", "other"), dtypes=NUM | BOOL, family="binary", doc="output bool")
 for _name in ("logical_and", "logical_or", "logical_xor"):
@@ -94,9 +100,11 @@ _op("where", ("condition", "self", "other"), dtypes=ANY, family="binary",
     doc="condition (bool) ? self : other, all three broadcast")
 
 # ---- creation ---------------------------------------------------------------------------------
-_op("full", (), floats=("value",), dtypes=ANY, family="creation", doc="fill the output with value")
+_op("full", (), floats=("value",), dtypes=ANY, family="creation",
+    doc="fill the output with value (an in-range integer for integer outputs)")
 _op("arange", (), floats=("start", "step"), dtypes=NUM, family="creation",
-    doc="out[i] = start + i * step (length from the output)")
+    doc="1-D out[i] = start + i * step (length from the output; float32: computed in double then rounded; "
+    "integers: exact, |values| <= 2^53)")
 
 # ---- matrix products --------------------------------------------------------------------------
 _op("linear", ("input", "weight", "bias?"), ints=("act",), floats=("act_min", "act_max"),

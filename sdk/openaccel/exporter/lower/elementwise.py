@@ -1,14 +1,316 @@
-"""Lowering rules: unary elementwise ops and activations."""
+"""Lowering rules: unary elementwise ops and activations, dtype conversion (cast) and the creation
+ops (full, arange).
+
+Type promotion: the kernels compute in one dtype (opset.py); the result dtype is the node's output
+dtype (to_edge already applied PyTorch's promotion), so inputs are cast to the compute dtype and,
+where the kernel cannot produce the output dtype directly, the result is cast back. 8/16-bit
+integers compute in int32 and wrap back on the final cast, which is exact for these ops.
+"""
 
 from __future__ import annotations
 
-from ...ir import AtenNode
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from ...ir import AtenNode, Value, dtype_name
+from ...opset import OPS
 from . import LowerCtx, rule
 
+_SMALL_INTS = (torch.uint8, torch.int8, torch.int16)
+_CAST_DTYPES = (torch.float32, torch.float64, torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8,
+                torch.bool)
+_EXACT_INT = 2**53  # integers travel as float64 arguments: exact up to here
 
-@rule("aten.relu.default")
-def relu(ctx: LowerCtx, node: AtenNode) -> None:
-    a = ctx.bind(node)
-    (out,) = node.outputs
+
+def compute_dtype(ctx: LowerCtx, op: str, want: torch.dtype) -> torch.dtype:
+    """The dtype the `op` kernel computes in to produce a result of dtype `want`."""
+    allowed = OPS[op].dtypes
+    if dtype_name(want) in allowed:
+        return want
+    if want in _SMALL_INTS and "int32" in allowed:
+        return torch.int32
+    raise ctx.unsupported(f"dtype {dtype_name(want)} (the '{op}' kernel computes in "
+                          f"{', '.join(sorted(allowed))})")
+
+
+def operand(ctx: LowerCtx, a: Any, dtype: torch.dtype) -> Value:
+    """A tensor operand (cast if needed) or a Python scalar made a 0-d constant of `dtype`."""
+    if isinstance(a, Value):
+        return ctx.cast(a, dtype)
+    if isinstance(a, (bool, int, float)):
+        return ctx.scalar(a, dtype)
+    raise ctx.unsupported(f"operand of type {type(a).__name__}")
+
+
+def emit_as(ctx: LowerCtx, op: str, inputs: Sequence[Value | None], out: Value, result: torch.dtype,
+            ints: Sequence[int] = (), floats: Sequence[float] = ()) -> None:
+    """Emit `op` producing dtype `result`, then cast into `out` if its dtype differs."""
+    if out.dtype == result:
+        ctx.emit(op, inputs, [out], ints, floats)
+        return
+    if out.dtype not in _CAST_DTYPES:
+        raise ctx.unsupported(f"output dtype {dtype_name(out.dtype)}")
+    tmp = ctx.temp(result, out.shape, hint=op)
+    ctx.emit(op, inputs, [tmp], ints, floats)
+    ctx.emit("cast", [tmp], [out])
+
+
+def output(node: AtenNode) -> Value:
+    out = node.outputs[0]
     assert out is not None
-    ctx.emit("relu", [a["self"]], [out])
+    return out
+
+
+def int_arg(ctx: LowerCtx, name: str, v: Any, dtype: torch.dtype) -> float:
+    """A scalar argument used by an integer kernel: must be an integer exactly representable as float64."""
+    if isinstance(v, bool):
+        v = int(v)
+    if isinstance(v, float) and v.is_integer():
+        v = int(v)
+    if not isinstance(v, int):
+        raise ctx.unsupported(f"{name} = {v!r} is not an integer but the op computes in {dtype_name(dtype)}")
+    if abs(v) > _EXACT_INT:
+        raise ctx.unsupported(f"{name} = {v} is beyond 2^53 (arguments are stored as float64)")
+    return float(v)
+
+
+# ---- unary ------------------------------------------------------------------------------------
+
+_UNARY = {
+    "neg": "neg", "abs": "abs", "exp": "exp", "log": "log", "sqrt": "sqrt", "rsqrt": "rsqrt",
+    "sigmoid": "sigmoid", "tanh": "tanh", "relu": "relu", "silu": "silu", "hardswish": "hardswish",
+    "hardsigmoid": "hardsigmoid", "sin": "sin", "cos": "cos", "erf": "erf", "floor": "floor",
+    "ceil": "ceil", "round": "round", "sign": "sign", "sgn": "sign", "reciprocal": "reciprocal",
+    "log1p": "log1p", "expm1": "expm1",
+}
+
+
+@rule(*(f"aten.{name}.default" for name in _UNARY))
+def unary(ctx: LowerCtx, node: AtenNode) -> None:
+    op = _UNARY[node.op_name.split(".")[1]]
+    x = ctx.bind(node)["self"]
+    out = output(node)
+    if not isinstance(x, Value):
+        raise ctx.unsupported("a non-tensor input")
+    if op in ("floor", "ceil", "round") and not out.dtype.is_floating_point and out.dtype == x.dtype:
+        ctx.alias(out, x)  # integer rounding is the identity (PyTorch returns a copy)
+        return
+    dt = compute_dtype(ctx, op, out.dtype)
+    emit_as(ctx, op, [ctx.cast(x, dt)], out, dt)
+
+
+@rule("aten.gelu.default")
+def gelu(ctx: LowerCtx, node: AtenNode) -> None:
+    a = ctx.bind(node)
+    out = output(node)
+    approx = a["approximate"] or "none"
+    if approx not in ("none", "tanh"):
+        raise ctx.unsupported(f"approximate='{approx}' (expected 'none' or 'tanh')")
+    dt = compute_dtype(ctx, "gelu", out.dtype)
+    emit_as(ctx, "gelu", [ctx.cast(a["self"], dt)], out, dt, ints=[1 if approx == "tanh" else 0])
+
+
+@rule("aten.leaky_relu.default")
+def leaky_relu(ctx: LowerCtx, node: AtenNode) -> None:
+    a = ctx.bind(node)
+    out = output(node)
+    dt = compute_dtype(ctx, "leaky_relu", out.dtype)
+    emit_as(ctx, "leaky_relu", [ctx.cast(a["self"], dt)], out, dt, floats=[float(a["negative_slope"])])
+
+
+@rule("aten.elu.default")
+def elu(ctx: LowerCtx, node: AtenNode) -> None:
+    a = ctx.bind(node)
+    out = output(node)
+    dt = compute_dtype(ctx, "elu", out.dtype)
+    emit_as(ctx, "elu", [ctx.cast(a["self"], dt)], out, dt,
+            floats=[float(a["alpha"]), float(a["scale"]), float(a["input_scale"])])
+
+
+def _bound(ctx: LowerCtx, name: str, v: Any, dt: torch.dtype) -> float:
+    if dt.is_floating_point:
+        return float(v)
+    return int_arg(ctx, name, v, dt)
+
+
+@rule("aten.hardtanh.default")
+def hardtanh(ctx: LowerCtx, node: AtenNode) -> None:
+    a = ctx.bind(node)
+    out = output(node)
+    dt = compute_dtype(ctx, "hardtanh", out.dtype)
+    lo, hi = _bound(ctx, "min_val", a["min_val"], dt), _bound(ctx, "max_val", a["max_val"], dt)
+    emit_as(ctx, "hardtanh", [ctx.cast(a["self"], dt)], out, dt, floats=[lo, hi])
+
+
+@rule("aten.clamp.default")
+def clamp(ctx: LowerCtx, node: AtenNode) -> None:
+    a = ctx.bind(node)
+    out = output(node)
+    lo, hi = a["min"], a["max"]
+    if lo is None and hi is None:
+        raise ctx.unsupported("clamp needs at least one of min and max")
+    dt = compute_dtype(ctx, "clamp", out.dtype)
+    flo = 0.0 if lo is None else _bound(ctx, "min", lo, dt)
+    fhi = 0.0 if hi is None else _bound(ctx, "max", hi, dt)
+    emit_as(ctx, "clamp", [ctx.cast(a["self"], dt)], out, dt,
+            ints=[int(lo is not None), int(hi is not None)], floats=[flo, fhi])
+
+
+@rule("aten.clamp.Tensor")
+def clamp_tensor(ctx: LowerCtx, node: AtenNode) -> None:
+    """clamp(x, min, max) with tensor bounds = minimum(maximum(x, min), max), NaN-propagating as
+    PyTorch's clamp."""
+    a = ctx.bind(node)
+    out = output(node)
+    x, lo, hi = a["self"], a["min"], a["max"]
+    if lo is None and hi is None:
+        raise ctx.unsupported("clamp needs at least one of min and max")
+    dt = compute_dtype(ctx, "maximum", out.dtype)
+    cur = ctx.cast(x, dt)
+    steps = [(op, b) for op, b in (("maximum", lo), ("minimum", hi)) if b is not None]
+    for k, (op, b) in enumerate(steps):
+        bv = operand(ctx, b, dt)
+        if k == len(steps) - 1:
+            emit_as(ctx, op, [cur, bv], out, dt)
+        else:
+            shape = tuple(torch.broadcast_shapes(cur.shape, bv.shape))
+            nxt = ctx.temp(dt, shape, hint=op)
+            ctx.emit(op, [cur, bv], [nxt])
+            cur = nxt
+
+
+@rule("aten.trunc.default")
+def trunc(ctx: LowerCtx, node: AtenNode) -> None:
+    """trunc(x) = div(x, 1, rounding_mode='trunc'): truncf(x / 1) is exactly truncf(x), NaN, inf and -0
+    included, so no separate op is needed."""
+    x = ctx.bind(node)["self"]
+    out = output(node)
+    if not out.dtype.is_floating_point and out.dtype == x.dtype:
+        ctx.alias(out, x)
+        return
+    dt = compute_dtype(ctx, "div", out.dtype)
+    if not dt.is_floating_point:
+        raise ctx.unsupported(f"dtype {dtype_name(out.dtype)}")
+    emit_as(ctx, "div", [ctx.cast(x, dt), ctx.scalar(1.0, dt)], out, dt, ints=[1])
+
+
+@rule("aten.isnan.default", "aten.isinf.default")
+def isnan_isinf(ctx: LowerCtx, node: AtenNode) -> None:
+    """isnan(x) = x != x; isinf(x) = |x| == inf (both exact); integers are never NaN or inf."""
+    x = ctx.bind(node)["self"]
+    out = output(node)
+    if not x.dtype.is_floating_point:
+        ctx.emit("full", [], [out], floats=[0.0])
+        return
+    if x.dtype != torch.float32:
+        raise ctx.unsupported(f"dtype {dtype_name(x.dtype)}")
+    if node.op_name == "aten.isnan.default":
+        ctx.emit("ne", [x, x], [out])
+        return
+    mag = ctx.temp(torch.float32, x.shape, hint="abs")
+    ctx.emit("abs", [x], [mag])
+    ctx.emit("eq", [mag, ctx.scalar(float("inf"), torch.float32)], [out])
+
+
+@rule("aten.logical_not.default")
+def logical_not(ctx: LowerCtx, node: AtenNode) -> None:
+    x = ctx.bind(node)["self"]
+    out = output(node)
+    if dtype_name(x.dtype) not in OPS["logical_not"].dtypes:
+        x = ctx.cast(x, torch.bool)  # the nonzero test, exact for every dtype
+    ctx.emit("logical_not", [x], [out])
+
+
+@rule("aten.bitwise_not.default")
+def bitwise_not(ctx: LowerCtx, node: AtenNode) -> None:
+    x = ctx.bind(node)["self"]
+    out = output(node)
+    dt = compute_dtype(ctx, "bitwise_not", out.dtype)
+    emit_as(ctx, "bitwise_not", [ctx.cast(x, dt)], out, dt)
+
+
+# ---- dtype conversion ---------------------------------------------------------------------------
+
+@rule("dim_order_ops._to_dim_order_copy.default", "aten._to_copy.default")
+def to_copy(ctx: LowerCtx, node: AtenNode) -> None:
+    a = ctx.bind(node)
+    x = a["self"]
+    out = output(node)
+    dim_order = a.get("dim_order")
+    if dim_order is not None and list(dim_order) != list(range(len(out.shape))):
+        raise ctx.unsupported(f"dim_order {list(dim_order)} (only the contiguous order is supported)")
+    fmt = a.get("memory_format")
+    if fmt is not None and fmt not in (torch.preserve_format, torch.contiguous_format):
+        raise ctx.unsupported(f"memory_format {fmt} (only contiguous tensors are supported)")
+    if not isinstance(x, Value) or tuple(x.shape) != tuple(out.shape):
+        raise ctx.unsupported("a conversion that changes the shape")
+    if out.dtype == x.dtype:
+        ctx.alias(out, x)
+        return
+    for dt in (x.dtype, out.dtype):
+        if dt not in _CAST_DTYPES:
+            raise ctx.unsupported(f"conversion from {dtype_name(x.dtype)} to {dtype_name(out.dtype)} "
+                                  f"({dtype_name(dt)} is not supported by the cast kernel)")
+    ctx.emit("cast", [x], [out])
+
+
+# ---- creation -----------------------------------------------------------------------------------
+
+def _fill(ctx: LowerCtx, out: Value, value: Any) -> None:
+    dt = compute_dtype(ctx, "full", out.dtype)
+    if isinstance(value, Value):
+        raise ctx.unsupported("a tensor fill value")
+    if dt == torch.bool:
+        v = float(bool(value))
+    elif dt.is_floating_point:
+        v = float(value)
+    else:
+        if isinstance(value, float):
+            if not math.isfinite(value):
+                raise ctx.unsupported(f"fill value {value} for an integer tensor")
+            value = int(value)  # PyTorch truncates
+        if dt != out.dtype:  # 8/16-bit: the final cast wraps like PyTorch's conversion
+            value = int(torch.tensor(value).to(out.dtype))
+        v = int_arg(ctx, "fill_value", value, dt)
+    emit_as(ctx, "full", [], out, dt, floats=[v])
+
+
+# the edge dialect names scalar_tensor without its namespace
+@rule("aten.full.default", "aten.full_like.default", "aten.scalar_tensor.default", "scalar_tensor.default")
+def full(ctx: LowerCtx, node: AtenNode) -> None:
+    a = ctx.bind(node)
+    value = a["s"] if node.op_name.endswith("scalar_tensor.default") else a["fill_value"]
+    _fill(ctx, output(node), value)
+
+
+@rule("aten.zeros.default", "aten.zeros_like.default")
+def zeros(ctx: LowerCtx, node: AtenNode) -> None:
+    _fill(ctx, output(node), 0)
+
+
+@rule("aten.ones.default", "aten.ones_like.default")
+def ones(ctx: LowerCtx, node: AtenNode) -> None:
+    _fill(ctx, output(node), 1)
+
+
+@rule("aten.arange.default", "aten.arange.start", "aten.arange.start_step")
+def arange(ctx: LowerCtx, node: AtenNode) -> None:
+    a = ctx.bind(node)
+    out = output(node)
+    start = a.get("start", 0) if node.op_name != "aten.arange.default" else 0
+    step = a.get("step", 1) if node.op_name == "aten.arange.start_step" else 1
+    for name, v in (("start", start), ("step", step)):
+        if not isinstance(v, (bool, int, float)):
+            raise ctx.unsupported(f"{name} of type {type(v).__name__}")
+    dt = compute_dtype(ctx, "arange", out.dtype)
+    if dt.is_floating_point:
+        floats = [float(start), float(step)]
+    else:
+        floats = [int_arg(ctx, "start", start, dt), int_arg(ctx, "step", step, dt)]
+        last = floats[0] + floats[1] * max(out.numel - 1, 0)
+        if abs(last) > _EXACT_INT:
+            raise ctx.unsupported(f"values up to {last:g} are beyond 2^53")
+    emit_as(ctx, "arange", [], out, dt, floats=floats)
