@@ -128,6 +128,12 @@ class Graph:
 
 def op_name_of(target: Any) -> str:
     """'aten.add.Tensor' for an EdgeOpOverload / OpOverload, the qualified name otherwise."""
+    schema = getattr(target, "_schema", None)
+    if schema is None:
+        schema = getattr(getattr(target, "_op", None), "_schema", None)
+    if schema is not None and "::" in schema.name:
+        ns, op = schema.name.split("::", 1)
+        return f"{ns}.{op}.{schema.overload_name or 'default'}"
     name = getattr(target, "__name__", None)
     if isinstance(name, str) and "." in name:
         return name
