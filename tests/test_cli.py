@@ -109,3 +109,20 @@ def test_devices_host_reports_real_isa_keys() -> None:
     flags = open("/proc/cpuinfo").read()
     assert dev["queries"]["cpu.avx2"] == int(" avx2 " in flags)
     assert dev["queries"]["cpu.cores"] >= 1
+
+
+def test_missing_cross_compiler_says_what_to_install(tmp_path: Path) -> None:
+    """With no cross compiler (or cmake) on PATH, targets and build-runtime name the packages to
+    install instead of failing inside CMake."""
+    env = {"PATH": str(tmp_path), "HOME": str(tmp_path), "OPENACCEL_CACHE": str(tmp_path / "cache")}
+    r = subprocess.run([sys.executable, "-m", "openaccel", "targets", "--json"], capture_output=True, text=True,
+                       env=env, timeout=120)
+    assert r.returncode == 0, r.stderr
+    rv = next(t for t in json.loads(r.stdout) if t["name"] == "qemu-riscv64")
+    assert not rv["ready"] and "riscv64-linux-gnu-gcc" in rv["missing"]
+    assert rv["install"] == "apt-get install -y gcc-riscv64-linux-gnu qemu-user cmake"
+    r = subprocess.run([sys.executable, "-m", "openaccel", "build-runtime", "--target", "qemu-riscv64"],
+                       capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    text = " ".join(r.stderr.split())
+    assert "riscv64-linux-gnu-gcc" in text and "install with: apt-get install -y gcc-riscv64-linux-gnu" in text
