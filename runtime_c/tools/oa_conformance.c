@@ -792,11 +792,17 @@ static int check_stream_ordering(suite_t *s) {
     uint8_t *snap_run[2] = {snaps, msnaps};
     uint8_t *final_run[2] = {model, model + (size_t)2 * ORD_BUF};
     const size_t nbytes = ORDB_NF * sizeof(float);
-    oa_tensor_t ts[3];
-    oa_tensor_t *ptrs[3];
-    oa_op_call_t call;
-    oa_op_plan_t plan;
-    const double alpha = -0.5;
+    /* one call per step, alive until the stream has drained: a device may keep the pointers (the
+     * executor's calls live as long as the method) */
+    typedef struct step_call {
+      oa_tensor_t ts[3];
+      oa_tensor_t *ptrs[3];
+      oa_op_call_t call;
+      oa_op_plan_t plan;
+    } step_call_t;
+    step_call_t *calls = (step_call_t *)host_alloc(s, sizeof(step_call_t) * ORDB_STEPS);
+    if (!calls) FAIL("out of host memory");
+    static const double alpha = -0.5;
     for (int run = 0; run < 2; run++) { /* run 0: synchronize after every step; run 1: queue everything */
       int snap = 0;
       for (int i = 0; i < ORD_NB; i++) TRY(h2d(s, st, buf[i], fp + (size_t)i * ORDB_NF, nbytes), "copy host to device");
@@ -811,16 +817,20 @@ static int check_stream_ordering(suite_t *s) {
         } else if (q->kind == 2) {
           e = d2h(s, st, snap_run[run] + (size_t)snap++ * nbytes, buf[q->a], nbytes);
         } else if (q->kind == 3) {
-          f32_tensor(&ts[0], buf[q->a], ORDB_NF, "x");
-          f32_tensor(&ts[1], buf[q->b], ORDB_NF, "y");
-          if ((e = prep_simple(s, "relu", ts, 1, &call, ptrs, &plan, NULL, 0))) FAIL("prepare relu: %s", sn(e));
-          e = oa_device_execute_op(s->dev, st, &call, &plan, NULL, NULL);
+          step_call_t *sc = &calls[k];
+          f32_tensor(&sc->ts[0], buf[q->a], ORDB_NF, "x");
+          f32_tensor(&sc->ts[1], buf[q->b], ORDB_NF, "y");
+          if ((e = prep_simple(s, "relu", sc->ts, 1, &sc->call, sc->ptrs, &sc->plan, NULL, 0)))
+            FAIL("prepare relu: %s", sn(e));
+          e = oa_device_execute_op(s->dev, st, &sc->call, &sc->plan, NULL, NULL);
         } else {
-          f32_tensor(&ts[0], buf[q->a], ORDB_NF, "a");
-          f32_tensor(&ts[1], buf[q->b], ORDB_NF, "b");
-          f32_tensor(&ts[2], buf[q->c], ORDB_NF, "y");
-          if ((e = prep_simple(s, "add", ts, 2, &call, ptrs, &plan, &alpha, 1))) FAIL("prepare add: %s", sn(e));
-          e = oa_device_execute_op(s->dev, st, &call, &plan, NULL, NULL);
+          step_call_t *sc = &calls[k];
+          f32_tensor(&sc->ts[0], buf[q->a], ORDB_NF, "a");
+          f32_tensor(&sc->ts[1], buf[q->b], ORDB_NF, "b");
+          f32_tensor(&sc->ts[2], buf[q->c], ORDB_NF, "y");
+          if ((e = prep_simple(s, "add", sc->ts, 2, &sc->call, sc->ptrs, &sc->plan, &alpha, 1)))
+            FAIL("prepare add: %s", sn(e));
+          e = oa_device_execute_op(s->dev, st, &sc->call, &sc->plan, NULL, NULL);
         }
         if (e) FAIL("phase B step %d failed: %s", k, sn(e));
         if (run == 0) TRY(sync_stream(s, st), "stream_synchronize");
