@@ -297,6 +297,37 @@ def cmd_flash(a: argparse.Namespace) -> int:
     return 1 if res.failed else 0
 
 
+def cmd_conformance(a: argparse.Namespace) -> int:
+    from rich.markup import escape
+
+    from .conformance import run_conformance
+
+    def log(s: str) -> None:
+        err.print(f"[dim]{s}[/]")
+
+    rep = run_conformance(a.device, target=a.target, seed=a.seed, filter=a.filter, log=log)
+    if a.json:
+        for d in rep.devices:
+            print(json.dumps(d))
+        for c in rep.checks:
+            print(json.dumps({"event": "check", "device": c.device, "name": c.name, "result": c.result,
+                              "detail": c.detail}))
+        print(json.dumps({"event": "summary", "target": rep.target, "emulated": rep.emulated, "passed": rep.passed,
+                          "failed": rep.failed, "skipped": rep.skipped}))
+        return 1 if rep.failed else 0
+    tags = {"PASS": "[green]PASS[/]  ", "FAIL": "[red]FAIL[/]  ", "SKIP": "[yellow]SKIP[/]  "}
+    for d in rep.devices:
+        emu = " [yellow](emulated)[/]" if rep.emulated else ""
+        out.print(f"[bold]device {d['index']}[/]: {escape(d['name'])} {escape('[' + d['kind'] + ']')} by "
+                  f"{escape(d['vendor'])} on {rep.target}, seed {d['seed']}{emu}", markup=True)
+        for c in rep.checks:
+            if c.device == d["index"]:
+                out.print(f"{escape(c.name):<34} {tags[c.result]}{escape(c.detail)}", markup=True)
+    print(f"{rep.skipped} skipped")
+    print(f"{rep.passed} passed, {rep.failed} failed")
+    return 1 if rep.failed else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="openaccel", description="openaccel: PyTorch -> .oab bytecode -> edge boards")
     p.add_argument("--version", action="version", version=f"openaccel {__version__}")
@@ -369,6 +400,17 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--device", action="append", metavar="LIB.so", help="also load a vendor device library")
     d.add_argument("--json", action="store_true")
     d.set_defaults(fn=cmd_devices)
+
+    c = sub.add_parser("conformance", help="check a device against the standard device interface; ends with "
+                       "'N passed, N failed'")
+    c.add_argument("--device", metavar="LIB",
+                   help="a vendor device library (.so exporting oa_device_factory), or 'sim' for the "
+                   "examples/vendor_device simulator; default: the built-in CPU device")
+    c.add_argument("--target", default="host", help="runtime build to check (qemu-* runs under emulation)")
+    c.add_argument("--seed", type=int, default=1, help="seed of the random op inputs")
+    c.add_argument("--filter", metavar="TEXT", help="run only the checks whose name contains TEXT")
+    c.add_argument("--json", action="store_true")
+    c.set_defaults(fn=cmd_conformance)
     return p
 
 

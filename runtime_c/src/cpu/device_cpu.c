@@ -13,6 +13,19 @@
 
 static oa_cpu_device_t *cpu_of(oa_device_t *dev) { return (oa_cpu_device_t *)dev; }
 
+/* ---- streams and events: the CPU runs work when it is issued, so a stream only remembers a
+ * failure (sticky: every event recorded after it carries it) and events only a timestamp. ---- */
+struct oa_stream {
+  oa_status_t failure;
+};
+
+struct oa_event {
+  uint32_t flags;
+  int32_t recorded;
+  uint64_t time_ns;
+  oa_status_t status;
+};
+
 static oa_status_t cpu_get_properties(oa_device_t *dev, oa_device_properties_t *out) {
   oa_cpu_device_t *cpu = cpu_of(dev);
   memset(out, 0, sizeof *out);
@@ -74,8 +87,8 @@ static oa_status_t cpu_supports_op(oa_device_t *dev, const char *op, uint64_t *o
 
 static oa_status_t cpu_allocate(oa_device_t *dev, size_t size, size_t alignment, void **out_ptr) {
   oa_cpu_device_t *cpu = cpu_of(dev);
+  if (alignment & (alignment - 1)) return OA_ERR_INVALID_ARGUMENT; /* before raising it: 48 is not honoured by 64 */
   if (alignment < 64) alignment = 64;
-  if (alignment & (alignment - 1)) return OA_ERR_INVALID_ARGUMENT;
   /* a size header in front of the block keeps the stats exact without a table */
   size_t head = alignment;
   if (size > SIZE_MAX - head) return OA_ERR_OUT_OF_MEMORY;
@@ -119,9 +132,12 @@ static oa_status_t cpu_unwrap(oa_device_t *dev, void *ptr) {
 static oa_status_t cpu_copy(oa_device_t *dev, oa_stream_t *stream, void *dst, const void *src, size_t size,
                             oa_copy_kind_t kind) {
   (void)dev;
-  (void)stream;
   (void)kind;
-  if (size && (!dst || !src)) return OA_ERR_INVALID_ARGUMENT;
+  if (stream && stream->failure) return stream->failure; /* a failed stream runs nothing more */
+  if (size && (!dst || !src)) {
+    if (stream) stream->failure = OA_ERR_INVALID_ARGUMENT;
+    return OA_ERR_INVALID_ARGUMENT;
+  }
   if (size) memmove(dst, src, size);
   return OA_OK;
 }
@@ -142,18 +158,7 @@ static oa_status_t cpu_synchronize(oa_device_t *dev) {
   return OA_OK; /* CPU work completes before execute_op returns */
 }
 
-/* ---- streams and events: the CPU runs work when it is issued, so a stream only remembers a
- * failure (sticky: every event recorded after it carries it) and events only a timestamp. ---- */
-struct oa_stream {
-  oa_status_t failure;
-};
-
-struct oa_event {
-  uint32_t flags;
-  int32_t recorded;
-  uint64_t time_ns;
-  oa_status_t status;
-};
+/* ---- streams and events (the structs are at the top of this file) ---------------------------- */
 
 static oa_status_t cpu_stream_create(oa_device_t *dev, int32_t priority, oa_stream_t **out) {
   oa_cpu_device_t *cpu = cpu_of(dev);
@@ -298,9 +303,15 @@ static oa_status_t cpu_execute_op(oa_device_t *dev, oa_stream_t *stream, const o
                                   const oa_op_plan_t *plan, void *scratch, oa_diag_t *diag) {
   (void)stream;
   oa_kernel_env_t env = env_of(cpu_of(dev));
-  const oa_kernel_t *k = (const oa_kernel_t *)plan->kernel;
-  if (!k) return oa_diag_fail(diag, OA_ERR_INTERNAL, "op '%s' was not prepared", call->op);
+  const oa_kernel_t *k = plan ? (const oa_kernel_t *)plan->kernel : NULL;
   if (stream && stream->failure) return stream->failure; /* a failed stream runs nothing more */
+  if (!k) {
+    /* a failure like any other: later events on the stream carry it */
+    oa_status_t st = oa_diag_fail(diag, OA_ERR_INVALID_ARGUMENT, "op '%s' was not prepared on this CPU device",
+                                  call && call->op ? call->op : "?");
+    if (stream) stream->failure = st;
+    return st;
+  }
   oa_status_t st = k->run(call, plan, scratch, &env, diag);
   if (st && stream) stream->failure = st;
   return st;
