@@ -4,9 +4,11 @@ against PyTorch eager: float32 and integer dtypes, type promotion (int/float, Py
 
 from __future__ import annotations
 
-import openaccel as oa
 import pytest
 import torch
+
+import openaccel as oa
+
 from helpers import Fn, OpCase, randint, randn, run_case
 
 NAN, INF = float("nan"), float("inf")

@@ -4,10 +4,12 @@ promotion, in-place reuse."""
 
 from __future__ import annotations
 
-import openaccel as oa
 import pytest
 import torch
 import torch.nn.functional as F
+
+import openaccel as oa
+
 from helpers import Fn, OpCase, randint, randn, run_case
 
 NAN, INF = float("nan"), float("inf")

@@ -75,6 +75,8 @@ def apply_inplace(graph: Graph) -> int:
     outputs = {root_of(v)[0] for v in graph.outputs}
     reused = 0
     for i, ins in enumerate(graph.instrs):
+        if ins.kind != "op":
+            continue
         k = OPS[ins.op].inplace
         if k is None or k >= len(ins.inputs) or len(ins.outputs) != 1:
             continue
