@@ -162,7 +162,10 @@ def place(graph: Graph, profiles: dict[str, DeviceProfile], prefer: list[str]) -
     final: list[Value] = []
     for v in graph.outputs:
         if residency(v) not in (None, 0):
-            final.append(transfer(v, 0, Source(node="output")))
+            moved = transfer(v, 0, Source(node="output"))
+            # the method's output keeps the model's name; the device-side copy gets the suffix
+            moved.name, v.name = v.name, f"{v.name}@{kinds[residency(v) or 0]}"
+            final.append(moved)
         else:
             final.append(v)
     graph.outputs = final
