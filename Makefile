@@ -15,6 +15,7 @@ demo: setup
 
 test: setup
 	@$(PY) -m ruff check sdk tests benchmarks examples
+	@$(PY) -m mypy
 	@scripts/gen_schema.sh --check
 	@$(PY) -m pytest -q -n $(PYTEST_J) --dist loadgroup
 
@@ -23,6 +24,7 @@ test-fast: setup
 
 lint: setup
 	@$(PY) -m ruff check sdk tests benchmarks examples
+	@$(PY) -m mypy
 
 schema:
 	@scripts/gen_schema.sh

@@ -207,10 +207,9 @@ def _randomize_norm_stats(m: nn.Module) -> None:
     """Give batch-norm layers non-trivial statistics so folding them is actually tested."""
     for mod in m.modules():
         if isinstance(mod, nn.BatchNorm2d):
-            n = mod.num_features
+            assert mod.running_mean is not None and mod.running_var is not None
             with torch.no_grad():
                 mod.running_mean.uniform_(-0.5, 0.5)
                 mod.running_var.uniform_(0.5, 1.5)
                 mod.weight.uniform_(0.5, 1.5)
                 mod.bias.uniform_(-0.2, 0.2)
-            del n

@@ -21,9 +21,10 @@ def parse_input_shape(spec: str) -> tuple[str, tuple[int, ...], torch.dtype]:
     dtype = torch.float32
     if ":" in rest:
         rest, dt = rest.split(":", 1)
-        dtype = getattr(torch, dt, None)
-        if not isinstance(dtype, torch.dtype):
+        found = getattr(torch, dt, None)
+        if not isinstance(found, torch.dtype):
             raise ModelLoadError(f"--input-shape {spec!r}: unknown dtype {dt!r}")
+        dtype = found
     try:
         shape = tuple(int(d) for d in rest.lower().split("x")) if rest else ()
     except ValueError:

@@ -132,9 +132,9 @@ def serialize(graph: Graph, plan: MemoryPlan, tests: list[TestVector], *, target
         m.devices.append(slot)
     mp = MemoryPlanT()
     mp.pools = []
-    for slot, size in enumerate(plan.pool_sizes):
+    for slot_index, size in enumerate(plan.pool_sizes):
         pool = MemoryPoolT()
-        pool.device = slot
+        pool.device = slot_index
         pool.size = size
         pool.alignment = 64
         mp.pools.append(pool)

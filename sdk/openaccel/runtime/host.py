@@ -120,7 +120,7 @@ def library() -> C.CDLL:
 def kernel_ops() -> list[str]:
     """Op names the host runtime has CPU kernels for."""
     lib = library()
-    out = []
+    out: list[str] = []
     i = 0
     while True:
         name = lib.oa_cpu_kernel_op_name(i)
@@ -258,7 +258,7 @@ class HostSession:
         m = getattr(self, "_method", None)
         if m:
             self._lib.oa_method_destroy(m)
-            self._method = None
+            self._method = C.c_void_p()
         self._vendor = None
 
     def _tensor(self, getter: Any, i: int) -> Tensor:
