@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import importlib.util
 import io
+import os
 import re
-from collections.abc import Callable
-from contextlib import redirect_stderr, redirect_stdout
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,7 +33,7 @@ class Loaded:
     info: dict[str, Any] = field(default_factory=dict)
 
 
-def first_line(e: BaseException, limit: int = 160) -> str:
+def first_line(e: BaseException, limit: int = 300) -> str:
     """A one-line reason for a table cell: exception type and the first meaningful line (for
     openaccel's "no kernel for N op(s)" error: the op names it lists)."""
     text = str(e).strip()
@@ -49,6 +51,22 @@ def _quiet(fn: Callable[[], Any]) -> Any:
     """Run fn with Python-level stdout/stderr captured (exporters are chatty)."""
     with redirect_stdout(io.StringIO()), redirect_stderr(io.StringIO()):
         return fn()
+
+
+@contextmanager
+def _native_stderr_silenced() -> Iterator[None]:
+    """Send file descriptor 2 to /dev/null (native libraries log there: ExecuTorch's cpuinfo and
+    thread-pool messages)."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
 
 
 def _flatten_outputs(out: Any) -> list[np.ndarray]:
@@ -139,7 +157,8 @@ class _ExecuTorch(Engine):
 
         torch.set_num_threads(threads)
         # process-wide pool shared by XNNPACK and the portable kernels; must not run concurrently
-        portable_lib._unsafe_reset_threadpool(threads)
+        with _native_stderr_silenced():
+            portable_lib._unsafe_reset_threadpool(threads)
 
     def export(self, model: Any, example: tuple[Any, ...], path: Path) -> dict[str, Any]:
         import torch
