@@ -1,0 +1,285 @@
+"""The engines the benchmark runs side by side: PyTorch eager, ExecuTorch (portable kernels and
+XNNPACK), ONNX Runtime and openaccel (host, through the ctypes binding).
+
+Every engine works from a file it exported (`export`), and `load` turns that file plus the shared
+inputs (NumPy arrays) into a zero-argument callable that runs the model once and returns its
+outputs as NumPy arrays. Heavy imports happen in `setup`, so a fresh process (the peak-RSS cells of
+run.py) can import an engine's library before the memory baseline is taken.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+import os
+import re
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, redirect_stderr, redirect_stdout
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+RunFn = Callable[[], list[np.ndarray]]
+
+
+@dataclass
+class Loaded:
+    """A model ready to run: `run()` runs it once on the bound inputs; `info` has load-time facts."""
+
+    run: RunFn
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+def first_line(e: BaseException, limit: int = 300) -> str:
+    """A one-line reason for a table cell: exception type and the first meaningful line (for
+    openaccel's "no kernel for N op(s)" error: the op names it lists)."""
+    text = str(e).strip()
+    line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+    ops = re.findall(r"^\s+(aten\.[\w.]+)", text, re.M)
+    if ops and line.endswith(":"):
+        line = f"{line} {', '.join(ops)}"
+    line = re.sub(r"\s+", " ", line)
+    if len(line) > limit:
+        line = line[: limit - 3] + "..."
+    return f"{type(e).__name__}: {line}" if line else type(e).__name__
+
+
+def _quiet(fn: Callable[[], Any]) -> Any:
+    """Run fn with Python-level stdout/stderr captured (exporters are chatty)."""
+    with redirect_stdout(io.StringIO()), redirect_stderr(io.StringIO()):
+        return fn()
+
+
+@contextmanager
+def _native_stderr_silenced() -> Iterator[None]:
+    """Send file descriptor 2 to /dev/null (native libraries log there: ExecuTorch's cpuinfo and
+    thread-pool messages)."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
+
+
+def _flatten_outputs(out: Any) -> list[np.ndarray]:
+    import torch
+
+    if isinstance(out, torch.Tensor):
+        return [out.detach().numpy()]
+    if isinstance(out, (list, tuple)):
+        res: list[np.ndarray] = []
+        for o in out:
+            res += _flatten_outputs(o)
+        return res
+    raise TypeError(f"unexpected model output of type {type(out).__name__}")
+
+
+class Engine:
+    """Base class; subclasses fill in the hooks."""
+
+    name = ""
+    label = ""
+    suffix = ""
+    peer = True  # counted in "best peer"
+
+    def unavailable(self) -> str | None:
+        """None if this engine can run here, else why not."""
+        return None
+
+    def setup(self, threads: int) -> None:
+        """Import the engine's libraries and apply process-wide thread settings."""
+
+    def export(self, model: Any, example: tuple[Any, ...], path: Path) -> dict[str, Any]:
+        """Write the model to `path`; return facts about it (arena_bytes, notes, ...)."""
+        raise NotImplementedError
+
+    def load(self, path: Path, inputs: list[np.ndarray], threads: int) -> Loaded:
+        raise NotImplementedError
+
+    def files(self, path: Path) -> list[Path]:
+        """Every file the exported model consists of (for the file-size column)."""
+        return [path]
+
+
+class Eager(Engine):
+    """PyTorch eager under torch.inference_mode; the 'file' is the pickled nn.Module (torch.save)."""
+
+    name, label, suffix = "eager", "PyTorch eager", ".pt"
+
+    def setup(self, threads: int) -> None:
+        import torch
+
+        torch.set_num_threads(threads)
+        try:
+            torch.set_num_interop_threads(1)
+        except RuntimeError:
+            pass  # only settable once, before inter-op work started
+
+    def export(self, model: Any, example: tuple[Any, ...], path: Path) -> dict[str, Any]:
+        import torch
+
+        torch.save(model, path)
+        return {"notes": []}
+
+    def load(self, path: Path, inputs: list[np.ndarray], threads: int) -> Loaded:
+        import torch
+
+        model = torch.load(path, weights_only=False).eval()
+        args = tuple(torch.from_numpy(a) for a in inputs)
+
+        def run() -> list[np.ndarray]:
+            with torch.inference_mode():
+                return _flatten_outputs(model(*args))
+
+        return Loaded(run)
+
+
+class _ExecuTorch(Engine):
+    suffix = ".pte"
+    xnnpack = False
+
+    def unavailable(self) -> str | None:
+        if importlib.util.find_spec("executorch") is None:
+            return "executorch is not installed"
+        return None
+
+    def setup(self, threads: int) -> None:
+        import torch
+        from executorch.extension.pybindings import portable_lib
+
+        torch.set_num_threads(threads)
+        # process-wide pool shared by XNNPACK and the portable kernels; must not run concurrently
+        with _native_stderr_silenced():
+            portable_lib._unsafe_reset_threadpool(threads)
+
+    def export(self, model: Any, example: tuple[Any, ...], path: Path) -> dict[str, Any]:
+        import torch
+        from executorch.exir import to_edge, to_edge_transform_and_lower
+
+        ep = torch.export.export(model, example)
+        if self.xnnpack:
+            from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+
+            pm = _quiet(lambda: to_edge_transform_and_lower(ep, partitioner=[XnnpackPartitioner()]).to_executorch())
+        else:
+            pm = _quiet(lambda: to_edge(ep).to_executorch())
+        path.write_bytes(pm.buffer)
+        plan = pm.executorch_program.execution_plan[0]
+        sizes = [int(s) for s in plan.non_const_buffer_sizes]
+        notes = []
+        if self.xnnpack:
+            ops = sorted({op.name for op in plan.operators})
+            notes.append(f"{len(plan.delegates)} XNNPACK partition(s), "
+                         + (f"{len(ops)} op kind(s) on portable kernels" if ops else "all ops delegated"))
+        return {"arena_bytes": sum(sizes), "memory": {"non_const_buffer_sizes": sizes},
+                "portable_ops": sorted({op.name for op in plan.operators}), "notes": notes}
+
+    def load(self, path: Path, inputs: list[np.ndarray], threads: int) -> Loaded:
+        import torch
+        from executorch.extension.pybindings import portable_lib
+
+        got = portable_lib._threadpool_get_thread_count()
+        if got != threads:
+            raise RuntimeError(f"ExecuTorch thread pool has {got} threads, {threads} requested")
+        module = portable_lib._load_for_executorch(str(path))
+        args = tuple(torch.from_numpy(a) for a in inputs)
+
+        def run() -> list[np.ndarray]:
+            return _flatten_outputs(module.forward(args))
+
+        return Loaded(run)
+
+
+class ExecuTorchPortable(_ExecuTorch):
+    name, label = "et_portable", "ExecuTorch portable"
+
+
+class ExecuTorchXnnpack(_ExecuTorch):
+    name, label, xnnpack = "et_xnnpack", "ExecuTorch + XNNPACK", True
+
+
+class OnnxRuntime(Engine):
+    """ONNX Runtime CPU provider; exported with torch.onnx.export(dynamo=True), default graph
+    optimizations (ORT_ENABLE_ALL), intra_op_num_threads = N, inter_op_num_threads = 1."""
+
+    name, label, suffix = "ort", "ONNX Runtime", ".onnx"
+
+    def unavailable(self) -> str | None:
+        missing = [m for m in ("onnxruntime", "onnx", "onnxscript") if importlib.util.find_spec(m) is None]
+        if missing:
+            return f"{', '.join(missing)} not installed (make bench-setup)"
+        return None
+
+    def setup(self, threads: int) -> None:
+        import onnxruntime  # noqa: F401
+
+    def export(self, model: Any, example: tuple[Any, ...], path: Path) -> dict[str, Any]:
+        import torch
+
+        for f in self.files(path):
+            f.unlink(missing_ok=True)
+        _quiet(lambda: torch.onnx.export(model, example, str(path), dynamo=True, verbose=False))
+        return {"notes": []}
+
+    def files(self, path: Path) -> list[Path]:
+        return [p for p in (path, path.with_name(path.name + ".data")) if p.exists()] or [path]
+
+    def load(self, path: Path, inputs: list[np.ndarray], threads: int) -> Loaded:
+        import onnxruntime as ort
+
+        so = ort.SessionOptions()
+        so.intra_op_num_threads = threads
+        so.inter_op_num_threads = 1
+        so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        sess = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+        names = [i.name for i in sess.get_inputs()]
+        if len(names) != len(inputs):
+            raise RuntimeError(f"the ONNX model takes {len(names)} inputs, {len(inputs)} given")
+        feeds = dict(zip(names, inputs))
+
+        def run() -> list[np.ndarray]:
+            return list(sess.run(None, feeds))
+
+        return Loaded(run)
+
+
+class OpenAccel(Engine):
+    """openaccel on the host: the C runtime through the ctypes binding (HostSession.run: copy the
+    inputs in, execute, copy the outputs out)."""
+
+    name, label, suffix, peer = "openaccel", "openaccel", ".oab", False
+
+    def setup(self, threads: int) -> None:
+        from openaccel.runtime.host import library
+
+        library()  # build (first time) and load the host runtime
+
+    def export(self, model: Any, example: tuple[Any, ...], path: Path) -> dict[str, Any]:
+        import openaccel as oa
+
+        prog = oa.export(model, example, bundle_tests=False)
+        prog.save(path)
+        return {"arena_bytes": prog.arena_bytes, "memory": prog.memory_plan, "ops": prog.ops, "notes": []}
+
+    def load(self, path: Path, inputs: list[np.ndarray], threads: int) -> Loaded:
+        from openaccel.runtime.host import HostSession
+
+        sess = HostSession(path.read_bytes(), threads=threads)
+        arrays = [np.ascontiguousarray(a) for a in inputs]
+
+        def run() -> list[np.ndarray]:
+            return sess.run(arrays)
+
+        return Loaded(run, {"requirements": dict(sess.requirements)})
+
+
+ENGINES: dict[str, Engine] = {e.name: e for e in (Eager(), ExecuTorchPortable(), ExecuTorchXnnpack(), OnnxRuntime(),
+                                                  OpenAccel())}

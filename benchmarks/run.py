@@ -1,0 +1,626 @@
+#!/usr/bin/env python3
+"""Benchmark openaccel against PyTorch eager, ExecuTorch (portable, XNNPACK) and ONNX Runtime.
+
+    python benchmarks/run.py                         # the four zoo models, 1 thread
+    python benchmarks/run.py --models mlp --small --runs 5 --threads 2 --json -
+    python benchmarks/run.py --micro                 # plus the GEMM / conv micro-benchmark
+
+All engines run in this one process, one after the other, on the same inputs with the same thread
+count; each cell is warmed up, then timed (median) until --runs or the --budget seconds are used.
+Peak RSS is measured separately, in a fresh process per cell (see benchmarks/README.md).
+Timings on a shared machine are noisy: never use them in pass/fail tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import gc
+import hashlib
+import importlib.metadata
+import json
+import logging
+import os
+import platform
+import re
+import statistics
+import subprocess
+import sys
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
+
+from engines import ENGINES, Engine, first_line  # noqa: E402
+
+from openaccel.errors import OpenAccelError  # noqa: E402
+
+PEERS = ("eager", "et_portable", "et_xnnpack", "ort")
+CELL_MARK = "BENCH_CELL "
+OA_RUN = "openaccel_c"  # the extra row: the same .oab timed by oa_run (C only, separate process)
+
+
+class BenchError(OpenAccelError):
+    """Bad benchmark arguments or a broken benchmark environment."""
+
+
+# ---- small helpers ----------------------------------------------------------------------------------
+def quiet_libraries() -> None:
+    warnings.simplefilter("ignore")
+    logging.disable(logging.WARNING)
+
+
+def human_bytes(n: int | None) -> str:
+    if n is None:
+        return "n/a"
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n} B"
+
+
+def fmt_ms(ms: float) -> str:
+    return f"{ms:.3f}" if ms < 10 else f"{ms:.1f}" if ms < 1000 else f"{ms:.0f}"
+
+
+def versions() -> dict[str, str]:
+    out = {"python": platform.python_version()}
+    for pkg in ("torch", "executorch", "onnx", "onnxscript", "onnxruntime", "numpy"):
+        try:
+            out[pkg] = importlib.metadata.version(pkg)
+        except importlib.metadata.PackageNotFoundError:
+            out[pkg] = "not installed"
+    return out
+
+
+def cpu_name() -> str:
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine()
+
+
+def tree_hash(root: Path, pattern: str = "*.py") -> str:
+    h = hashlib.sha256()
+    for p in sorted(root.rglob(pattern)):
+        h.update(str(p.relative_to(root)).encode())
+        h.update(p.read_bytes())
+    return h.hexdigest()[:16]
+
+
+# ---- peak RSS -----------------------------------------------------------------------------------------
+def _status_kb(key: str) -> int | None:
+    with contextlib.suppress(OSError):
+        m = re.search(rf"^{key}:\s+(\d+) kB", Path("/proc/self/status").read_text(), re.M)
+        if m:
+            return int(m.group(1))
+    return None
+
+
+def rss_reset() -> tuple[int, str]:
+    """Reset the peak-RSS mark (Linux: write 5 to /proc/self/clear_refs); returns (baseline bytes, method)."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+        method = "VmHWM after a clear_refs reset, minus VmRSS at the reset"
+        base = _status_kb("VmRSS")
+    except OSError:
+        method = "VmHWM growth (the peak mark could not be reset: an underestimate)"
+        base = _status_kb("VmHWM")
+    if base is None:
+        import resource
+
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, "ru_maxrss growth (no /proc)"
+    return base * 1024, method
+
+
+def rss_peak() -> int:
+    kb = _status_kb("VmHWM")
+    if kb is None:
+        import resource
+
+        kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return kb * 1024
+
+
+# ---- artifacts --------------------------------------------------------------------------------------
+def artifact_key(engine: Engine, model: str, small: bool, vers: dict[str, str]) -> str:
+    parts = [engine.name, model, str(small), vers["torch"], (ROOT / "sdk/openaccel/zoo.py").read_text(),
+             (HERE / "engines.py").read_text()]
+    if engine.name.startswith("et_"):
+        parts.append(vers["executorch"])
+    if engine.name == "ort":
+        parts += [vers["onnx"], vers["onnxscript"]]
+    if engine.name == "openaccel":
+        import openaccel
+
+        parts.append(tree_hash(Path(openaccel.__file__).parent))
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:20]
+
+
+def get_artifact(engine: Engine, model_name: str, model: Any, example: tuple[Any, ...], adir: Path,
+                 small: bool, vers: dict[str, str], fresh: bool) -> tuple[Path, dict[str, Any]]:
+    """Export (or reuse an export made by the same versions of everything that shapes it)."""
+    path = adir / f"{engine.name}{engine.suffix}"
+    meta_path = adir / f"{engine.name}.meta.json"
+    key = artifact_key(engine, model_name, small, vers)
+    if not fresh and meta_path.exists() and all(f.exists() for f in engine.files(path)):
+        meta = json.loads(meta_path.read_text())
+        if meta.get("key") == key:
+            meta["cached"] = True
+            return path, meta
+    meta_path.unlink(missing_ok=True)
+    t0 = time.perf_counter()
+    meta = engine.export(model, example, path)
+    meta["export_s"] = round(time.perf_counter() - t0, 2)
+    meta["key"] = key
+    meta_path.write_text(json.dumps(meta))
+    meta["cached"] = False
+    return path, meta
+
+
+# ---- timing -----------------------------------------------------------------------------------------
+def time_cell(run: Any, runs: int, warmup: int, budget: float) -> dict[str, Any]:
+    """Warm up (at least once, at most `warmup` times or a quarter of the budget), then time up to
+    `runs` calls, stopping early (after at least one) once `budget` seconds of timed runs are used."""
+    gc.collect()
+    gc_was = gc.isenabled()
+    gc.disable()
+    try:
+        t0 = time.perf_counter()
+        first = run()
+        warm = 1
+        while warm < warmup and time.perf_counter() - t0 < budget / 4:
+            run()
+            warm += 1
+        times: list[float] = []
+        last = first
+        start = time.perf_counter()
+        while len(times) < runs:
+            t = time.perf_counter()
+            last = run()
+            times.append(time.perf_counter() - t)
+            if time.perf_counter() - start > budget:
+                break
+    finally:
+        if gc_was:
+            gc.enable()
+    ms = [t * 1e3 for t in times]
+    return {"median_ms": statistics.median(ms), "min_ms": min(ms), "mean_ms": statistics.fmean(ms),
+            "max_ms": max(ms), "runs": len(ms), "warmup_runs": warm, "capped": len(ms) < runs,
+            "outputs": [first, last]}
+
+
+def compare(outs: list[list[np.ndarray]], ref: list[np.ndarray], tol: float) -> dict[str, Any]:
+    """Max abs error against eager over the first and the last timed call's outputs."""
+    worst = 0.0
+    ok = True
+    for got in outs:
+        if len(got) != len(ref):
+            return {"max_abs_error": None, "output_ok": False,
+                    "output_error": f"{len(got)} outputs, eager has {len(ref)}"}
+        for g, r in zip(got, ref):
+            g = np.asarray(g)
+            if g.shape != r.shape:
+                return {"max_abs_error": None, "output_ok": False,
+                        "output_error": f"output shape {list(g.shape)}, eager has {list(r.shape)}"}
+            if r.size:
+                diff = np.abs(g.astype(np.float64) - r.astype(np.float64))
+                err = float(np.nanmax(diff)) if not np.isnan(diff).all() else float("nan")
+                if np.isnan(diff).any() and not np.array_equal(np.isnan(g), np.isnan(r)):
+                    err = float("nan")
+                worst = max(worst, err) if not np.isnan(err) else float("nan")
+                ok = ok and bool(np.allclose(g, r, rtol=tol, atol=tol, equal_nan=True))
+    return {"max_abs_error": worst, "output_ok": ok}
+
+
+# ---- cells in fresh processes (peak RSS) and oa_run ---------------------------------------------------
+def cell_main(spec_path: str) -> int:
+    """In a fresh process: import the engine, reset the peak-RSS mark, load the model, run it."""
+    quiet_libraries()
+    spec = json.loads(Path(spec_path).read_text())
+    engine = ENGINES[spec["engine"]]
+    threads = int(spec["threads"])
+    engine.setup(threads)
+    inputs = [np.load(p) for p in spec["inputs"]]
+    gc.collect()
+    base, method = rss_reset()
+    t0 = time.perf_counter()
+    loaded = engine.load(Path(spec["path"]), inputs, threads)
+    load_s = time.perf_counter() - t0
+    for _ in range(int(spec["runs"])):
+        loaded.run()
+    peak = rss_peak()
+    print(CELL_MARK + json.dumps({"peak_rss_delta_bytes": max(0, peak - base), "peak_rss_bytes": peak,
+                                  "baseline_rss_bytes": base, "rss_method": method, "load_s": load_s}))
+    return 0
+
+
+def run_cell_process(engine: str, path: Path, inputs: list[Path], threads: int, runs: int,
+                     timeout: float, workdir: Path) -> dict[str, Any]:
+    spec = workdir / f"cell-{engine}.json"
+    spec.write_text(json.dumps({"engine": engine, "path": str(path), "inputs": [str(p) for p in inputs],
+                                "threads": threads, "runs": runs}))
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--cell", str(spec)]
+    env = dict(os.environ)
+    env.setdefault("OMP_NUM_THREADS", str(threads))
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+    except subprocess.TimeoutExpired:
+        return {"rss_error": f"the memory cell did not finish within {timeout:.0f} s"}
+    for line in p.stdout.splitlines():
+        if line.startswith(CELL_MARK):
+            return dict(json.loads(line[len(CELL_MARK):]))
+    tail = (p.stderr.strip().splitlines() or ["no output"])[-1]
+    return {"rss_error": f"memory cell exited {p.returncode}: {tail[:200]}"}
+
+
+def sample_peak_rss(proc: subprocess.Popen[str], timeout: float) -> int | None:
+    """Wait for proc, sampling VmHWM from /proc/PID/status every millisecond; return the last sample.
+
+    (ru_maxrss from wait4 would be wrong here: on exec, Linux folds the forking parent's peak, this
+    Python process with torch loaded, into the child's.) The peak mark only grows, so the last
+    sample is exact unless the peak came in the final millisecond; oa_run reaches it at its first
+    run, and the harness runs it for a while."""
+    status = Path(f"/proc/{proc.pid}/status")
+    peak: int | None = None
+    deadline = time.monotonic() + timeout
+    while proc.poll() is None:
+        with contextlib.suppress(OSError):
+            m = re.search(r"^VmHWM:\s+(\d+) kB", status.read_text(), re.M)
+            if m:
+                peak = int(m.group(1)) * 1024
+        if time.monotonic() > deadline:
+            break
+        time.sleep(0.001)
+    return peak
+
+
+def run_oa_run(path: Path, inputs: list[Path], threads: int, runs: int, warmup: int,
+               timeout: float) -> dict[str, Any]:
+    """Time the same .oab with the C tool `oa_run --bench` (no Python in the process) and take that
+    process's peak RSS."""
+    import tempfile
+
+    from openaccel.runtime.runner import Runner
+
+    runner = Runner("host")
+    args = [str(path)]
+    for i, p in enumerate(inputs):
+        args += ["--input", f"{i}={p}"]
+    args += ["--bench", str(runs), "--warmup", str(warmup), "--threads", str(threads), "--info", "--json"]
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        proc = subprocess.Popen(runner.command(args), stdout=out, stderr=err, text=True)
+        peak = sample_peak_rss(proc, timeout)
+        if proc.returncode is None:
+            proc.kill()
+            proc.wait()
+            return {"status": "n/a", "reason": f"oa_run did not finish within {timeout:.0f} s"}
+        code = proc.returncode
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read(), err.read()
+    events = []
+    for ln in stdout.splitlines():
+        with contextlib.suppress(json.JSONDecodeError):
+            if ln.startswith("{"):
+                events.append(json.loads(ln))
+    bench = [e for e in events if e.get("event") == "bench"]
+    if code not in (0, 1) or not bench:
+        errs = [e for e in events if e.get("event") == "error"]
+        why = errs[0].get("message", "") if errs else (stderr.strip().splitlines() or [f"exit {code}"])[-1]
+        return {"status": "n/a", "reason": f"oa_run failed: {why[:200]}"}
+    b = bench[0]
+    res: dict[str, Any] = {"status": "ok", "median_ms": b["median_ms"], "min_ms": b["min_ms"],
+                           "mean_ms": b["mean_ms"], "max_ms": b["max_ms"], "runs": b["runs"],
+                           "warmup_runs": warmup, "capped": b["runs"] < runs,
+                           "peak_rss_bytes": peak,
+                           "rss_method": "whole oa_run process: its VmHWM, sampled every ms while it runs"}
+    mem = [e for e in events if e.get("event") == "memory"]
+    if mem:
+        res["memory"] = {k: v for k, v in mem[0].items() if k != "event"}
+    return res
+
+
+# ---- the benchmark ----------------------------------------------------------------------------------
+def bench_model(name: str, args: argparse.Namespace, engines: list[Engine], vers: dict[str, str],
+                out_dir: Path, log: Any) -> list[dict[str, Any]]:
+    import torch
+
+    from openaccel import zoo
+
+    model, example = zoo.build(name, small=args.small)
+    inputs = [t.detach().numpy().copy() for t in example]
+    with torch.inference_mode():
+        ref_out = model(*example)
+    ref = [o.detach().numpy().copy() for o in (ref_out if isinstance(ref_out, (list, tuple)) else [ref_out])]
+    adir = out_dir / "artifacts" / (name + ("-small" if args.small else ""))
+    adir.mkdir(parents=True, exist_ok=True)
+    input_files = []
+    for i, a in enumerate(inputs):
+        f = adir / f"input_{i}.npy"
+        np.save(f, a)
+        input_files.append(f)
+    base = {"model": name, "small": args.small, "threads": args.threads,
+            "inputs": [f"{a.dtype}{list(a.shape)}" for a in inputs]}
+
+    rows: list[dict[str, Any]] = []
+    arts: dict[str, tuple[Path, dict[str, Any]]] = {}
+    for eng in engines:
+        row = {**base, "engine": eng.name, "label": eng.label, "peer": eng.peer}
+        rows.append(row)
+        why = eng.unavailable()
+        if why:
+            row.update(status="n/a", reason=why)
+            continue
+        log(f"{name}: exporting for {eng.label}")
+        try:
+            path, meta = get_artifact(eng, name, model, example, adir, args.small, vers, args.fresh)
+        except Exception as e:
+            row.update(status="n/a", reason=f"export failed: {first_line(e)}")
+            continue
+        arts[eng.name] = (path, meta)
+        row.update(file_bytes=sum(f.stat().st_size for f in eng.files(path)), arena_bytes=meta.get("arena_bytes"),
+                   notes=list(meta.get("notes", [])), export_s=meta.get("export_s"), cached=meta.get("cached"))
+        if "memory" in meta:
+            row["memory"] = meta["memory"]
+
+    for row in rows:
+        if row["engine"] not in arts:
+            continue
+        eng = ENGINES[row["engine"]]
+        path, _ = arts[eng.name]
+        log(f"{name}: timing {eng.label}")
+        try:
+            loaded = eng.load(path, inputs, args.threads)
+            res = time_cell(loaded.run, args.runs, args.warmup, args.budget)
+            info = loaded.info
+            del loaded
+        except Exception as e:
+            row.update(status="n/a", reason=f"run failed: {first_line(e)}")
+            continue
+        finally:
+            gc.collect()
+        outs = res.pop("outputs")
+        row.update(status="ok", **res, **compare(outs, ref, args.tol))
+        if "requirements" in info:  # openaccel: what the runtime asks for on this device
+            req = info["requirements"]
+            row["memory"] = {**row.get("memory", {}), **req}
+            row["arena_bytes"] = req["arena_bytes"] + req["scratch_bytes"]
+
+    if not args.no_rss:
+        for row in rows:
+            if row.get("status") != "ok":
+                continue
+            log(f"{name}: peak RSS of {row['label']} (fresh process)")
+            cell_runs = 1 if row["median_ms"] * 1e-3 > args.budget / 2 else 2
+            row.update(run_cell_process(row["engine"], arts[row["engine"]][0], input_files, args.threads,
+                                        cell_runs, timeout=120 + 4 * args.budget + 3 * row["median_ms"] * 1e-3,
+                                        workdir=adir))
+
+    oa = next((r for r in rows if r["engine"] == "openaccel"), None)
+    if oa is not None and oa.get("status") == "ok" and not args.no_oa_run:
+        log(f"{name}: timing the same .oab with oa_run (C only)")
+        per_run = oa["median_ms"] * 1e-3
+        n = max(1, min(args.runs, int(args.budget / max(per_run, 1e-6))))
+        n = max(n, min(1000, int(0.2 / max(per_run, 1e-6))))  # live >= 0.2 s so the RSS sampler sees the peak
+        row = {**base, "engine": OA_RUN, "label": "openaccel (oa_run, C only)", "peer": False,
+               "file_bytes": oa["file_bytes"], "arena_bytes": oa["arena_bytes"],
+               "notes": []}
+        row.update(run_oa_run(arts["openaccel"][0], input_files, args.threads, n, max(1, min(args.warmup, n)),
+                              timeout=120 + 4 * args.budget + 3 * per_run * (n + args.warmup)))
+        rows.append(row)
+    return rows
+
+
+def summarize(rows: list[dict[str, Any]], models: list[str]) -> list[dict[str, Any]]:
+    out = []
+    for m in models:
+        mine = [r for r in rows if r["model"] == m]
+        peers = [r for r in mine if r["peer"] and r.get("status") == "ok" and r.get("output_ok")]
+        best = min(peers, key=lambda r: r["median_ms"]) if peers else None
+        oa = next((r for r in mine if r["engine"] == "openaccel"), None)
+        s: dict[str, Any] = {"model": m, "best_peer": best["engine"] if best else None,
+                             "best_peer_ms": best["median_ms"] if best else None,
+                             "openaccel_ms": oa["median_ms"] if oa and oa.get("status") == "ok" else None}
+        s["ratio_to_best_peer"] = (s["openaccel_ms"] / s["best_peer_ms"]
+                                   if s["openaccel_ms"] is not None and s["best_peer_ms"] else None)
+        for r in mine:
+            if r["engine"] in PEERS and r.get("status") == "ok" and oa and oa.get("status") == "ok":
+                s[f"ratio_to_{r['engine']}"] = oa["median_ms"] / r["median_ms"]
+        out.append(s)
+    return out
+
+
+def print_tables(doc: dict[str, Any], console: Any) -> None:
+    from rich.table import Table
+
+    rows, summary, meta = doc["results"], doc["summary"], doc["meta"]
+    engines = [e for e in doc["meta"]["engines"]]
+    notes: list[str] = []
+
+    def na(r: dict[str, Any]) -> str:
+        note = f"{r['label']} on {r['model']}: {r.get('reason', '?')}"
+        if note not in notes:
+            notes.append(note)
+        return f"[dim]n/a [{notes.index(note) + 1}][/]"
+
+    title = (f"ms per run (median), {meta['threads']} thread(s), fp32, batch 1"
+             + (", small inputs" if meta["small"] else ""))
+    t = Table(title=title)
+    t.add_column("model")
+    for e in engines:
+        t.add_column(ENGINES[e].label, justify="right")
+    t.add_column("openaccel / best peer", justify="right")
+    for s in summary:
+        cells = []
+        for e in engines:
+            r = next((r for r in rows if r["model"] == s["model"] and r["engine"] == e), None)
+            if r is None:
+                cells.append("")
+            elif r.get("status") != "ok":
+                cells.append(na(r))
+            else:
+                c = fmt_ms(r["median_ms"]) + ("*" if r.get("capped") else "")
+                if not r.get("output_ok"):
+                    c = f"[red]{c} (wrong)[/]"
+                cells.append(c)
+        ratio = s.get("ratio_to_best_peer")
+        if ratio is None:
+            rc = "n/a"
+        else:
+            colour = "green" if ratio <= 1 else "yellow" if ratio <= 1.5 else "red"
+            rc = f"[{colour}]{ratio:.2f}x[/] vs {ENGINES[s['best_peer']].label}"
+        t.add_row(s["model"], *cells, rc)
+    console.print(t)
+    la, lb = meta.get("loadavg_start"), meta.get("loadavg_end")
+    if la and lb:
+        console.print(f"[dim]{meta['cpu']}, {meta['cores']} cores; load average {la[0]:.1f} at the start, "
+                      f"{lb[0]:.1f} at the end (timings on a loaded machine are noisy)[/]")
+
+    d = Table(title="per engine (file, planned arena, peak RSS: see benchmarks/README.md)")
+    for c, j in (("model", "left"), ("engine", "left"), ("median ms", "right"), ("min ms", "right"),
+                 ("runs", "right"), ("max abs err", "right"), ("file", "right"), ("arena", "right"),
+                 ("peak RSS", "right"), ("notes", "left")):
+        d.add_column(c, justify=j)  # type: ignore[arg-type]
+    for r in rows:
+        if r.get("status") != "ok":
+            d.add_row(r["model"], r["label"], na(r), "", "", "", human_bytes(r.get("file_bytes")),
+                      human_bytes(r.get("arena_bytes")), "", "")
+            continue
+        err = r.get("max_abs_error")
+        if "max_abs_error" not in r:
+            ec = "-"
+        elif err is None or not r.get("output_ok"):
+            ec = f"[red]{r.get('output_error') or (f'{err:.2g}' if err is not None else '?')} (wrong)[/]"
+        else:
+            ec = f"{err:.2g}"
+        rss = r.get("peak_rss_delta_bytes", r.get("peak_rss_bytes"))
+        rss_c = (human_bytes(rss) + (" (whole process)" if r["engine"] == OA_RUN else "")) if rss is not None \
+            else ("[dim]" + r["rss_error"] + "[/]" if "rss_error" in r else "-")
+        d.add_row(r["model"], r["label"], fmt_ms(r["median_ms"]), fmt_ms(r["min_ms"]),
+                  f"{r['runs']}{'*' if r.get('capped') else ''}", ec, human_bytes(r.get("file_bytes")),
+                  human_bytes(r.get("arena_bytes")), rss_c, "; ".join(r.get("notes", [])))
+    console.print(d)
+    if any(r.get("capped") for r in rows):
+        console.print("* fewer runs than --runs: the cell's time budget (--budget) ran out")
+    for i, n in enumerate(notes, 1):
+        console.print(f"[dim][{i}] {n}[/]")
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    from openaccel import zoo
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--models", default=",".join(zoo.NAMES),
+                    help=f"comma-separated zoo models (default: all of {', '.join(zoo.NAMES)})")
+    ap.add_argument("--engines", default=",".join(ENGINES),
+                    help=f"comma-separated engines (default: all of {', '.join(ENGINES)})")
+    ap.add_argument("--threads", type=int, default=1, help="threads for every engine (default 1)")
+    ap.add_argument("--runs", type=int, default=20, help="timed runs per cell, at most (default 20)")
+    ap.add_argument("--warmup", type=int, default=3, help="warm-up runs per cell, at most (default 3)")
+    ap.add_argument("--budget", type=float, default=10.0,
+                    help="seconds of timed runs per cell before stopping early (default 10)")
+    ap.add_argument("--small", action="store_true", help="the zoo's reduced input sizes (quick runs)")
+    ap.add_argument("--tol", type=float, default=1e-3,
+                    help="atol = rtol for flagging an engine's output as wrong against eager (default 1e-3)")
+    ap.add_argument("--json", nargs="?", const="-", metavar="PATH",
+                    help="write the results as JSON to PATH ('-' or no value: stdout; the tables go to stderr)")
+    ap.add_argument("--out", default=str(ROOT / "bench-results"),
+                    help="results and exported files go here (default bench-results/)")
+    ap.add_argument("--fresh", action="store_true", help="re-export everything (ignore cached exports)")
+    ap.add_argument("--no-rss", action="store_true", help="skip the peak-RSS cells (fresh processes)")
+    ap.add_argument("--no-oa-run", action="store_true", help="skip timing the .oab with oa_run (C only)")
+    ap.add_argument("--micro", action="store_true", help="also run the GEMM / conv micro-benchmark (gemm.py)")
+    ap.add_argument("--cell", help=argparse.SUPPRESS)
+    a = ap.parse_args(argv)
+    if a.cell:
+        return a
+    a.model_list = [m.strip() for m in a.models.split(",") if m.strip()]
+    a.engine_list = [e.strip() for e in a.engines.split(",") if e.strip()]
+    bad = [m for m in a.model_list if m not in zoo.NAMES]
+    if bad:
+        raise BenchError(f"unknown model(s) {', '.join(bad)}; known: {', '.join(zoo.NAMES)}")
+    bad = [e for e in a.engine_list if e not in ENGINES]
+    if bad:
+        raise BenchError(f"unknown engine(s) {', '.join(bad)}; known: {', '.join(ENGINES)}")
+    if a.threads < 1 or a.runs < 1 or a.warmup < 1 or a.budget <= 0:
+        raise BenchError("--threads, --runs and --warmup must be >= 1 and --budget > 0")
+    return a
+
+
+def main(argv: list[str] | None = None) -> int:
+    quiet_libraries()
+    args = parse_args(argv)
+    if args.cell:
+        return cell_main(args.cell)
+    from rich.console import Console
+
+    to_stdout = args.json == "-"
+    console = Console(stderr=to_stdout)
+    if not console.is_terminal:
+        console = Console(stderr=to_stdout, width=200)
+
+    def log(msg: str) -> None:
+        console.print(f"[dim]{time.strftime('%H:%M:%S')} {msg}[/]")
+
+    out_dir = Path(args.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    engines = [ENGINES[e] for e in args.engine_list]
+    for e in engines:
+        if e.unavailable() is None:
+            e.setup(args.threads)
+    vers = versions()
+    load0 = os.getloadavg() if hasattr(os, "getloadavg") else None
+    t0 = time.time()
+    rows: list[dict[str, Any]] = []
+    for m in args.model_list:
+        rows += bench_model(m, args, engines, vers, out_dir, log)
+    micro: list[dict[str, Any]] = []
+    if args.micro:
+        import gemm
+
+        micro = gemm.run_micro(threads=args.threads, small=args.small, runs=args.runs, warmup=args.warmup,
+                               budget=args.budget, log=log, cache=out_dir / "artifacts" / "micro")
+    doc = {
+        "meta": {"date": time.strftime("%Y-%m-%dT%H:%M:%S"), "seconds": round(time.time() - t0, 1),
+                 "command": " ".join(["benchmarks/run.py", *(sys.argv[1:] if argv is None else argv)]),
+                 "host": platform.node(), "machine": platform.machine(), "cpu": cpu_name(),
+                 "cores": os.cpu_count(), "threads": args.threads, "small": args.small, "runs": args.runs,
+                 "warmup": args.warmup, "budget_s": args.budget, "tol": args.tol, "versions": vers,
+                 "loadavg_start": load0, "loadavg_end": os.getloadavg() if hasattr(os, "getloadavg") else None,
+                 "engines": args.engine_list, "models": args.model_list},
+        "results": rows,
+        "summary": summarize(rows, args.model_list),
+        "micro": micro,
+    }
+    print_tables(doc, console)
+    if micro:
+        import gemm
+
+        gemm.print_table(micro, console, args.threads)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    text = json.dumps(doc, indent=2, default=float)
+    (out_dir / f"bench-{stamp}.json").write_text(text)
+    (out_dir / "latest.json").write_text(text)
+    log(f"results: {out_dir / f'bench-{stamp}.json'}")
+    if args.json == "-":
+        sys.stdout.write(text + "\n")
+    elif args.json:
+        Path(args.json).write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except OpenAccelError as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(e.exit_code)

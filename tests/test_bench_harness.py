@@ -1,0 +1,153 @@
+"""The benchmark harness (benchmarks/run.py, benchmarks/gemm.py): structure of its table and JSON,
+and that openaccel's output matches eager there. Never timings: the machine is shared and noisy."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCH = ROOT / "benchmarks"
+_spec = importlib.util.spec_from_file_location("bench_run", BENCH / "run.py")
+assert _spec is not None and _spec.loader is not None
+bench = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(bench)
+
+
+def _engines() -> list[str]:
+    names = ["eager", "openaccel"]
+    if importlib.util.find_spec("executorch") is not None:
+        names += ["et_portable", "et_xnnpack"]
+    if all(importlib.util.find_spec(m) is not None for m in ("onnxruntime", "onnx", "onnxscript")):
+        names.append("ort")  # installed by `make bench-setup`, not by CI
+    return names
+
+
+def _run(args: list[str], timeout: float = 900) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "sdk"), os.environ.get("PYTHONPATH", "")]))
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=timeout, env=env,
+                          cwd=ROOT)
+
+
+@pytest.mark.slow
+def test_harness_mlp_small(tmp_path: Path) -> None:
+    engines = _engines()
+    out = tmp_path / "results.json"
+    p = _run([str(BENCH / "run.py"), "--models", "mlp", "--small", "--runs", "2", "--warmup", "1",
+              "--budget", "1", "--engines", ",".join(engines), "--out", str(tmp_path), "--json", str(out)])
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    # the tables
+    assert "ms per run (median), 1 thread(s)" in p.stdout
+    assert "openaccel / best peer" in p.stdout
+    for e in engines:
+        assert bench.ENGINES[e].label in p.stdout
+    # the JSON, also kept under --out
+    doc = json.loads(out.read_text())
+    assert json.loads((tmp_path / "latest.json").read_text()) == doc
+    assert doc["meta"]["threads"] == 1 and doc["meta"]["small"] is True
+    assert doc["meta"]["engines"] == engines and doc["meta"]["models"] == ["mlp"]
+    rows = {r["engine"]: r for r in doc["results"]}
+    assert set(rows) == {*engines, bench.OA_RUN}
+    for e in engines:
+        r = rows[e]
+        assert r["status"] == "ok", r
+        assert r["model"] == "mlp" and r["inputs"] == ["float32[1, 784]"]
+        assert 1 <= r["runs"] <= 2 and r["warmup_runs"] == 1
+        assert r["median_ms"] > 0 and r["min_ms"] <= r["median_ms"]
+        assert r["file_bytes"] > 784 * 512 * 4  # the weights are in every file
+        assert r["output_ok"] is True, r
+        assert r["peak_rss_delta_bytes"] > 0 and r["rss_method"]
+    assert rows["eager"]["max_abs_error"] == 0
+    oa = rows["openaccel"]
+    assert oa["max_abs_error"] <= 1e-4
+    assert oa["arena_bytes"] > 0 and oa["memory"]["arena_bytes"] > 0
+    c = rows[bench.OA_RUN]
+    assert c["status"] == "ok" and c["median_ms"] > 0 and c["peak_rss_bytes"] > 0
+    (s,) = doc["summary"]
+    assert s["model"] == "mlp" and s["best_peer"] in engines and s["ratio_to_best_peer"] > 0
+
+
+@pytest.mark.slow
+def test_harness_reports_unexportable_models(tmp_path: Path) -> None:
+    """An engine that cannot export a model is a 'n/a (reason)' cell, and the run goes on."""
+    p = _run([str(BENCH / "run.py"), "--models", "mlp,gpt", "--small", "--runs", "1", "--warmup", "1",
+              "--budget", "1", "--engines", "eager,openaccel", "--no-rss", "--no-oa-run",
+              "--out", str(tmp_path), "--json", "-"])
+    assert p.returncode == 0, p.stderr[-3000:]
+    doc = json.loads(p.stdout)  # with --json - the tables go to stderr
+    assert "ms per run" in p.stderr
+    rows = {(r["model"], r["engine"]): r for r in doc["results"]}
+    assert rows[("mlp", "openaccel")]["status"] == "ok"
+    assert rows[("gpt", "eager")]["status"] == "ok"
+    gpt = rows[("gpt", "openaccel")]
+    if gpt["status"] != "ok":  # until every op of the GPT has a kernel
+        assert gpt["reason"].startswith("export failed: UnsupportedOpError") and "aten." in gpt["reason"]
+        assert "n/a [" in p.stderr
+
+
+@pytest.mark.slow
+def test_micro_benchmark_small(tmp_path: Path) -> None:
+    out = tmp_path / "micro.json"
+    p = _run([str(BENCH / "gemm.py"), "--small", "--runs", "2", "--warmup", "1", "--budget", "0.5",
+              "--out", str(tmp_path), "--json", str(out)])
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    assert "GFLOP/s" in p.stdout
+    doc = json.loads(out.read_text())
+    kinds = {r["kind"] for r in doc["micro"]}
+    assert kinds == {"linear", "matmul", "conv2d"}
+    for r in doc["micro"]:
+        assert r["flops"] > 0 and r["torch_gflops"] > 0
+        assert "reason" not in r, r
+        assert r["openaccel_gflops"] > 0 and r["max_rel_error"] < 1e-4
+
+
+# ---- quick checks of the pieces ----------------------------------------------------------------------
+def test_compare_flags_wrong_outputs() -> None:
+    ref = [np.ones((2, 3), np.float32)]
+    assert bench.compare([[ref[0].copy()]], ref, 1e-3) == {"max_abs_error": 0.0, "output_ok": True}
+    bad = bench.compare([[ref[0].copy()], [ref[0] + 0.5]], ref, 1e-3)
+    assert bad["output_ok"] is False and bad["max_abs_error"] == pytest.approx(0.5)
+    assert bench.compare([[np.ones((3, 2), np.float32)]], ref, 1e-3)["output_ok"] is False
+    nan = bench.compare([[np.full((2, 3), np.nan, np.float32)]], ref, 1e-3)
+    assert nan["output_ok"] is False
+
+
+def test_summary_uses_only_correct_peers() -> None:
+    def row(engine: str, ms: float, ok: bool = True, peer: bool = True) -> dict[str, object]:
+        return {"model": "m", "engine": engine, "peer": peer, "status": "ok", "median_ms": ms, "output_ok": ok}
+
+    rows = [row("eager", 4.0), row("ort", 1.0, ok=False), row("et_xnnpack", 2.0),
+            row("openaccel", 3.0, peer=False)]
+    (s,) = bench.summarize(rows, ["m"])
+    assert s["best_peer"] == "et_xnnpack" and s["ratio_to_best_peer"] == pytest.approx(1.5)
+    assert s["ratio_to_eager"] == pytest.approx(0.75)
+
+
+def test_time_cell_respects_budget() -> None:
+    calls = []
+
+    def run() -> list[np.ndarray]:
+        calls.append(1)
+        return [np.zeros(1)]
+
+    res = bench.time_cell(run, runs=5, warmup=3, budget=10)
+    assert res["runs"] == 5 and res["warmup_runs"] == 3 and len(calls) == 8 and not res["capped"]
+    res = bench.time_cell(run, runs=1000, warmup=1, budget=0.0)
+    assert res["runs"] == 1 and res["capped"]
+
+
+def test_first_line_lists_unsupported_ops() -> None:
+    from openaccel.errors import UnsupportedOpError
+
+    e = UnsupportedOpError("the runtime has no kernel for 2 op(s) in this model:\n"
+                           "  aten.add.Tensor  (first used at x.py:1)\n  aten.gelu.default  (first used at x.py:2)\n"
+                           "See docs/ops.md for the supported op set.")
+    assert bench.first_line(e) == ("UnsupportedOpError: the runtime has no kernel for 2 op(s) in this model: "
+                                   "aten.add.Tensor, aten.gelu.default")
