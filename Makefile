@@ -5,7 +5,7 @@ PY        := .venv/bin/python
 TARGET    ?= qemu-aarch64
 PYTEST_J  ?= 2
 
-.PHONY: setup demo test test-fast lint schema docs bench clean
+.PHONY: setup demo test test-fast lint schema docs bench bench-setup clean
 
 setup:
 	@scripts/setup.sh
@@ -32,8 +32,13 @@ schema:
 docs: setup
 	@$(PY) -c "from openaccel.opset import render_markdown; open('docs/ops.md','w').write(render_markdown() + '\n')"
 
-bench: setup
-	@$(PY) benchmarks/run.py
+# onnx / onnxruntime are benchmark peers only, installed on demand
+bench-setup: setup
+	@$(PY) -c "import onnx, onnxscript, onnxruntime" 2>/dev/null || \
+	  .venv/bin/pip install -q --disable-pip-version-check onnx onnxscript onnxruntime
+
+bench: bench-setup
+	@$(PY) benchmarks/run.py --micro $(BENCH_ARGS)
 
 clean:
 	rm -rf build out .pytest_cache
