@@ -274,44 +274,42 @@ class HostSession:
             out.append((t.name.decode(), dtypes.name_of(t.dtype), tuple(t.shape[: t.ndim])))
         return out
 
-    def run(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
+    def _bind_io(self) -> None:
+        """Cache the input/output tensors' addresses and zero-copy NumPy views of the outputs:
+        a call is then a few memmoves and one C call (the binding adds microseconds, not tens)."""
         lib = self._lib
-        n_in = lib.oa_method_input_count(self._method)
-        if len(arrays) != n_in:
-            raise InputError(f"the program takes {n_in} inputs, {len(arrays)} were given")
-        diag = Diag()
-        keep = []
-        for i, a in enumerate(arrays):
-            a = np.require(a, requirements="C")  # (ascontiguousarray turns 0-d into 1-d)
-            keep.append(a)
-            try:
-                code = dtypes.code_of_numpy(a.dtype)
-            except KeyError:
-                raise InputError(f"input {i}: dtype {a.dtype} is not supported") from None
-            if a.ndim > MAX_DIMS:
-                raise InputError(f"input {i}: {a.ndim} dims, at most {MAX_DIMS} supported")
-            src = Tensor()
-            src.data = a.ctypes.data
-            src.ndim = a.ndim
-            src.dtype = code
-            for d in range(a.ndim):
-                src.shape[d] = a.shape[d]
-            src.numel = a.size
-            src.nbytes = a.nbytes
-            st = lib.oa_method_set_input(self._method, i, C.byref(src), C.byref(diag))
-            if st:
-                raise _fail(InputError, st, diag, "setting inputs")
-        st = lib.oa_method_execute(self._method, C.byref(diag))
-        if st:
-            raise _fail(RuntimeFailure, st, diag, "executing")
-        outs = []
+        self._inputs: list[tuple[int, np.dtype, tuple[int, ...], int]] = []
+        for i in range(lib.oa_method_input_count(self._method)):
+            t = self._tensor(lib.oa_method_input, i)
+            self._inputs.append((t.data or 0, dtypes.numpy_of(t.dtype), tuple(t.shape[: t.ndim]), t.nbytes))
+        self._out_views: list[np.ndarray] = []
         for i in range(lib.oa_method_output_count(self._method)):
             t = self._tensor(lib.oa_method_output, i)
             shape = tuple(t.shape[: t.ndim])
             dt = dtypes.numpy_of(t.dtype)
-            raw = C.string_at(t.data, t.nbytes) if t.nbytes else b""
-            outs.append(np.frombuffer(raw, dtype=dt).reshape(shape).copy())
-        return outs
+            if t.nbytes:
+                raw = (C.c_uint8 * t.nbytes).from_address(t.data)
+                view = np.frombuffer(raw, dtype=dt).reshape(shape)
+            else:
+                view = np.empty(shape, dtype=dt)
+            self._out_views.append(view)
+        self._diag = Diag()
+
+    def run(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
+        if not hasattr(self, "_out_views"):
+            self._bind_io()
+        if len(arrays) != len(self._inputs):
+            raise InputError(f"the program takes {len(self._inputs)} inputs, {len(arrays)} were given")
+        for i, (a, (addr, dt, shape, nbytes)) in enumerate(zip(arrays, self._inputs)):
+            if a.dtype != dt or a.shape != shape:
+                raise InputError(f"input {i}: expected {dt}{list(shape)}, received {a.dtype}{list(a.shape)}")
+            if nbytes:
+                a = np.require(a, requirements="C")  # (ascontiguousarray turns 0-d into 1-d)
+                C.memmove(addr, a.ctypes.data, nbytes)
+        st = self._lib.oa_method_execute(self._method, C.byref(self._diag))
+        if st:
+            raise _fail(RuntimeFailure, st, self._diag, "executing")
+        return [v.copy() for v in self._out_views]
 
     def run_tests(self) -> list[TestReport]:
         lib = self._lib
