@@ -17,8 +17,8 @@ threads, the wall clock (best of runs).
 from __future__ import annotations
 
 import argparse
-import json
 import ctypes
+import json
 import sys
 import time
 from collections.abc import Callable
