@@ -22,13 +22,18 @@
  * measured 1.5x slower on 1024^3): then each A tile is first copied to a small buffer with a
  * padded row stride (same values, same order of operations).
  *
- * Threads: tasks are split statically between `slots` (at most the pool size), each with its
- * own scratch. Only outputs are split, K blocking depends on the shape alone, so every output
- * element is computed by the same instructions whatever the thread count. */
+ * Threads: each of `slots` (at most the pool size) workers has its own scratch and takes tasks
+ * from a shared counter until none is left (a static split without C11 atomics). Only outputs
+ * are split, K blocking depends on the shape alone, so every output element is computed by the
+ * same instructions whatever the thread count and whichever thread computes it. */
 #include <string.h>
 
 #include "../../cpu/threadpool.h"
 #include "fast.h"
+
+#if !defined(__STDC_NO_ATOMICS__)
+#include <stdatomic.h>
+#endif
 
 #define KC_MAX 256
 /* A tiles copied to a compact buffer have this row stride (floats): KC_MAX + one cache line, so
@@ -246,7 +251,24 @@ typedef struct gemm_ctx {
   const oa_gemm_args_t *g;
   float *scratch;
   int64_t npad;
+#if !defined(__STDC_NO_ATOMICS__)
+  atomic_llong next; /* next task to take */
+#endif
 } gemm_ctx_t;
+
+/* the next task for slot s, or -1; *cursor is the slot's position in a static split */
+static int64_t take_task(gemm_ctx_t *x, int64_t s, int64_t *cursor) {
+#if !defined(__STDC_NO_ATOMICS__)
+  (void)s;
+  (void)cursor;
+  const int64_t t = (int64_t)atomic_fetch_add(&x->next, 1);
+  return t < x->blk->n_tasks ? t : -1;
+#else
+  const int64_t t1 = (s + 1) * x->blk->n_tasks / x->blk->slots;
+  if (*cursor < 0) *cursor = s * x->blk->n_tasks / x->blk->slots;
+  return *cursor < t1 ? (*cursor)++ : -1;
+#endif
+}
 
 /* Row tiles [i0, i1) x panels of columns [j0, j0 + ncur) for K block kb. `bp` is the first
  * packed panel (panel stride kc * NR), or NULL in DIRECT mode.
@@ -320,15 +342,15 @@ static void compute_block(const gemm_ctx_t *x, float *slot, int64_t kb, int64_t 
   }
 }
 
-/* tasks [t0, t1) of a slot: column blocks (PACK_PER_TASK) or tiles */
-static void run_slot(const gemm_ctx_t *x, int64_t s) {
+/* the tasks a slot takes: column blocks (PACK_PER_TASK) or tiles */
+static void run_slot(gemm_ctx_t *x, int64_t s) {
   const oa_gemm_blocking_t *blk = x->blk;
   const oa_gemm_args_t *g = x->g;
   const int32_t nr = x->isa->nr;
   float *slot = x->scratch + blk->shared_floats + s * blk->slot_floats;
-  const int64_t t0 = s * blk->n_tasks / blk->slots, t1 = (s + 1) * blk->n_tasks / blk->slots;
   const int64_t col_tasks = cdiv(x->npad, blk->nc);
-  for (int64_t t = t0; t < t1; t++) {
+  int64_t cursor = -1;
+  for (int64_t t; (t = take_task(x, s, &cursor)) >= 0;) {
     if (blk->mode == OA_GEMM_PACK_PER_TASK) {
       const int64_t j0 = t * blk->nc, ncur = min64(blk->nc, g->n - j0);
       if (ncur <= 0) continue;
@@ -353,7 +375,7 @@ static void run_slot(const gemm_ctx_t *x, int64_t s) {
 }
 
 static void slots_fn(void *ctx, int64_t s0, int64_t s1) {
-  for (int64_t s = s0; s < s1; s++) run_slot((const gemm_ctx_t *)ctx, s);
+  for (int64_t s = s0; s < s1; s++) run_slot((gemm_ctx_t *)ctx, s);
 }
 
 static void pack_all_panels(void *ctx, int64_t q0, int64_t q1) {
@@ -403,7 +425,15 @@ void oa_gemm_run(const oa_fast_isa_t *isa, const oa_gemm_blocking_t *blk, const 
             oa_fast_act(g->bias ? g->bias[i] : (g->bias_col ? g->bias_col[j] : 0.0f), &epi);
     return;
   }
-  gemm_ctx_t x = {isa, blk, g, scratch, cdiv(g->n, isa->nr) * isa->nr};
+  gemm_ctx_t x;
+  x.isa = isa;
+  x.blk = blk;
+  x.g = g;
+  x.scratch = scratch;
+  x.npad = cdiv(g->n, isa->nr) * isa->nr;
+#if !defined(__STDC_NO_ATOMICS__)
+  atomic_init(&x.next, 0);
+#endif
   if (blk->mode == OA_GEMM_PACK_ALL) oa_parallel_for(pool, cdiv(g->n, isa->nr), 2, pack_all_panels, &x);
   oa_parallel_for(pool, blk->slots, 1, slots_fn, &x);
 }
