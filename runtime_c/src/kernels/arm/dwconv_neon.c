@@ -10,6 +10,12 @@ static inline float32x4_t act4(float32x4_t v, oa_uk_epi_t e) {
   return v;
 }
 
+static inline void store_n(float *p, float32x4_t v, int64_t n) {
+  float t[4];
+  vst1q_f32(t, v);
+  for (int64_t i = 0; i < n; i++) p[i] = t[i];
+}
+
 #define DW_FN oa_neon_dw
 #define VW 4
 #define VT float32x4_t
@@ -22,6 +28,7 @@ static inline float32x4_t act4(float32x4_t v, oa_uk_epi_t e) {
 #define VFMA(acc, a, b) vmlaq_f32((acc), (a), (b))
 #endif
 #define VSTOREU(p, v) vst1q_f32((p), (v))
+#define VSTOREN(p, v, n) store_n((p), (v), (n))
 #define VACT(v, e) act4((v), (e))
 #include "../fast/dwconv_tmpl.inc"
 

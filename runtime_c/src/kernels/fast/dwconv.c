@@ -10,5 +10,6 @@
 #define VLOADS2(p) (*(p))
 #define VFMA(acc, a, b) ((acc) + (a) * (b))
 #define VSTOREU(p, v) (*(p) = (v))
+#define VSTOREN(p, v, n) ((void)(n), *(p) = (v))
 #define VACT(v, e) oa_fast_act((v), &(e))
 #include "dwconv_tmpl.inc"

@@ -483,19 +483,23 @@ static void dw_slots(void *ctx, int64_t s0, int64_t s1) {
     for (int64_t pl = s * d->planes / d->slots; pl < (s + 1) * d->planes / d->slots; pl++) {
 #endif
       const int64_t nb = pl / q->o, oc = pl % q->o, src_plane = nb * q->c + oc / q->og;
+      if (filled < 0) {
+        /* the padding is the same for every plane: zero the buffer once, then copy only the
+         * input rows (per-row memset + memcpy calls dominated on 7x7 and 14x14 planes) */
+        memset(pad, 0, (size_t)(d->pad_h * d->pad_w) * sizeof(float));
+      }
       if (src_plane != filled) {
         const float *xp = d->x + src_plane * q->h * q->w;
-        for (int64_t r = 0; r < d->pad_h; r++) {
-          float *pr = pad + r * d->pad_w;
-          const int64_t ih = r - q->ph;
-          if (ih < 0 || ih >= q->h) {
-            memset(pr, 0, (size_t)d->pad_w * sizeof(float));
-            continue;
+        const int64_t r0 = q->ph, r1 = min64(q->ph + q->h, d->pad_h);
+        const int64_t c0 = min64(q->pw, d->pad_w), c1 = min64(q->pw + q->w, d->pad_w), n = c1 - c0;
+        for (int64_t r = r0; r < r1; r++) {
+          float *pr = pad + r * d->pad_w + c0;
+          const float *src = xp + (r - q->ph) * q->w;
+          if (n >= 32) {
+            memcpy(pr, src, (size_t)n * sizeof(float));
+          } else {
+            for (int64_t c = 0; c < n; c++) pr[c] = src[c];
           }
-          const int64_t c0 = min64(q->pw, d->pad_w), c1 = min64(q->pw + q->w, d->pad_w);
-          memset(pr, 0, (size_t)c0 * sizeof(float));
-          if (c1 > c0) memcpy(pr + c0, xp + ih * q->w, (size_t)(c1 - c0) * sizeof(float));
-          if (d->pad_w > c1) memset(pr + c1, 0, (size_t)(d->pad_w - c1) * sizeof(float));
         }
         filled = src_plane;
       }

@@ -17,6 +17,12 @@ static inline __m256 act8(__m256 v, oa_uk_epi_t e) {
   return v;
 }
 
+/* the first n (1..7) lanes (masked-off lanes are not written) */
+static inline void store_n(float *p, __m256 v, int64_t n) {
+  const __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  _mm256_maskstore_ps(p, _mm256_cmpgt_epi32(_mm256_set1_epi32((int)n), idx), v);
+}
+
 #define DW_FN oa_avx2_dw
 #define VW 8
 #define VT __m256
@@ -25,5 +31,6 @@ static inline __m256 act8(__m256 v, oa_uk_epi_t e) {
 #define VLOADS2(p) load_s2(p)
 #define VFMA(acc, a, b) _mm256_fmadd_ps((a), (b), (acc))
 #define VSTOREU(p, v) _mm256_storeu_ps((p), (v))
+#define VSTOREN(p, v, n) store_n((p), (v), (n))
 #define VACT(v, e) act8((v), (e))
 #include "../fast/dwconv_tmpl.inc"
