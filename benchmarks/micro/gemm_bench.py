@@ -66,7 +66,15 @@ def gemm(n: int, m: int | None = None, k: int | None = None) -> Case:
     return Case("gemm", f"mm {m}x{k}x{n}", lambda a, b: a @ b, (_r(m, k), _r(k, n)), (), 2.0 * m * n * k)
 
 
-def linear(m: int, k: int, n: int, tag: str) -> Case:
+def bmm(b: int, m: int, k: int, n: int, tag: str) -> Case:
+    return Case("gemm", f"bmm {tag} {b}x{m}x{k}x{n}", lambda x, y: torch.bmm(x, y), (_r(b, m, k), _r(b, k, n)), (),
+                2.0 * b * m * n * k)
+
+
+def linear(m: int, k: int, n: int, tag: str, bias: bool = True) -> Case:
+    if not bias:
+        return Case("linear", f"linear {tag} M={m} {k}->{n} nobias", lambda x, w: F.linear(x, w), (_r(m, k),),
+                    (_r(n, k),), 2.0 * m * n * k)
     return Case("linear", f"linear {tag} M={m} {k}->{n}", lambda x, w, b: F.linear(x, w, b), (_r(m, k),),
                 (_r(n, k), _r(n)), 2.0 * m * n * k)
 
@@ -84,9 +92,10 @@ def conv(tag: str, c: int, h: int, o: int, k: int, s: int = 1, p: int | None = N
 def cases() -> list[Case]:
     return [
         gemm(256), gemm(512), gemm(1024),
+        bmm(4, 128, 64, 128, "gpt q@k^T"), bmm(4, 128, 128, 64, "gpt p@v"),
         linear(1, 784, 512, "mlp"), linear(1, 512, 512, "mlp"), linear(1, 512, 10, "mlp"),
         linear(128, 256, 768, "gpt"), linear(128, 256, 256, "gpt"), linear(128, 256, 1024, "gpt"),
-        linear(128, 1024, 256, "gpt"),
+        linear(128, 1024, 256, "gpt"), linear(128, 256, 512, "gpt head", bias=False),
         # ResNet-18 layers (one of each shape)
         conv("r18", 3, 224, 64, 7, 2, 3), conv("r18", 64, 56, 64, 3), conv("r18", 64, 56, 128, 3, 2),
         conv("r18", 128, 28, 128, 3), conv("r18", 128, 28, 256, 3, 2), conv("r18", 256, 14, 256, 3),

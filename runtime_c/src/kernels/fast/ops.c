@@ -3,23 +3,28 @@
  * The reference kernel's prepare has validated the call before any of these runs (kernel.h), so
  * prepare here only derives sizes, chooses a path and declines (OA_ERR_UNSUPPORTED) what it does
  * not handle (scratch that would be unreasonably large); run recomputes the same geometry from
- * the call.
+ * the call. Numbers below: Zen3, one thread, benchmarks/micro/gemm_bench.py.
  *
- * linear: weights are constants in PyTorch's [N, K] layout. Rather than packing W (K x N, the
- * big operand) on every run or changing the file format, the product is computed transposed:
- * Y^T[N, M] = W[N, K] * X^T[K, M]. W is the in-place A operand of the micro-kernel (row stride
- * K), only the activations X (M x K, small) are packed, and C is written with row stride 1 and
- * column stride N, i.e. straight into Y[M, N]. Bias is then per row of the tile, as in conv.
- * For M <= 4 rows a GEMV kernel (dot products of W rows with X rows, no packing) is used.
- * Measured on Zen3 (one thread): MLP 784-512-512-10 at M = 1, and GPT d=256 projections at
- * M = 128 (see benchmarks/micro/gemm_bench.py). Pre-packing W at export was not needed: the
- * transposed product leaves nothing of W to pack.
+ * linear (weights are constants in PyTorch's [N, K] layout):
+ *   M <= 4 rows: GEMV kernel, dot products of W rows with X rows, W read in place (2.5x faster
+ *   than PyTorch on the MLP's 1-row layers).
+ *   Otherwise Y = X * W^T with A = X in place and B = W^T packed on every run by the ISA's
+ *   transposing packer (AVX2: 8x8 register transposes, 4x faster than the scalar one). Tried and
+ *   measured: the transposed product Y^T = W * X^T (W in place, nothing of W packed) was 1.5x
+ *   slower for GPT's M = 128 projections because of the transposed stores into Y; packing W costs
+ *   about 5% of these products, so pre-packing W at export (a format change) was not done.
  *
- * conv2d (NCHW): out[co, p] = W[co, (ci, kh, kw)] * col[(ci, kh, kw), p]: the weights are the
- * in-place A operand, the im2col matrix is never materialized: the packer builds each B panel
- * (kc x NR pixels) straight from the input rows. 1x1 stride-1 unpadded convs pack the input
- * planes (B = x[ci][p]). Groups run one GEMM each; depthwise convs (one input channel per
- * group) have their own kernel on a zero-padded copy of each plane. */
+ * conv2d (NCHW): out[co, p] = W[co, (ci, kh, kw)] * col[(ci, kh, kw), p], the weights the
+ * in-place A operand, no im2col matrix:
+ *   - 1x1, stride 1, no padding: B = the input planes [C, H * W], packed.
+ *   - strides up to 8: the input is copied once into zero-padded, stride-phase-split planes
+ *     (conv_direct below) so that B row (ci, kh, kw) is a contiguous run of a plane at offset
+ *     boff[k] for consecutive "virtual" pixels oh * wph + ow; the micro-kernel reads B in place
+ *     through boff (DIRECT mode) and the wph - ow extra columns per row are dropped after (1.3x
+ *     faster than packing im2col panels on ResNet-18's 64-channel layers).
+ *   - larger strides: im2col panels packed straight from the input rows (pack_im2col).
+ *   Groups run one GEMM each. Depthwise convs (one input channel per group) have their own
+ *   kernel (dwconv_tmpl.inc) on a zero-padded copy of each plane. */
 #include <string.h>
 
 #include "../../cpu/threadpool.h"
@@ -374,8 +379,9 @@ oa_status_t oa_fast_conv2d_prepare_isa(const oa_op_call_t *call, const oa_kernel
     plan->params[F_PATH] = PATH_1X1;
     return set_scratch(plan, blk.scratch_floats);
   }
+  /* direct: strides up to 8 (phase planes), the input copied once with its padding */
   if (q.sh <= 8 && q.sw <= 8) {
-    oa_gemm_plan(I, q.og, conv_is_1x1(&q) ? q.oh * q.ow : q.nv, q.k, q.k, 1, threads, &blk);
+    oa_gemm_plan(I, q.og, q.nv, q.k, q.k, 1, threads, &blk);
     conv_layout_t l;
     conv_direct_layout(&q, blk.scratch_floats, &l);
     if (l.total >= 0) {
