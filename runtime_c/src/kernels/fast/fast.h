@@ -8,11 +8,13 @@
  *                    only ever called after env->features says avx2 && fma)
  *   arm/..._neon.c     8x8 (aarch64) / 4x8 (armv7) NEON micro-kernels, GEMV, depthwise
  *
- * GEMM convention: C[M, N] = A[M, K] * B[K, N]. A is read in place (row-major, stride lda): it
- * is the constant side (conv and linear weights), so it is never copied at run time. B is packed
- * at run time into panels of NR columns, K-major ([kc][NR]), zero-padded to NR: an im2col of the
- * conv input, the transposed activations of `linear`, or matmul's right operand. C is written
- * through (row stride, column stride), so `linear` computes Y^T = W * X^T straight into Y.
+ * GEMM convention: C[M, N] = A[M, K] * B[K, N]. A is read in place (row-major, stride lda; the
+ * constant side for convs: their weights are never copied at run time). B is packed at run time
+ * into panels of NR columns, K-major ([kc][NR]), zero-padded to NR (W^T for `linear`, matmul's
+ * right operand, 1x1 conv inputs, im2col panels), or read in place through a per-row offset table
+ * (DIRECT: the zero-padded, phase-split conv input). C is written through (row stride, column
+ * stride); bias per row (conv) or per column (linear) and the activation are fused in the
+ * micro-kernel's epilogue.
  *
  * Determinism: outputs are partitioned between threads (never K), and the K blocking depends on
  * the shape only, so results do not depend on the thread count. */
