@@ -5,8 +5,9 @@ can be chosen, including the fused activation of conv2d / linear (act 0, 1, 2 in
 program runs with reference kernels only and with the optimized ones:
   - on the host (AVX2 variants here) with 1, 2 and 3 threads: the outputs must be bit-identical
     between thread counts (work is split by outputs, never along K);
-  - under qemu-aarch64 (NEON 8x8), qemu-armv7 (NEON 4x8) and qemu-riscv64 (portable C tiles) with
-    `oa_run` and `oa_run --reference`.
+  - under qemu-aarch64 (NEON 8x8), qemu-armv7 (NEON 4x8) and qemu-riscv64 (portable C tiles), and
+    natively with the x86_64-linux target (a baseline -march=x86-64 static build that picks the
+    AVX2 kernels at run time), with `oa_run` and `oa_run --reference`.
 The reference output is also checked against PyTorch (sanity of the case itself).
 
 Tolerances: the reference sums in double, the optimized kernels in float32 in blocks of up to 256
@@ -285,9 +286,9 @@ def run_oa(target: str, buf: bytes, arrays: list[np.ndarray], *flags: str) -> li
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("target", QEMU_TARGETS)
+@pytest.mark.parametrize("target", [*QEMU_TARGETS, "x86_64-linux"])
 @pytest.mark.parametrize("family", list(FAMILIES))
-def test_emulated(family: str, target: str) -> None:
+def test_targets(family: str, target: str) -> None:
     buf, _, feeds = program(family)
     arrays = [t.numpy() for t in feeds]
     ref = run_oa(target, buf, arrays, "--reference")
