@@ -130,13 +130,16 @@ def _acts(cases: Sequence[Callable[[int], Case]]) -> list[Case]:
 
 
 def linear_cases() -> list[Case]:
-    shapes = [  # (M, K, N): GEMV (M <= 4) then tiles; K blocks; A copies; row blocks
+    shapes = [  # (M, K, N): GEMV (M <= 32: K tails 0..15, N tails 1..3), then GEMM tiles (M > 32: tile
+        # edges, K blocks, A copied for lda = 1024, row blocks)
         (1, 784, 50), (2, 33, 17), (3, 5, 9), (4, 1, 7), (1, 5, 1), (5, 64, 16), (6, 16, 16), (7, 17, 15),
-        (8, 256, 33), (9, 257, 8), (13, 600, 31), (17, 1024, 20), (33, 3, 100), (64, 128, 64), (300, 300, 40),
-        (6, 2, 1), ((2, 3), 20, 9), ((2, 2, 3), 7, 4),
+        (8, 256, 33), (9, 257, 8), (13, 600, 31), (32, 23, 6), (6, 2, 1), ((2, 3), 20, 9), ((2, 2, 3), 7, 4),
+        (33, 3, 100), (35, 40, 17), (37, 257, 15), (38, 600, 33), (40, 1024, 20), (64, 128, 64), (300, 300, 40),
+        ((3, 12), 17, 9),
     ]
     fs: list[Callable[[int], Case]] = [functools.partial(linear, m, k, n) for m, k, n in shapes]
-    fs += [functools.partial(linear, 12, 40, 18, bias=False), functools.partial(linear, 7, 31, 17, nan=True)]
+    fs += [functools.partial(linear, 12, 40, 18, bias=False), functools.partial(linear, 7, 31, 17, nan=True),
+           functools.partial(linear, 45, 40, 18, bias=False), functools.partial(linear, 41, 31, 17, nan=True)]
     return _acts(fs)
 
 
