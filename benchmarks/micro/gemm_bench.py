@@ -5,10 +5,11 @@ the C API (oa_method_execute, inputs set once); PyTorch runs the same op in eage
 torch.set_num_threads(threads). Prints milliseconds, GFLOP/s and the ratio (> 1: openaccel
 faster).
 
-Timing: the best of several repetitions. With --threads 1 (default) the clock is the calling
-thread's CPU time (time.thread_time), which does not count time the thread was descheduled: on a
-machine shared with other jobs, wall-clock medians were off by 2-3x between runs. With more
-threads, the wall clock (best of runs).
+Timing: PyTorch and openaccel calls alternate (so both see the same machine state) and each
+reports its best call. With --threads 1 (default) the clock is the calling thread's CPU time
+(time.thread_time), which does not count time the thread was descheduled: on a machine shared
+with other jobs, wall-clock medians of separate runs were off by 2-3x from one run to the next.
+With more threads, the wall clock.
 
     PYTHONPATH=sdk python benchmarks/micro/gemm_bench.py [--threads 1] [--only gemm,conv] [--json]
     ... --reference    time the reference kernels instead (slow: use --only)
@@ -110,31 +111,8 @@ def cases() -> list[Case]:
     ]
 
 
-def best_ms(fn: Callable[[], Any], threads: int, min_time: float = 0.25, reps: int = 5) -> float:
-    """Best per-call time of `reps` repetitions, each of enough calls to last min_time / reps."""
-    clock = time.thread_time if threads <= 1 else time.perf_counter
-    fn()
-    t0 = clock()
-    fn()
-    once = max(clock() - t0, 1e-6)
-    calls = max(1, int(min_time / reps / once))
-    best = float("inf")
-    for _ in range(reps):
-        t0 = clock()
-        for _ in range(calls):
-            fn()
-        best = min(best, (clock() - t0) / calls)
-    return best * 1e3
-
-
-def torch_ms(case: Case, threads: int) -> float:
-    torch.set_num_threads(threads)
-    model = _Fn(case.fn, case.consts).eval()
-    with torch.no_grad():
-        return best_ms(lambda: model(*case.inputs), threads)
-
-
-def oa_ms(case: Case, threads: int, reference: bool) -> float:
+def prepare_oa(case: Case, threads: int, reference: bool) -> Callable[[], None]:
+    """A function running the case's program once through the C API (inputs set once)."""
     CACHE.mkdir(parents=True, exist_ok=True)
     path = CACHE / (case.name.replace(" ", "_").replace(">", "").replace("@", "at") + ".oab")
     if not path.exists():
@@ -148,7 +126,29 @@ def oa_ms(case: Case, threads: int, reference: bool) -> float:
         if lib.oa_method_execute(method, ctypes.byref(diag)):
             raise RuntimeError(f"{case.name}: execute failed: {diag.message.decode(errors='replace')}")
 
-    return best_ms(run, threads)
+    run.session = sess  # type: ignore[attr-defined]  # keeps the method alive
+    return run
+
+
+def interleaved_ms(a: Callable[[], Any], b: Callable[[], Any], threads: int, budget: float = 0.6,
+                   rounds: int = 15) -> tuple[float, float]:
+    """Best call time (ms) of a and b, called alternately within about `budget` seconds."""
+    clock = time.thread_time if threads <= 1 else time.perf_counter
+    a()
+    b()
+    t0 = clock()
+    a()
+    b()
+    per_round = max(1, int(budget / rounds / max(clock() - t0, 1e-6)))
+    best_a = best_b = float("inf")
+    for _ in range(rounds * per_round):
+        t0 = clock()
+        a()
+        t1 = clock()
+        b()
+        t2 = clock()
+        best_a, best_b = min(best_a, t1 - t0), min(best_b, t2 - t1)
+    return best_a * 1e3, best_b * 1e3
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -165,8 +165,11 @@ def main(argv: list[str] | None = None) -> int:
     for c in cases():
         if keys and not any(k == c.group or k in c.name for k in keys):
             continue
-        t = torch_ms(c, a.threads)
-        o = oa_ms(c, a.threads, a.reference)
+        torch.set_num_threads(a.threads)
+        model = _Fn(c.fn, c.consts).eval()
+        run_oa = prepare_oa(c, a.threads, a.reference)
+        with torch.no_grad():
+            t, o = interleaved_ms(lambda m=model, c=c: m(*c.inputs), run_oa, a.threads)
         row = {"case": c.name, "group": c.group, "torch_ms": t, "oa_ms": o, "torch_gflops": c.flops / t / 1e6,
                "oa_gflops": c.flops / o / 1e6, "speedup": t / o, "threads": a.threads}
         rows.append(row)

@@ -238,8 +238,9 @@ void oa_gemm_plan(const oa_fast_isa_t *isa, int64_t m, int64_t n, int64_t k, int
     out->n_tasks = cdiv(npad, out->nc);
   }
   out->slots = (int32_t)min64(threads, out->n_tasks);
-  out->slot_floats = SLOT_FIXED_FLOATS + (out->mode == OA_GEMM_PACK_PER_TASK ? out->kc * out->nc : 0);
-  out->shared_floats = shared;
+  /* slots start on 64-byte boundaries (scratch itself is 64-byte aligned) */
+  out->slot_floats = (SLOT_FIXED_FLOATS + (out->mode == OA_GEMM_PACK_PER_TASK ? out->kc * out->nc : 0) + 15) / 16 * 16;
+  out->shared_floats = (shared + 15) / 16 * 16;
   out->scratch_floats = shared + out->slots * out->slot_floats;
 }
 
