@@ -26,6 +26,7 @@ depthwise (with channel multiplier, 3x3/5x5, strides 1-3), 1x1 convs, batch 2, a
 from __future__ import annotations
 
 import functools
+import platform
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -288,8 +289,12 @@ def run_oa(target: str, buf: bytes, arrays: list[np.ndarray], *flags: str) -> li
         return [np.load(Path(tmp) / f"output_{o['index']}.npy") for o in res.of("output")]
 
 
+# the baseline x86-64 build runs natively only on x86-64 hosts
+NATIVE = ["x86_64-linux"] if platform.machine() in ("x86_64", "AMD64") else []
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("target", [*QEMU_TARGETS, "x86_64-linux"])
+@pytest.mark.parametrize("target", [*QEMU_TARGETS, *NATIVE])
 @pytest.mark.parametrize("family", list(FAMILIES))
 def test_targets(family: str, target: str) -> None:
     buf, _, feeds = program(family)
