@@ -1,0 +1,313 @@
+"""The optimized CPU kernels (kernels/fast, x86 AVX2+FMA, arm NEON) against the reference kernels.
+
+Programs are built by hand (one instruction per case, many cases per program) so every argument
+can be chosen, including the fused activation of conv2d / linear (act 0, 1, 2 in turn). Each
+program runs with reference kernels only and with the optimized ones:
+  - on the host (AVX2 variants here) with 1, 2 and 3 threads: the outputs must be bit-identical
+    between thread counts (work is split by outputs, never along K);
+  - under qemu-aarch64 (NEON 8x8), qemu-armv7 (NEON 4x8) and qemu-riscv64 (portable C tiles), and
+    natively with the x86_64-linux target (a baseline -march=x86-64 static build that picks the
+    AVX2 kernels at run time), with `oa_run` and `oa_run --reference`.
+The reference output is also checked against PyTorch (sanity of the case itself).
+
+Tolerances: the reference sums in double, the optimized kernels in float32 in blocks of up to 256
+(products fused on AVX2 / aarch64): |fast - ref| <= ATOL + K_ATOL * K + RTOL * |ref| with RTOL 1e-4,
+ATOL 1e-5, K_ATOL 2e-7 per element of the reduction (K = C_in/groups * kH * kW for convs), about
+10x the float32 rounding error of a K-term sum of unit-size products. NaN must stay NaN.
+Outputs with K >= 16 that the reference sums in double must also differ from it somewhere in the
+last bits: that shows the optimized kernel ran (a declined call falls back to the reference and
+would match exactly).
+Shapes cover the tile edges of every micro-kernel (MR 4/6/8, NR 4/8/16: sizes 1..9, 13, 15..17,
+31, 33), several K blocks (K > 256), A copied for aliasing row strides (K = 1024), row blocks
+(M = 300), strides 1-3 and > 8 (im2col path), padding larger than the kernel, dilation, groups,
+depthwise (with channel multiplier, 3x3/5x5, strides 1-3), 1x1 convs, batch 2, and NaN inputs.
+"""
+
+from __future__ import annotations
+
+import functools
+import platform
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from openaccel.exporter.memory_plan import plan_memory
+from openaccel.exporter.serialize import serialize
+from openaccel.ir import Graph, Instr, Value
+from openaccel.runtime.host import HostSession
+
+from helpers import CACHE, QEMU_TARGETS, runner
+
+RTOL, ATOL, K_ATOL = 1e-4, 1e-5, 2e-7
+LO, HI = -1.0, 1.5  # act 2 (clamp) bounds
+
+
+@dataclass
+class Case:
+    name: str
+    op: str
+    ins: list[tuple[str, torch.Tensor]]  # ("in" | "const" | "none", tensor)
+    ints: list[int]
+    floats: list[float]
+    want: torch.Tensor                   # PyTorch's result (sanity check of the reference)
+    k: int                               # reduction length (tolerance)
+    # the reference sums in double here, so the optimized kernel's float sums differ in some bit
+    distinct: bool = True
+
+
+_seed = [100]
+
+
+def rnd(*shape: int, nan: bool = False) -> torch.Tensor:
+    _seed[0] += 1
+    t = torch.randn(shape, generator=torch.Generator().manual_seed(_seed[0]))
+    if nan and t.numel():
+        t.view(-1)[t.numel() // 2] = float("nan")
+    return t
+
+
+def act_fn(act: int) -> Callable[[torch.Tensor], torch.Tensor]:
+    if act == 1:
+        return torch.relu
+    if act == 2:
+        return lambda t: t.clamp(LO, HI)
+    return lambda t: t
+
+
+def act_args(act: int) -> tuple[list[int], list[float]]:
+    return [act], ([LO, HI] if act == 2 else [])
+
+
+def linear(m: int | tuple[int, ...], k: int, n: int, act: int, bias: bool = True, nan: bool = False) -> Case:
+    lead = m if isinstance(m, tuple) else (m,)
+    x, w = rnd(*lead, k, nan=nan), rnd(n, k)
+    b = rnd(n) if bias else None
+    ints, floats = act_args(act)
+    ins = [("in", x), ("const", w)] + ([("const", b)] if b is not None else [])
+    return Case(f"linear_{'x'.join(map(str, lead))}_{k}_{n}_act{act}{'' if bias else '_nobias'}", "linear", ins,
+                ints, floats, act_fn(act)(F.linear(x, w, b)), k)
+
+
+def matmul(sa: tuple[int, ...], sb: tuple[int, ...]) -> Case:
+    a, b = rnd(*sa), rnd(*sb)
+    return Case(f"matmul_{'x'.join(map(str, sa))}_{'x'.join(map(str, sb))}", "matmul", [("in", a), ("in", b)], [],
+                [], torch.matmul(a, b), sa[-1])
+
+
+def addmm(m: int, k: int, n: int, bias_shape: tuple[int, ...], beta: float, alpha: float, nan: bool = False) -> Case:
+    bias, a, b = rnd(*bias_shape, nan=nan), rnd(m, k), rnd(k, n)
+    want = torch.addmm(bias, a, b, beta=beta, alpha=alpha) if beta else alpha * (a @ b)
+    return Case(f"addmm_{m}_{k}_{n}_b{'x'.join(map(str, bias_shape))}_{beta}_{alpha}", "addmm",
+                [("in", bias), ("in", a), ("in", b)], [], [beta, alpha], want, k)
+
+
+def conv(n: int, c: int, h: int, w: int, o: int, kh: int, kw: int, stride: Any = 1, pad: Any = 0, dil: Any = 1,
+         groups: int = 1, act: int = 0, bias: bool = True, nan: bool = False) -> Case:
+    s, p, d = (t if isinstance(t, tuple) else (t, t) for t in (stride, pad, dil))
+    x, wt = rnd(n, c, h, w, nan=nan), rnd(o, c // groups, kh, kw)
+    b = rnd(o) if bias else None
+    ints = [s[0], s[1], p[0], p[1], d[0], d[1], groups, act]
+    floats = [LO, HI] if act == 2 else []
+    want = act_fn(act)(F.conv2d(x, wt, b, s, p, d, groups))
+    ins = [("in", x), ("const", wt)] + ([("const", b)] if b is not None else [])
+    name = (f"conv_{n}x{c}x{h}x{w}_o{o}_k{kh}x{kw}_s{s[0]}{s[1]}_p{p[0]}{p[1]}_d{d[0]}{d[1]}_g{groups}_act{act}"
+            f"{'' if bias else '_nobias'}{'_nan' if nan else ''}")
+    # the reference conv sums the taps of up to 16 input channels in float (in the optimized
+    # kernels' order), then those partial sums in double: identical results are possible below
+    cg = c // groups
+    return Case(name, "conv2d", ins, ints, floats, want, cg * kh * kw, distinct=cg > 16 or (cg == 1 and groups > 1))
+
+
+def _acts(cases: Sequence[Callable[[int], Case]]) -> list[Case]:
+    """act 0, 1, 2 in turn over the cases"""
+    return [f(act=i % 3) for i, f in enumerate(cases)]
+
+
+def linear_cases() -> list[Case]:
+    shapes = [  # (M, K, N): GEMV (M <= 32: K tails 0..15, N tails 1..3), then GEMM tiles (M > 32: tile
+        # edges, K blocks, A copied for lda = 1024, row blocks)
+        (1, 784, 50), (2, 33, 17), (3, 5, 9), (4, 1, 7), (1, 5, 1), (5, 64, 16), (6, 16, 16), (7, 17, 15),
+        (8, 256, 33), (9, 257, 8), (13, 600, 31), (32, 23, 6), (6, 2, 1), ((2, 3), 20, 9), ((2, 2, 3), 7, 4),
+        (33, 3, 100), (35, 40, 17), (37, 257, 15), (38, 600, 33), (40, 1024, 20), (64, 128, 64), (300, 300, 40),
+        ((3, 12), 17, 9),
+    ]
+    fs: list[Callable[[int], Case]] = [functools.partial(linear, m, k, n) for m, k, n in shapes]
+    fs += [functools.partial(linear, 12, 40, 18, bias=False), functools.partial(linear, 7, 31, 17, nan=True),
+           functools.partial(linear, 45, 40, 18, bias=False), functools.partial(linear, 41, 31, 17, nan=True)]
+    return _acts(fs)
+
+
+def matmul_cases() -> list[Case]:
+    return [
+        matmul((1, 1), (1, 1)), matmul((7, 5), (5, 9)), matmul((16, 17), (17, 15)), matmul((33, 64), (64, 31)),
+        matmul((6, 300), (300, 17)), matmul((3, 9, 20), (3, 20, 11)), matmul((2, 1, 5, 8), (3, 8, 4)),
+        matmul((2, 6, 10), (10, 7)), matmul((17, 1024), (1024, 9)),
+        addmm(5, 7, 9, (9,), 1.0, 1.0), addmm(6, 20, 17, (6, 1), 0.5, 2.0), addmm(9, 33, 16, (9, 16), 1.0, 1.0),
+        addmm(3, 4, 5, (), 2.0, -1.0), addmm(7, 8, 9, (9,), 0.0, 1.0, nan=True), addmm(4, 300, 20, (1, 20), 1.0, 0.5),
+    ]
+
+
+def conv_cases() -> list[Case]:
+    fs: list[Callable[[int], Case]] = [functools.partial(conv, *a, **kw) for a, kw in [
+        ((1, 3, 8, 8, 4, 3, 3), {"pad": 1}),
+        ((2, 5, 9, 11, 7, 3, 3), {"pad": 1}),
+        ((1, 16, 17, 19, 13, 3, 3), {"pad": 1}),
+        ((1, 40, 6, 7, 9, 3, 3), {"pad": 1}),                       # K = 360: two K blocks
+        ((1, 64, 14, 14, 10, 3, 3), {"pad": 1}),                    # K = 576: three K blocks
+        ((1, 8, 12, 12, 16, 3, 3), {"stride": 2, "pad": 1}),
+        ((1, 4, 13, 10, 6, 3, 3), {"stride": 3}),
+        ((1, 3, 23, 23, 8, 7, 7), {"stride": 2, "pad": 3}),         # a stem
+        ((1, 6, 11, 11, 5, 3, 3), {"pad": 2, "dil": 2}),
+        ((1, 2, 13, 12, 3, 3, 2), {"stride": (2, 1), "pad": (3, 1), "dil": (3, 2)}),
+        ((1, 3, 9, 10, 2, 3, 5), {"stride": (2, 1), "pad": (1, 2)}),
+        ((1, 2, 5, 5, 3, 5, 5), {}),                                # kernel = input
+        ((1, 1, 4, 4, 2, 3, 3), {"pad": 3}),                        # pad larger than the kernel
+        ((1, 24, 1, 1, 10, 1, 1), {}),
+        ((2, 8, 5, 5, 4, 1, 1), {}),                                # 1x1: B is the input itself
+        ((1, 8, 6, 6, 4, 1, 1), {"stride": 2}),
+        ((1, 16, 7, 7, 9, 1, 1), {"pad": 1}),
+        ((1, 33, 9, 9, 17, 1, 1), {"bias": False}),
+        ((1, 4, 6, 6, 6, 3, 3), {"pad": 1, "groups": 2}),
+        ((1, 8, 7, 9, 12, 3, 3), {"stride": 2, "pad": 1, "groups": 4}),
+        ((1, 3, 20, 20, 4, 3, 3), {"stride": 9, "pad": 1}),         # stride > 8: im2col panels
+        ((1, 2, 30, 30, 5, 2, 2), {"stride": (10, 9)}),
+        ((1, 10, 1, 3, 7, 1, 3), {"pad": (0, 1)}),
+        ((1, 5, 6, 6, 7, 3, 3), {"pad": 1, "nan": True}),
+    ]]
+    return _acts(fs)
+
+
+def dw_cases() -> list[Case]:
+    fs: list[Callable[[int], Case]] = [functools.partial(conv, *a, **kw) for a, kw in [
+        ((1, 6, 8, 8, 6, 3, 3), {"stride": 2, "pad": 1, "groups": 6}),
+        ((2, 4, 17, 19, 4, 3, 3), {"pad": 1, "groups": 4}),
+        ((1, 3, 7, 7, 6, 3, 3), {"pad": 1, "groups": 3}),           # channel multiplier 2
+        ((1, 5, 33, 40, 5, 3, 3), {"stride": 2, "pad": 1, "groups": 5}),
+        ((1, 4, 12, 15, 4, 5, 5), {"pad": 2, "groups": 4}),
+        ((1, 4, 23, 21, 8, 5, 5), {"stride": 3, "pad": 2, "dil": 2, "groups": 4}),
+        ((1, 3, 3, 3, 3, 3, 3), {"pad": 1, "groups": 3}),
+        ((1, 2, 9, 9, 2, 3, 3), {"dil": 3, "groups": 2}),
+        ((1, 8, 1, 20, 8, 1, 3), {"pad": (0, 1), "groups": 8}),
+        ((1, 4, 10, 10, 4, 3, 3), {"stride": (1, 2), "pad": (1, 0), "groups": 4}),
+        ((1, 32, 28, 28, 32, 3, 3), {"pad": 1, "groups": 32, "bias": False}),
+        ((1, 4, 9, 9, 4, 3, 3), {"pad": 1, "groups": 4, "nan": True}),
+    ]]
+    return _acts(fs)
+
+
+FAMILIES: dict[str, Callable[[], list[Case]]] = {
+    "linear": linear_cases, "matmul": matmul_cases, "conv": conv_cases, "depthwise": dw_cases,
+}
+
+
+@functools.cache
+def program(family: str) -> tuple[bytes, list[Case], list[torch.Tensor]]:
+    """One program with every case of a family (graph inputs in case order), saved under the cache."""
+    cases = FAMILIES[family]()
+    inputs: list[Value] = []
+    feeds: list[torch.Tensor] = []
+    outs: list[Value] = []
+    instrs: list[Instr] = []
+    for i, c in enumerate(cases):
+        vals: list[Value | None] = []
+        for j, (kind, t) in enumerate(c.ins):
+            v = Value(name=f"c{i}_in{j}", dtype=torch.float32, shape=tuple(t.shape),
+                      data=t.clone() if kind == "const" else None)
+            if kind == "in":
+                inputs.append(v)
+                feeds.append(t)
+            vals.append(v)
+        out = Value(name=f"c{i}_out", dtype=torch.float32, shape=tuple(c.want.shape))
+        outs.append(out)
+        instrs.append(Instr(op=c.op, inputs=vals, outputs=[out], ints=list(c.ints), floats=list(c.floats)))
+    g = Graph(name="forward", inputs=inputs, outputs=outs)
+    g.instrs = instrs
+    buf = serialize(g, plan_memory(g), [], target="host", required_features=[])
+    path = CACHE / "ops" / f"fast_kernels_{family}.oab"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(buf)
+    return buf, cases, feeds
+
+
+def check_close(name: str, got: np.ndarray, ref: np.ndarray, k: int, what: str) -> None:
+    assert got.shape == ref.shape, f"{name} ({what}): shape {got.shape}, reference {ref.shape}"
+    nan_g, nan_r = np.isnan(got), np.isnan(ref)
+    assert (nan_g == nan_r).all(), f"{name} ({what}): NaN at different positions"
+    g, r = got[~nan_r].astype(np.float64), ref[~nan_r].astype(np.float64)
+    tol = ATOL + K_ATOL * k + RTOL * np.abs(r)
+    bad = np.abs(g - r) > tol
+    if bad.any():
+        i = int(np.argmax(np.abs(g - r) - tol))
+        raise AssertionError(f"{name} ({what}): {int(bad.sum())} of {r.size} outside tolerance; worst got "
+                             f"{g[i]!r} reference {r[i]!r} (tolerance {tol[i]:.3g}, K = {k})")
+
+
+def check_family(family: str, fast: list[np.ndarray], ref: list[np.ndarray], where: str) -> None:
+    _, cases, _ = program(family)
+    assert len(fast) == len(ref) == len(cases)
+    for c, g, r in zip(cases, fast, ref):
+        check_close(c.name, g, r, c.k, f"optimized vs reference, {where}")
+        finite = ~np.isnan(r)
+        if c.distinct and c.k >= 16 and finite.sum() >= 16:
+            assert not np.array_equal(g[finite], r[finite]), (
+                f"{c.name} ({where}): bit-identical to the reference kernel: did the optimized kernel decline?")
+
+
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_host(family: str) -> None:
+    buf, cases, feeds = program(family)
+    arrays = [t.numpy() for t in feeds]
+    ref = HostSession(buf, reference_only=True).run(arrays)
+    for c, r in zip(cases, ref):  # the cases themselves: reference kernel vs PyTorch
+        check_close(c.name, r, c.want.numpy(), c.k, "reference vs PyTorch")
+    runs = {t: HostSession(buf, threads=t).run(arrays) for t in (1, 2, 3)}
+    check_family(family, runs[1], ref, "host")
+    for t in (2, 3):
+        for c, a, b in zip(cases, runs[1], runs[t]):
+            assert np.array_equal(a, b, equal_nan=True), f"{c.name}: {t} threads differ from 1 thread"
+
+
+def run_oa(target: str, buf: bytes, arrays: list[np.ndarray], *flags: str) -> list[np.ndarray]:
+    r = runner(target)
+    with tempfile.TemporaryDirectory(prefix="oa-fast-") as tmp:
+        path = Path(tmp) / "p.oab"
+        path.write_bytes(buf)
+        args = [str(path)]
+        for i, a in enumerate(arrays):
+            f = Path(tmp) / f"in{i}.npy"
+            np.save(f, a)
+            args += ["--input", f"{i}={f}"]
+        res = r.run([*args, "--output-dir", tmp, *flags])
+        r.check(res, f"running {path.name} {' '.join(flags)}")
+        return [np.load(Path(tmp) / f"output_{o['index']}.npy") for o in res.of("output")]
+
+
+# the baseline x86-64 build runs natively only on x86-64 hosts
+NATIVE = ["x86_64-linux"] if platform.machine() in ("x86_64", "AMD64") else []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("target", [*QEMU_TARGETS, *NATIVE])
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_targets(family: str, target: str) -> None:
+    buf, _, feeds = program(family)
+    arrays = [t.numpy() for t in feeds]
+    ref = run_oa(target, buf, arrays, "--reference")
+    fast = run_oa(target, buf, arrays)
+    check_family(family, fast, ref, target)
+    if target == "qemu-aarch64":
+        two = run_oa(target, buf, arrays, "--threads", "2")
+        for i, (a, b) in enumerate(zip(fast, two)):
+            assert np.array_equal(a, b, equal_nan=True), f"output {i}: 2 threads differ from 1 thread on {target}"
+
+
+def test_case_names_unique() -> None:
+    names = [c.name for f in FAMILIES for c in program(f)[1]]
+    assert len(names) == len(set(names)), [n for n in names if names.count(n) > 1]
