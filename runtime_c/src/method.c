@@ -56,6 +56,7 @@ struct oa_method {
   uint8_t *scratch;
   size_t scratch_bytes;
   void *owned_memory; /* set by oa_method_create */
+  uint64_t *profile;  /* per-instruction ns accumulators, or NULL */
 };
 
 #define ALIGN_UP(x, a) (((x) + ((a)-1)) & ~(size_t)((a)-1))
@@ -565,6 +566,8 @@ static oa_status_t run_transfer(const oa_instr_t *in) {
 oa_status_t oa_method_execute(oa_method_t *method, oa_diag_t *diag) {
   if (!method) return oa_diag_fail(diag, OA_ERR_INVALID_ARGUMENT, "method is NULL");
   oa_status_t st = OA_OK;
+  uint64_t *profile = method->profile;
+  uint64_t t_prev = profile ? oa_platform_now_ns() : 0;
   for (uint32_t i = 0; i < method->n_instrs && !st; i++) {
     oa_instr_t *in = &method->instrs[i];
     if (in->waits.count && (st = wait_events(method, in))) {
@@ -582,6 +585,11 @@ oa_status_t oa_method_execute(oa_method_t *method, oa_diag_t *diag) {
       if ((st = oa_event_record(in->device, method->events[in->signal], in->stream)))
         oa_diag_fail(diag, st, "instruction %u: recording event %d failed", i, in->signal);
     }
+    if (profile) {
+      uint64_t t = oa_platform_now_ns();
+      profile[i] += t - t_prev;
+      t_prev = t;
+    }
   }
   /* outputs are complete (or the first failure is known) when every stream has drained */
   for (uint32_t sl = 0; sl < method->n_slots; sl++) {
@@ -590,6 +598,15 @@ oa_status_t oa_method_execute(oa_method_t *method, oa_diag_t *diag) {
     if (sst && !st) st = oa_diag_fail(diag, sst, "device slot %u reported a failure (%s)", sl, oa_status_name(sst));
   }
   return st;
+}
+
+void oa_method_set_profile(oa_method_t *method, uint64_t *ns_per_instruction) {
+  if (method) method->profile = ns_per_instruction;
+}
+
+const char *oa_method_instruction_op(const oa_method_t *method, uint32_t index) {
+  if (!method || index >= method->n_instrs || !method->instrs[index].call.op) return "";
+  return method->instrs[index].call.op;
 }
 
 uint32_t oa_method_input_count(const oa_method_t *method) { return method ? method->n_inputs : 0; }

@@ -19,7 +19,7 @@
 
 typedef struct options {
   const char *file;
-  int test, json, info, devices, reference;
+  int test, json, info, devices, reference, profile;
   int bench, warmup, threads;
   const char *inputs[MAX_INPUTS];
   int n_inputs;
@@ -78,7 +78,7 @@ static int fail(const char *what, oa_status_t st, const char *message) {
 
 static void usage(FILE *f) {
   fputs("usage: oa_run FILE.oab [--test] [--input NAME=FILE.npy ...] [--output-dir DIR]\n"
-        "              [--bench N] [--warmup N] [--threads N] [--reference] [--info] [--json]\n"
+        "              [--bench N] [--warmup N] [--threads N] [--reference] [--profile] [--info] [--json]\n"
         "              [--device VENDOR_LIB.so ...]\n"
         "       oa_run --devices [--device VENDOR_LIB.so ...] [--json]\n",
         f);
@@ -104,6 +104,7 @@ static int parse_args(int argc, char **argv, options_t *o) {
     else if (!strcmp(a, "--info")) o->info = 1;
     else if (!strcmp(a, "--devices")) o->devices = 1;
     else if (!strcmp(a, "--reference")) o->reference = 1;
+    else if (!strcmp(a, "--profile")) o->profile = 1;
     else if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); exit(0); }
     else if (!strcmp(a, "--bench") || !strcmp(a, "--warmup") || !strcmp(a, "--threads")) {
       int v;
@@ -279,6 +280,50 @@ static int find_input(oa_method_t *m, const char *name, uint32_t *out) {
     return 0;
   }
   return 1;
+}
+
+static uint64_t *g_profile = NULL;
+
+/* Time per op summed over instructions and averaged over runs, biggest first. */
+static void print_profile(oa_method_t *m, int runs) {
+  uint32_t n = oa_method_instruction_count(m);
+  const char *names[256];
+  uint64_t totals[256];
+  uint32_t counts[256];
+  uint32_t k = 0;
+  uint64_t all = 0;
+  for (uint32_t i = 0; i < n; i++) {
+    const char *op = oa_method_instruction_op(m, i);
+    uint32_t j = 0;
+    while (j < k && strcmp(names[j], op)) j++;
+    if (j == k) {
+      if (k == 256) continue;
+      names[k] = op;
+      totals[k] = 0;
+      counts[k] = 0;
+      k++;
+    }
+    totals[j] += g_profile[i];
+    counts[j]++;
+    all += g_profile[i];
+  }
+  for (uint32_t a = 0; a < k; a++) /* selection sort: a handful of ops */
+    for (uint32_t b = a + 1; b < k; b++)
+      if (totals[b] > totals[a]) {
+        uint64_t t = totals[a]; totals[a] = totals[b]; totals[b] = t;
+        uint32_t c = counts[a]; counts[a] = counts[b]; counts[b] = c;
+        const char *s = names[a]; names[a] = names[b]; names[b] = s;
+      }
+  for (uint32_t a = 0; a < k; a++) {
+    double ms = (double)totals[a] / 1e6 / runs;
+    double pct = all ? 100.0 * (double)totals[a] / (double)all : 0.0;
+    if (g_json) {
+      printf("{\"event\": \"profile\", \"op\": \"%s\", \"instructions\": %u, \"ms\": %.6f, \"percent\": %.2f}\n",
+             names[a], counts[a], ms, pct);
+    } else {
+      printf("  %-22s x%-4u %9.3f ms  %5.1f%%\n", names[a], counts[a], ms, pct);
+    }
+  }
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -469,12 +514,16 @@ int main(int argc, char **argv) {
       if ((st = oa_method_execute(m, &diag))) return fail(o.file, st, diag.message);
     double *times = (double *)malloc(sizeof(double) * (size_t)o.bench);
     if (!times) return fail("bench", OA_ERR_OUT_OF_MEMORY, "");
+    uint64_t *prof = o.profile ? (uint64_t *)calloc(oa_method_instruction_count(m) + 1, sizeof(uint64_t)) : NULL;
+    g_profile = prof;
+    oa_method_set_profile(m, prof);
     for (int i = 0; i < o.bench; i++) {
       uint64_t t0 = oa_platform_now_ns();
       if ((st = oa_method_execute(m, &diag))) { free(times); return fail(o.file, st, diag.message); }
       times[i] = (double)(oa_platform_now_ns() - t0) / 1e6;
     }
     qsort(times, (size_t)o.bench, sizeof(double), cmp_double);
+    if (o.profile) print_profile(m, o.bench);
     double sum = 0;
     for (int i = 0; i < o.bench; i++) sum += times[i];
     double median = o.bench % 2 ? times[o.bench / 2] : (times[o.bench / 2 - 1] + times[o.bench / 2]) / 2;
@@ -487,6 +536,8 @@ int main(int argc, char **argv) {
       printf("bench: %d runs, median %.3f ms, min %.3f ms, mean %.3f ms, max %.3f ms\n", o.bench, median, times[0],
              sum / o.bench, times[o.bench - 1]);
     free(times);
+    oa_method_set_profile(m, NULL);
+    free(prof);
   }
   fflush(stdout);
   return exit_code;

@@ -49,6 +49,14 @@ oa_status_t oa_method_prepare(const oa_program_t *program, uint32_t method_index
 /* Run every instruction once. Inputs must have been written. */
 oa_status_t oa_method_execute(oa_method_t *method, oa_diag_t *diag);
 
+/* Per-instruction profiling: while set, every execute adds each instruction's wall time (ns) to
+ * ns_per_instruction[i] (caller-owned, oa_method_instruction_count entries; NULL turns it off).
+ * For an asynchronous device this is the time to issue the work, not to finish it. */
+void oa_method_set_profile(oa_method_t *method, uint64_t *ns_per_instruction);
+
+/* Op name and source line of instruction `index` (for profiles and messages); "" when unknown. */
+const char *oa_method_instruction_op(const oa_method_t *method, uint32_t index);
+
 /* Release what prepare obtained from devices (non-CPU pools, streams). The caller's memory is
  * untouched; call before freeing it. Safe on NULL. */
 void oa_method_release(oa_method_t *method);
