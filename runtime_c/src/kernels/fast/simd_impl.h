@@ -452,7 +452,7 @@ static void ssm_row(const float *x, float *y, int64_t n, int log_mode) {
     const int64_t e = simd_min64(n, b + SIMD_SUM_BLOCK);
     vf s0 = vf_zero(), s1 = vf_zero();
     for (i = b; i + 2 * VW <= e; i += 2 * VW) {
-      const vf e0 = vexp(vf_sub(vf_load(x + i), vmx)), e1 = vexp(vf_sub(vf_load(x + i + VW), vmx));
+      const vf e0 = vexp_neg(vf_sub(vf_load(x + i), vmx)), e1 = vexp_neg(vf_sub(vf_load(x + i + VW), vmx));
       if (!log_mode) {
         vf_store(y + i, e0);
         vf_store(y + i + VW, e1);
@@ -461,12 +461,12 @@ static void ssm_row(const float *x, float *y, int64_t n, int log_mode) {
       s1 = vf_add(s1, e1);
     }
     for (; i + VW <= e; i += VW) {
-      const vf e0 = vexp(vf_sub(vf_load(x + i), vmx));
+      const vf e0 = vexp_neg(vf_sub(vf_load(x + i), vmx));
       if (!log_mode) vf_store(y + i, e0);
       s0 = vf_add(s0, e0);
     }
     if (i < e) {
-      const vf e0 = vexp(vf_sub(vf_load_part(x + i, e - i, -INFINITY), vmx));
+      const vf e0 = vexp_neg(vf_sub(vf_load_part(x + i, e - i, -INFINITY), vmx));
       if (!log_mode) vf_store_part(y + i, e - i, e0);
       s1 = vf_add(s1, e0);
     }

@@ -205,17 +205,17 @@ static void sa_task(const sa_ctx_t *c, int64_t t) {
       const vf vmn = vf_set1(mnew);
       vf sum = vf_zero();
       for (jj = 0; jj + VW <= nb; jj += VW) {
-        const vf e = vexp(vf_sub(vf_load(sr + jj), vmn));
+        const vf e = vexp_neg(vf_sub(vf_load(sr + jj), vmn));
         vf_store(sr + jj, e);
         sum = vf_add(sum, e);
       }
       if (jj < nb) {
-        const vf e = vexp(vf_sub(vf_load_part(sr + jj, nb - jj, -INFINITY), vmn));
+        const vf e = vexp_neg(vf_sub(vf_load_part(sr + jj, nb - jj, -INFINITY), vmn));
         vf_store_part(sr + jj, nb - jj, e);
         sum = vf_add(sum, e);
       }
       float alpha_l[VW];
-      vf_store(alpha_l, vexp(vf_set1(m[r] - mnew))); /* exp(-inf) = 0 on the first block */
+      vf_store(alpha_l, vexp_neg(vf_set1(m[r] - mnew))); /* exp(-inf) = 0 on the first block */
       const float alpha = alpha_l[0];
       l[r] = l[r] * alpha + vf_hsum(sum);
       m[r] = mnew;

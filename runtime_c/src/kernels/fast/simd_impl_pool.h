@@ -87,7 +87,7 @@ static void sp_horizontal(const float *tmp, float *out, int64_t n_out, int64_t k
 }
 
 /* One output row (plane, oh) of max_pool2d / avg_pool2d. */
-static void sp_window_row(const sp_ctx_t *c, int64_t plane, int64_t oh, float *tmp) {
+static void sp_window_row(const sp_ctx_t *c, int64_t plane, int64_t oh, float *tmp, float *dv) {
   const int64_t *p = c->p;
   const int64_t h = p[PP_H], w = p[PP_W], ow_n = p[PP_OW], kh = p[PP_KH], kw = p[PP_KW];
   const int64_t sh = p[PP_SH], sw = p[PP_SW], ph = p[PP_PH], pw = p[PP_PW], dh = p[PP_DH], dw = p[PP_DW];
@@ -110,17 +110,18 @@ static void sp_window_row(const sp_ctx_t *c, int64_t plane, int64_t oh, float *t
     sp_vertical(tmp, x0, dh * w, nrows, c0, len, w, is_max);
     sp_horizontal(tmp, yp + t0, n_out, kw, sw, dw, is_max);
     if (is_max) continue;
+    /* divisors (exact in float: checked in prepare); an empty window sums to 0 and divides by 1 */
     const int64_t cip = p[PP_CIP], divisor = p[PP_DIV];
     for (int64_t j = 0; j < n_out; j++) {
       const int64_t iw0 = (t0 + j) * sw - pw, iw1 = simd_min64(iw0 + kw, w + pw);
       const int64_t valid_w = simd_min64(iw1, w) - simd_max64(iw0, 0);
-      if (nrows <= 0 || valid_w <= 0) {
-        yp[t0 + j] = 0.0f;
-        continue;
-      }
       const int64_t div = divisor ? divisor : (cip ? pool_h * (iw1 - iw0) : nrows * valid_w);
-      yp[t0 + j] = yp[t0 + j] / (float)div;
+      dv[j] = nrows <= 0 || valid_w <= 0 ? 1.0f : (float)div;
     }
+    float *o = yp + t0;
+    int64_t j = 0;
+    for (; j + VW <= n_out; j += VW) vf_store(o + j, vf_div(vf_load(o + j), vf_load(dv + j)));
+    for (; j < n_out; j++) o[j] = o[j] / dv[j];
   }
 }
 
@@ -146,11 +147,11 @@ static void sp_adaptive_row(const sp_ctx_t *c, int64_t plane, int64_t oh, float 
 
 static void sp_range(void *pc, int64_t t0, int64_t t1) {
   const sp_ctx_t *c = (const sp_ctx_t *)pc;
-  float tmp[SP_TMP + 2 * VW];
+  float tmp[SP_TMP + 2 * VW], dv[SP_TMP];
   const int64_t oh_n = c->p[PP_OH];
   for (int64_t t = t0; t < t1; t++) {
     if (c->mode == SP_ADAPTIVE) sp_adaptive_row(c, t / oh_n, t % oh_n, tmp);
-    else sp_window_row(c, t / oh_n, t % oh_n, tmp);
+    else sp_window_row(c, t / oh_n, t % oh_n, tmp, dv);
   }
 }
 

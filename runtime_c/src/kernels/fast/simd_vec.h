@@ -15,9 +15,11 @@
  *                        compares with a NaN are false)
  *   vf_round_small(x)    x rounded to the nearest integer, ties to even, for |x| < 2^22
  *   vf_to_int(x)         an integral x (|x| < 2^22, or NaN: any value) to int32 lanes
- *   vf_pow2(n)           2^n as floats for int lanes n in [-126, 127]
+ *   vf_pow2(n)           2^n as floats for int lanes n in [-126, 127]; n = -127 gives +0
  *   vf_even(a, b)        the even lanes of a then of b: {a0, a2, ..., b0, b2, ...}
  *   vf_hsum / vf_hmax    horizontal sum (fixed order) / max of the lanes
+ *   vf_load_part(p, n, fill) / vf_store_part(p, n, v)   the first n <= VW lanes only (tails: the
+ *                        same vector code computes them, so tails have the body's numerics)
  * armv7 NEON flushes subnormal results to zero; nothing here depends on subnormals. */
 #ifndef OA_KERNELS_SIMD_VEC_H
 #define OA_KERNELS_SIMD_VEC_H
@@ -72,6 +74,15 @@ static inline vf vf_even(vf a, vf b) {
   __m256 t = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0)); /* a0 a2 b0 b2 | a4 a6 b4 b6 */
   return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(t), _MM_SHUFFLE(3, 1, 2, 0)));
 }
+static inline __m256i vf_mask_(int64_t n) {
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+/* the first n (<= VW) lanes; masked-off lanes are not read / written (no fault past the end) */
+static inline vf vf_load_part(const float *p, int64_t n, float fill) {
+  const __m256i m = vf_mask_(n);
+  return _mm256_blendv_ps(_mm256_set1_ps(fill), _mm256_maskload_ps(p, m), _mm256_castsi256_ps(m));
+}
+static inline void vf_store_part(float *p, int64_t n, vf v) { _mm256_maskstore_ps(p, vf_mask_(n), v); }
 static inline float vf_hsum(vf v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -150,6 +161,24 @@ static inline vf vf_round_small(vf x) { /* 1.5 * 2^23: the sum rounds to an inte
 }
 #endif
 static inline vi vf_to_int(vf x) { return vcvtq_s32_f32(x); }
+/* the first n (<= VW) lanes */
+static inline vf vf_load_part(const float *p, int64_t n, float fill) {
+  if (n >= 4) return vld1q_f32(p);
+  vf v = vdupq_n_f32(fill);
+  if (n > 0) v = vld1q_lane_f32(p, v, 0);
+  if (n > 1) v = vld1q_lane_f32(p + 1, v, 1);
+  if (n > 2) v = vld1q_lane_f32(p + 2, v, 2);
+  return v;
+}
+static inline void vf_store_part(float *p, int64_t n, vf v) {
+  if (n >= 4) {
+    vst1q_f32(p, v);
+    return;
+  }
+  if (n > 0) vst1q_lane_f32(p, v, 0);
+  if (n > 1) vst1q_lane_f32(p + 1, v, 1);
+  if (n > 2) vst1q_lane_f32(p + 2, v, 2);
+}
 static inline vi vi_half(vi n) { return vshrq_n_s32(n, 1); }
 static inline vi vi_sub(vi a, vi b) { return vsubq_s32(a, b); }
 static inline vf vf_pow2(vi n) { return vreinterpretq_f32_s32(vshlq_n_s32(vaddq_s32(n, vdupq_n_s32(127)), 23)); }
@@ -225,21 +254,13 @@ static inline vf vf_even(vf a, vf b) {
 }
 static inline float vf_hsum(vf v) { return v; }
 static inline float vf_hmax(vf v) { return v; }
+/* one lane: a partial vector is empty */
+static inline vf vf_load_part(const float *p, int64_t n, float fill) { return n > 0 ? *p : fill; }
+static inline void vf_store_part(float *p, int64_t n, vf v) {
+  if (n > 0) *p = v;
+}
 #endif
 
 static inline vf vf_neg(vf a) { return vf_xor(a, vf_set1(-0.0f)); }
-
-/* Load / store the first n (< VW) lanes through a buffer: tails computed with the vector code
- * give the same numerics as the body. `fill` pads the unused lanes. */
-static inline vf vf_load_part(const float *p, int64_t n, float fill) {
-  float b[VW];
-  for (int64_t i = 0; i < VW; i++) b[i] = i < n ? p[i] : fill;
-  return vf_load(b);
-}
-static inline void vf_store_part(float *p, int64_t n, vf v) {
-  float b[VW];
-  vf_store(b, v);
-  for (int64_t i = 0; i < n; i++) p[i] = b[i];
-}
 
 #endif /* OA_KERNELS_SIMD_VEC_H */
