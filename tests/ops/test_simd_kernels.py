@@ -10,8 +10,9 @@ the reference kernels and PyTorch.
 2. One-op programs against PyTorch eager at the op tests' tolerances (atol 1e-6 / rtol 2e-6 for
    the transcendental functions), on the host (AVX2 variants) and, through the bundled test
    vectors, on every emulated board (NEON on aarch64 / armv7, portable C on riscv64).
-3. The same .oab with the reference kernels only and with the optimized ones (host and
-   qemu-aarch64), and with 1 and 2 threads (bitwise)."""
+3. The same .oab with the reference kernels only and with the optimized ones (host, and oa_run
+   with and without --reference under qemu-aarch64 / qemu-armv7), and with 1 and 2 threads
+   (bitwise)."""
 
 from __future__ import annotations
 
@@ -225,13 +226,13 @@ def _oa_run_outputs(target: str, path: Path, inputs: list[np.ndarray], reference
     return [np.load(out / f"output_{o['index']}.npy") for o in res.of("output")]
 
 
+@pytest.mark.parametrize("target", ["qemu-aarch64", "qemu-armv7"])
 @pytest.mark.parametrize("case", SAME_FILE, ids=lambda c: c.name)
-def test_optimized_vs_reference_aarch64(case: OpCase, tmp_path: Path) -> None:
-    if "qemu-aarch64" not in QEMU_TARGETS or not _ready("qemu-aarch64"):
-        pytest.skip("qemu-aarch64 not available")
+def test_optimized_vs_reference_neon(case: OpCase, target: str, tmp_path: Path) -> None:
+    if target not in QEMU_TARGETS or not _ready(target):
+        pytest.skip(f"{target} not available")
     _program(case)
     inputs = _inputs(case)
-    ref = _oa_run_outputs("qemu-aarch64", case_path(case), inputs, True, tmp_path)
-    opt = _oa_run_outputs("qemu-aarch64", case_path(case), inputs, False, tmp_path)
-    _compare(opt, ref, case, "NEON vs reference kernels (qemu-aarch64)")
-
+    ref = _oa_run_outputs(target, case_path(case), inputs, True, tmp_path)
+    opt = _oa_run_outputs(target, case_path(case), inputs, False, tmp_path)
+    _compare(opt, ref, case, f"NEON vs reference kernels ({target})")
