@@ -9,11 +9,14 @@ torch.set_num_threads(threads). With --portable the optimized column is the port
 ("fast"): the runtime is rebuilt without the AVX2 variants (-DOA_SIMD_AVX2=OFF) and timed in a
 subprocess.
 
-Timing: the best of 5 repetitions of enough calls to last 50 ms each. With one thread the clock is
-the calling thread's CPU time (time.thread_time), which does not count time the thread was
-descheduled (the machine is shared); with more threads the wall clock.
+Timing: the best of 5 repetitions of enough calls to last 50 ms each (and, with --repeat N, the
+best of N such measurements, interleaved). With one thread the clock is the calling thread's CPU
+time (time.thread_time), which does not count time the thread was descheduled (the machine is
+shared); with more threads the wall clock. "(ref)" in the portable column: no portable variant
+for that op (fast/simd.def), the reference kernel runs.
 
-    PYTHONPATH=sdk python benchmarks/micro/simd.py [--threads 1] [--only gelu,softmax] [--portable] [--json]
+    PYTHONPATH=sdk python benchmarks/micro/simd.py [--threads 1] [--only gelu,softmax] [--portable]
+                                                   [--repeat 3] [--json]
 """
 
 from __future__ import annotations
@@ -157,9 +160,10 @@ def oa_ms(case: Case, threads: int, reference: bool) -> float:
     return best_ms(run, threads)
 
 
-def portable_ms(threads: int, only: list[str]) -> dict[str, float]:
+def portable_ms(threads: int, only: list[str], repeat: int) -> dict[str, float]:
     """The optimized column of a runtime built without the AVX2 variants (in a subprocess)."""
-    cmd = [sys.executable, __file__, "--portable-child", "--threads", str(threads), "--only", ",".join(only)]
+    cmd = [sys.executable, __file__, "--portable-child", "--threads", str(threads), "--only", ",".join(only),
+           "--repeat", str(repeat)]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=dict(os.environ)).stdout
     return {r["case"]: r["oa_ms"] for r in json.loads(out)}
 
@@ -174,6 +178,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", default="", help="comma-separated ops or name substrings")
     ap.add_argument("--portable", action="store_true", help="also time the portable C variants")
     ap.add_argument("--portable-child", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="measure each case this many times (interleaved) and keep the best")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)
     keys = [s for s in a.only.split(",") if s]
@@ -183,30 +189,38 @@ def main(argv: list[str] | None = None) -> int:
 
         real = build.build_runtime
         host.build_runtime = lambda target="host", **kw: real(target, extra_cmake=PORTABLE_CMAKE, **kw)
-        json.dump([{"case": c.name, "oa_ms": oa_ms(c, a.threads, False)} for c in selected(keys)], sys.stdout)
+        json.dump([{"case": c.name, "oa_ms": min(oa_ms(c, a.threads, False) for _ in range(a.repeat))}
+                   for c in selected(keys)], sys.stdout)
         return 0
     todo = selected(keys)
     for c in todo:
         case_path(c)  # export first (slow), so the timings run back to back
-    fast = portable_ms(a.threads, keys) if a.portable else {}
+    fast = portable_ms(a.threads, keys, a.repeat) if a.portable else {}
+    from openaccel.runtime.build import kernel_entries
+
+    has_fast = {op for op, line in kernel_entries() if '"fast"' in line}
     rows: list[dict[str, Any]] = []
     if not a.json:
         head = f"{'case':36s} {'torch ms':>9s} {'ref ms':>9s} {'simd ms':>9s} {'x ref':>7s} {'x torch':>7s}"
         print(head + (f" {'fast ms':>9s} {'x ref':>7s}" if fast else ""))
     for c in todo:
-        t = torch_ms(c, a.threads)
-        r = oa_ms(c, a.threads, True)
-        s = oa_ms(c, a.threads, False)
+        t = r = s = float("inf")
+        for _ in range(a.repeat):
+            t = min(t, torch_ms(c, a.threads))
+            r = min(r, oa_ms(c, a.threads, True))
+            s = min(s, oa_ms(c, a.threads, False))
         row = {"case": c.name, "op": c.op, "threads": a.threads, "torch_ms": t, "ref_ms": r, "simd_ms": s,
                "speedup_vs_ref": r / s, "speedup_vs_torch": t / s}
         if fast:
-            row["fast_ms"] = fast[c.name]
-            row["fast_speedup_vs_ref"] = r / fast[c.name]
+            row["fast_ms"] = fast[c.name] if c.op in has_fast else None
+            row["fast_speedup_vs_ref"] = r / fast[c.name] if c.op in has_fast else None
         rows.append(row)
         if not a.json:
             line = f"{c.name:36s} {t:9.4f} {r:9.4f} {s:9.4f} {r / s:7.2f} {t / s:7.2f}"
-            if fast:
+            if fast and c.op in has_fast:
                 line += f" {fast[c.name]:9.4f} {r / fast[c.name]:7.2f}"
+            elif fast:
+                line += f" {'(ref)':>9s} {'':>7s}"
             print(line, flush=True)
     if a.json:
         json.dump(rows, sys.stdout, indent=1)
