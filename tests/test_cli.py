@@ -126,3 +126,14 @@ def test_missing_cross_compiler_says_what_to_install(tmp_path: Path) -> None:
     assert r.returncode == 2 and "Traceback" not in r.stderr
     text = " ".join(r.stderr.split())
     assert "riscv64-linux-gnu-gcc" in text and "install with: apt-get install -y gcc-riscv64-linux-gnu" in text
+
+
+@pytest.mark.qemu
+def test_devices_on_emulated_aarch64_report_neon() -> None:
+    r = cli("devices", "--target", "qemu-aarch64", "--json")
+    assert r.returncode == 0, r.stderr
+    (dev,) = json.loads(r.stdout)
+    assert dev["kind"] == "cpu"
+    assert dev["queries"]["cpu.arch"] == 2  # OA_CPU_ARCH_AARCH64
+    assert dev["queries"]["cpu.neon"] == 1 and dev["queries"]["cpu.avx2"] == 0
+    assert "conv2d" in dev["ops"] and "float32" in dev["ops"]["conv2d"]
