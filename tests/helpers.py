@@ -134,3 +134,35 @@ def randn(*shape: int, seed: int = 0) -> torch.Tensor:
 def randint(lo: int, hi: int, *shape: int, seed: int = 0, dtype: torch.dtype = torch.int64) -> torch.Tensor:
     g = torch.Generator().manual_seed(seed)
     return torch.randint(lo, hi, shape, generator=g, dtype=dtype)
+
+
+def tamper(monkeypatch: Any, edge_op: str, ints: dict[int, int] | None = None,
+           floats: list[float] | None = None) -> None:
+    """Make the lowering rule for `edge_op` emit an instruction with altered arguments: the file
+    a hostile or buggy exporter would write, which the runtime must refuse with a clear message."""
+    from openaccel.exporter.lower import RULES, LowerCtx, supported_edge_ops
+    from openaccel.ir import AtenNode
+
+    supported_edge_ops()
+    base = RULES[edge_op]
+
+    def patched(ctx: LowerCtx, node: AtenNode) -> None:
+        base(ctx, node)
+        ins = ctx.instrs[-1]
+        for k, v in (ints or {}).items():
+            ins.ints[k] = v
+        if floats is not None:
+            ins.floats = list(floats)
+
+    monkeypatch.setitem(RULES, edge_op, patched)
+
+
+def check_rejected(monkeypatch: Any, edge_op: str, fn: Callable[..., Any], x: torch.Tensor, match: str,
+                   ints: dict[int, int] | None = None, floats: list[float] | None = None) -> None:
+    """Export `fn` with tampered arguments; running it must fail with a message matching `match`."""
+    import pytest
+
+    tamper(monkeypatch, edge_op, ints, floats)
+    prog = oa.export(Fn(fn), (x,), bundle_tests=False)
+    with pytest.raises(oa.RuntimeFailure, match=match):
+        oa.load(prog)(x)

@@ -11,7 +11,7 @@ import torch.nn.functional as F
 
 import openaccel as oa
 
-from helpers import Fn, OpCase, randint, randn, run_case
+from helpers import Fn, OpCase, check_rejected, randint, randn, run_case
 
 
 def maxp(name: str, x: torch.Tensor, *args: Any, **kw: Any) -> OpCase:
@@ -82,32 +82,8 @@ def test_avg_pool_int_unsupported() -> None:
         oa.export(m, (randint(0, 9, 1, 1, 4, 4),))
 
 
-def tamper(monkeypatch: pytest.MonkeyPatch, edge_op: str, ints: dict[int, int] | None = None,
-           floats: list[float] | None = None) -> None:
-    """Make the rule for `edge_op` emit an instruction with altered arguments (a hostile file)."""
-    from openaccel.exporter.lower import RULES, LowerCtx, supported_edge_ops
-    from openaccel.ir import AtenNode
-
-    supported_edge_ops()
-    base = RULES[edge_op]
-
-    def patched(ctx: LowerCtx, node: AtenNode) -> None:
-        base(ctx, node)
-        ins = ctx.instrs[-1]
-        for k, v in (ints or {}).items():
-            ins.ints[k] = v
-        if floats is not None:
-            ins.floats = list(floats)
-
-    monkeypatch.setitem(RULES, edge_op, patched)
 
 
-def check_rejected(monkeypatch: pytest.MonkeyPatch, edge_op: str, fn: Any, x: torch.Tensor, match: str,
-                   ints: dict[int, int] | None = None, floats: list[float] | None = None) -> None:
-    tamper(monkeypatch, edge_op, ints, floats)
-    prog = oa.export(Fn(fn), (x,), bundle_tests=False)
-    with pytest.raises(oa.RuntimeFailure, match=match):
-        oa.load(prog)(x)
 
 
 @pytest.mark.parametrize("ints,match", [

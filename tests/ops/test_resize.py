@@ -14,7 +14,7 @@ import torch.nn.functional as F
 
 import openaccel as oa
 
-from helpers import Fn, OpCase, randn, run_case
+from helpers import Fn, OpCase, check_rejected, randn, run_case
 
 TOL: dict[str, Any] = {"atol": 1e-5, "rtol": 1e-5}
 
@@ -68,32 +68,8 @@ def test_bilinear_float64_unsupported() -> None:
         oa.export(m, (randn(1, 1, 3, 3).double(),))
 
 
-def tamper(monkeypatch: pytest.MonkeyPatch, edge_op: str, ints: dict[int, int] | None = None,
-           floats: list[float] | None = None) -> None:
-    """Make the rule for `edge_op` emit an instruction with altered arguments (a hostile file)."""
-    from openaccel.exporter.lower import RULES, LowerCtx, supported_edge_ops
-    from openaccel.ir import AtenNode
-
-    supported_edge_ops()
-    base = RULES[edge_op]
-
-    def patched(ctx: LowerCtx, node: AtenNode) -> None:
-        base(ctx, node)
-        ins = ctx.instrs[-1]
-        for k, v in (ints or {}).items():
-            ins.ints[k] = v
-        if floats is not None:
-            ins.floats = list(floats)
-
-    monkeypatch.setitem(RULES, edge_op, patched)
 
 
-def check_rejected(monkeypatch: pytest.MonkeyPatch, edge_op: str, fn: Any, x: torch.Tensor, match: str,
-                   ints: dict[int, int] | None = None, floats: list[float] | None = None) -> None:
-    tamper(monkeypatch, edge_op, ints, floats)
-    prog = oa.export(Fn(fn), (x,), bundle_tests=False)
-    with pytest.raises(oa.RuntimeFailure, match=match):
-        oa.load(prog)(x)
 
 
 def test_bilinear_bad_align_rejected(monkeypatch: pytest.MonkeyPatch) -> None:
