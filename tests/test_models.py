@@ -35,3 +35,11 @@ def test_model_matches_eager_on_host(name: str) -> None:
         with torch.no_grad():
             want = model(*inputs)
         torch.testing.assert_close(got, want, atol=ATOL, rtol=RTOL)
+
+
+def test_op_set_and_runtime_kernels_agree() -> None:
+    """Every op the exporter can emit has a CPU kernel in the runtime, and vice versa."""
+    from openaccel.opset import OPS
+    from openaccel.runtime.host import kernel_ops
+
+    assert set(kernel_ops()) == set(OPS)

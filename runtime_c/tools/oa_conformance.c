@@ -50,6 +50,7 @@ static const char *const k_ops[] = {
     "layer_norm", "group_norm", "upsample_nearest2d", "upsample_bilinear2d", "softmax", "log_softmax", "sum",
     "mean", "amax", "amin", "prod", "any", "all", "var", "argmax", "argmin", "cumsum", "copy", "permute",
     "expand", "slice", "select", "cat", "split", "pad", "flip", "repeat", "embedding", "index_select", "gather",
+    "sdpa",
 };
 #define N_OPS (sizeof k_ops / sizeof k_ops[0])
 
