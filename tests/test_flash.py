@@ -182,3 +182,21 @@ def test_flash_to_bad_directory(model: Path, tmp_path: Path) -> None:
 def test_unknown_board_lists_known_ones(model: Path) -> None:
     r = cli("flash", str(model), "--board", "no-such-board")
     assert r.returncode == 2 and "rpi4" in r.stderr and "visionfive2" in r.stderr
+
+
+def test_test_and_run_with_board_over_ssh(sshd: dict[str, object], model: Path, tmp_path: Path) -> None:
+    """`openaccel test/run --board B` run on the board (copying inputs there, outputs back)."""
+    import numpy as np
+
+    d = sshd["dir"]
+    assert isinstance(d, Path)
+    env = board_file(d, "loopback2", f"ssh://root@127.0.0.1:{sshd['port']}{d / 'board2'}", d / "user_key")
+    r = cli("test", str(model), "--board", "loopback2", env=env)
+    assert r.returncode == 0 and r.stdout.strip().endswith("1 passed, 0 failed"), r.stdout + r.stderr
+    x = np.random.default_rng(3).standard_normal((1, 32)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    r = cli("run", str(model), "--board", "loopback2", "--input", f"x={tmp_path / 'x.npy'}", "--output-dir",
+            str(tmp_path / "out"), env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    (want,) = oa.load(model)(x)
+    np.testing.assert_allclose(np.load(tmp_path / "out" / "output_0.npy"), want.numpy(), rtol=1e-5, atol=1e-6)

@@ -11,13 +11,14 @@ import json
 import shutil
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
-from .errors import CheckFailed, OpenAccelError, ToolchainError
+from .errors import CheckFailed, OpenAccelError
 from .version import __version__
 
 out = Console(highlight=False, soft_wrap=True)
@@ -105,9 +106,66 @@ class _DeviceRunner:
         return res
 
 
+@dataclass
+class _Where:
+    name: str
+
+
+class _BoardRunner:
+    """run/test/bench --board: oa_run on a board through its transport (copying what it needs)."""
+
+    emulated = False
+
+    def __init__(self, a: argparse.Namespace) -> None:
+        from .boards import resolve
+
+        self.board = resolve(a.board, target=a.target if a.target != "host" else None)
+        self.target = _Where(self.board.name)
+
+    def _go(self, path: Path, args: list[str], extra: list[Path] | None = None, fetch: list[str] | None = None,
+            fetch_to: Path | None = None) -> Any:
+        from .flash import on_board
+        from .runtime.runner import RunResult
+
+        events, how = on_board(path, self.board, args, extra or [], lambda s: err.print(f"[dim]{s}[/]"), fetch,
+                               fetch_to)
+        self.target.name = f"{self.board.name} ({how})"
+        return RunResult(events, 0, "")
+
+    def check(self, res: Any, what: str) -> None:
+        del res, what  # on_board already raised on error events
+
+    def test(self, path: Path, timeout: float | None = None) -> Any:
+        return self._go(path, ["--test"])
+
+    def bench(self, path: Path, runs: int, threads: int = 0, timeout: float | None = None) -> Any:
+        return self._go(path, ["--bench", str(runs), "--threads", str(threads), "--info"])
+
+    def run(self, args: list[str], timeout: float | None = None) -> Any:
+        path = Path(args[0])
+        rest, extra, fetch, out_dir = [], [], [], None
+        it = iter(args[1:])
+        for x in it:
+            if x == "--input":
+                spec = next(it)
+                name, _, file = spec.partition("=")
+                extra.append(Path(file))
+                rest += ["--input", f"{name}={Path(file).name}"]
+            elif x == "--output-dir":
+                out_dir = Path(next(it))
+                rest += ["--output-dir", "."]
+            else:
+                rest.append(x)
+        from .program import Program
+
+        if out_dir is not None:
+            fetch = [f"output_{i}.npy" for i in range(len(Program.load(path).outputs))]
+        return self._go(path, rest, extra, fetch, out_dir)
+
+
 def _runner(a: argparse.Namespace) -> Any:
     if getattr(a, "board", None):
-        raise ToolchainError("--board runs are done with `openaccel flash FILE --board B` in this version")
+        return _BoardRunner(a)
     from .runtime.runner import Runner
 
     runner = Runner(a.target)

@@ -73,15 +73,16 @@ class SshTransport:
     def describe(self) -> str:
         return f"{self.login}:{self.port}{self.dir}"
 
-    def _run(self, cmd: list[str], what: str, stdin: Path | None = None) -> subprocess.CompletedProcess[str]:
+    def _run(self, cmd: list[str], what: str, stdin: Path | None = None,
+             raw: list[bytes] | None = None) -> subprocess.CompletedProcess[str]:
+        """Run an ssh command with the board's time-out; `raw` receives stdout as bytes."""
         try:
-            if stdin is None:
-                r = subprocess.run(cmd, capture_output=True, text=True, timeout=self.board.timeout)
-            else:
-                with stdin.open("rb") as f:
-                    p = subprocess.run(cmd, stdin=f, capture_output=True, timeout=self.board.timeout)
-                r = subprocess.CompletedProcess(cmd, p.returncode, p.stdout.decode(errors="replace"),
-                                                p.stderr.decode(errors="replace"))
+            with stdin.open("rb") if stdin is not None else open("/dev/null", "rb") as f:
+                p = subprocess.run(cmd, stdin=f, capture_output=True, timeout=self.board.timeout)
+            if raw is not None:
+                raw.append(p.stdout)
+            r = subprocess.CompletedProcess(cmd, p.returncode, p.stdout.decode(errors="replace"),
+                                            p.stderr.decode(errors="replace"))
         except subprocess.TimeoutExpired:
             raise BoardError(f"{what}: no answer from {self.host}:{self.port} within {self.board.timeout:.0f} s "
                              "(is the board on and reachable?)") from None
@@ -130,14 +131,28 @@ class SshTransport:
             if r.returncode != 0:
                 raise BoardError(f"copying {f.name} to the board: {self._explain(r.stderr or 'incomplete copy')}")
 
-    def run_tests(self, model: str) -> tuple[list[dict[str, Any]], str]:
+    def exec(self, args: list[str], what: str) -> tuple[list[dict[str, Any]], str]:
+        """Run oa_run ARGS --json in the board directory; returns its JSON events."""
         prefix = " ".join(shlex.quote(p) for p in self.board.remote_prefix)
-        cmd = f"cd {shlex.quote(self.dir)} && {prefix} ./oa_run {shlex.quote(model)} --test --json"
-        r = self._run(["ssh", *self.opts, "-p", str(self.port), self.login, cmd], "running the tests on the board")
+        quoted = " ".join(shlex.quote(a) for a in args)
+        cmd = f"cd {shlex.quote(self.dir)} && {prefix} ./oa_run {quoted} --json"
+        r = self._run(["ssh", *self.opts, "-p", str(self.port), self.login, cmd], what)
         events = _events(r.stdout)
         if not events:
             raise BoardError(f"the board did not run oa_run (exit {r.returncode}): {r.stderr.strip()[-500:]}")
         return events, f"{self.board.name} via ssh"
+
+    def run_tests(self, model: str) -> tuple[list[dict[str, Any]], str]:
+        return self.exec([model, "--test"], "running the tests on the board")
+
+    def fetch(self, name: str, dest: Path) -> None:
+        raw: list[bytes] = []
+        path = shlex.quote(f"{self.dir}/{name}")
+        r = self._run(["ssh", *self.opts, "-p", str(self.port), self.login, f"cat {path}"],
+                      f"reading {name} from the board", raw=raw)
+        if r.returncode != 0:
+            raise BoardError(f"reading {name} from the board: {r.stderr.strip()}")
+        dest.write_bytes(raw[0])
 
 
 class DirTransport:
@@ -175,33 +190,62 @@ class DirTransport:
                           + "".join(f"./oa_run {shlex.quote(f.name)} --test\n" for f in files if f.suffix == ".oab"))
         script.chmod(0o755)
 
-    def run_tests(self, model: str) -> tuple[list[dict[str, Any]], str]:
-        """The board itself is not reachable: smoke-test the copied files here (under QEMU for
-        another architecture) so a bad copy is caught before the card goes back into the board."""
+    def exec(self, args: list[str], what: str) -> tuple[list[dict[str, Any]], str]:
+        """The board itself is not reachable: run the copied files here (under QEMU for another
+        architecture) so a bad copy is caught before the card goes back into the board."""
         target = get_target(self.board.target)
         try:
             prefix = target.run_prefix()
         except Exception:
             return [], "not run (this machine cannot run the board's binaries; run run_tests.sh on the board)"
         try:
-            r = subprocess.run([*prefix, str(self.dir / "oa_run"), str(self.dir / model), "--test", "--json"],
-                               capture_output=True, text=True, timeout=self.board.timeout)
+            r = subprocess.run([*prefix, str(self.dir / "oa_run"), *args, "--json"], capture_output=True, text=True,
+                               timeout=self.board.timeout, cwd=self.dir)
         except subprocess.TimeoutExpired:
-            raise BoardError(f"the copied runner did not finish within {self.board.timeout:.0f} s") from None
+            raise BoardError(f"{what}: the copied runner did not finish within {self.board.timeout:.0f} s") from None
         how = f"from the copy in {self.dir} ({'under ' + prefix[0] if prefix else 'natively'})"
         return _events(r.stdout), how
+
+    def run_tests(self, model: str) -> tuple[list[dict[str, Any]], str]:
+        return self.exec([model, "--test"], "running the tests from the copy")
+
+    def fetch(self, name: str, dest: Path) -> None:
+        shutil.copy2(self.dir / name, dest)
+
+
+def transport_for(board: Board) -> SshTransport | DirTransport:
+    if board.transport.startswith("ssh://"):
+        return SshTransport(board)
+    if board.transport.startswith("dir:"):
+        return DirTransport(board)
+    raise BoardError(f"unknown transport '{board.transport}' (ssh://user@host[:port]/dir or dir:/path)")
+
+
+def on_board(program_path: Path, board: Board, args: list[str], extra_files: list[Path], log: Log,
+             fetch: list[str] | None = None, fetch_to: Path | None = None) -> tuple[list[dict[str, Any]], str]:
+    """Copy the runtime, the program and `extra_files` to the board, run `oa_run PROGRAM ARGS`
+    there and (optionally) bring files back. For `openaccel run/test/bench --board`."""
+    Program.load(program_path)
+    target = get_target(board.target)
+    transport = transport_for(board)
+    log(f"board {board.name}: target {target.name}, {transport.describe()}")
+    build = build_runtime(target, log=log)
+    transport.prepare()
+    transport.copy([build.oa_run, program_path, *extra_files])
+    events, how = transport.exec([program_path.name, *args], "running oa_run on the board")
+    for e in events:
+        if e.get("event") == "error":
+            raise BoardError(f"oa_run on the board: {e.get('status')}: {e.get('message')}")
+    for name in fetch or []:
+        assert fetch_to is not None
+        transport.fetch(name, fetch_to / name)
+    return events, how
 
 
 def flash(program_path: Path, board: Board, log: Log) -> FlashResult:
     prog = Program.load(program_path)
     target = get_target(board.target)
-    transport: SshTransport | DirTransport
-    if board.transport.startswith("ssh://"):
-        transport = SshTransport(board)
-    elif board.transport.startswith("dir:"):
-        transport = DirTransport(board)
-    else:
-        raise BoardError(f"unknown transport '{board.transport}' (ssh://user@host[:port]/dir or dir:/path)")
+    transport = transport_for(board)
     log(f"board {board.name}: target {target.name}, {transport.describe()}")
     build = build_runtime(target, log=log)
     log(f"runtime: {build.oa_run} ({build.oa_run.stat().st_size:,} bytes, static={target.static})")
