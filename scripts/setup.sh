@@ -33,9 +33,18 @@ WANT="torch==2.13.0 executorch==1.5.* $(sha256sum pyproject.toml | cut -c1-16)"
 if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$WANT" ] && [ -x .venv/bin/openaccel ]; then
   exit 0
 fi
+# pip's complaints about this machine's extra index locations are noise; real errors still show
+pip_install() {
+  if ! out=$(.venv/bin/pip install -q --disable-pip-version-check "$@" 2>&1); then
+    printf '%s\n' "$out" | grep -v "WARNING: Location" >&2
+    echo "pip install $* failed" >&2
+    exit 1
+  fi
+  printf '%s\n' "$out" | grep -v -e "WARNING: Location" -e '^$' || true
+}
 echo "==> setting up .venv (torch 2.13.0 CPU, executorch 1.5, the openaccel SDK)"
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
-.venv/bin/pip install -q --disable-pip-version-check "torch==2.13.0"
-.venv/bin/pip install -q --disable-pip-version-check "executorch==1.5.*" flatbuffers numpy rich
-.venv/bin/pip install -q --disable-pip-version-check -e ".[test]"
+pip_install "torch==2.13.0"
+pip_install "executorch==1.5.*" flatbuffers numpy rich
+pip_install -e ".[test]"
 echo "$WANT" > "$STAMP"
