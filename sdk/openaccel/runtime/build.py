@@ -84,6 +84,14 @@ def build_runtime(target: str | Target = "host", *, kernels_def: Path | None = N
         fcntl.flock(lock, fcntl.LOCK_EX)  # parallel test workers build once
         if (bdir / ".done").exists():
             return result
+        # A build without .done was interrupted, perhaps in another checkout of the same sources:
+        # CMake refuses a cache made for another source directory, so start it afresh.
+        for stale in ("CMakeCache.txt", "CMakeFiles"):
+            path = bdir / stale
+            if path.is_dir():
+                shutil.rmtree(path)
+            elif path.exists():
+                path.unlink()
         say(f"building the openaccel runtime for {t.name} ({'selective, ' if kernels_def else ''}"
             f"{build_type}) in {bdir} ...")
         generator = ["-G", "Ninja"] if shutil.which("ninja") else []
