@@ -284,6 +284,33 @@ static int find_input(oa_method_t *m, const char *name, uint32_t *out) {
 
 static uint64_t *g_profile = NULL;
 
+/* The ten slowest instructions by index (`openaccel inspect` shows their shapes and arguments). */
+static void print_slowest_instructions(oa_method_t *m, int runs, uint64_t all) {
+  uint32_t n = oa_method_instruction_count(m);
+  uint32_t top[10];
+  uint32_t k = 0;
+  for (uint32_t i = 0; i < n; i++) { /* insertion into a sorted top list */
+    uint32_t pos = k < 10 ? k++ : 10;
+    while (pos > 0 && g_profile[top[pos - 1]] < g_profile[i]) {
+      if (pos < 10) top[pos] = top[pos - 1];
+      pos--;
+    }
+    if (pos < 10) top[pos] = i;
+  }
+  if (!g_json && k) printf("  slowest instructions:\n");
+  for (uint32_t a = 0; a < k; a++) {
+    uint32_t i = top[a];
+    double ms = (double)g_profile[i] / 1e6 / runs;
+    double pct = all ? 100.0 * (double)g_profile[i] / (double)all : 0.0;
+    if (g_json) {
+      printf("{\"event\": \"profile_instruction\", \"index\": %u, \"op\": \"%s\", \"ms\": %.6f, "
+             "\"percent\": %.2f}\n", i, oa_method_instruction_op(m, i), ms, pct);
+    } else {
+      printf("    #%-5u %-22s %9.3f ms  %5.1f%%\n", i, oa_method_instruction_op(m, i), ms, pct);
+    }
+  }
+}
+
 /* Time per op summed over instructions and averaged over runs, biggest first. */
 static void print_profile(oa_method_t *m, int runs) {
   uint32_t n = oa_method_instruction_count(m);
@@ -324,6 +351,7 @@ static void print_profile(oa_method_t *m, int runs) {
       printf("  %-22s x%-4u %9.3f ms  %5.1f%%\n", names[a], counts[a], ms, pct);
     }
   }
+  print_slowest_instructions(m, runs, all);
 }
 
 static int cmp_double(const void *a, const void *b) {

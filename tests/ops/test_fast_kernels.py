@@ -198,6 +198,10 @@ def dw_cases() -> list[Case]:
         ((1, 4, 10, 10, 4, 3, 3), {"stride": (1, 2), "pad": (1, 0), "groups": 4}),
         ((1, 32, 28, 28, 32, 3, 3), {"pad": 1, "groups": 32, "bias": False}),
         ((1, 4, 9, 9, 4, 3, 3), {"pad": 1, "groups": 4, "nan": True}),
+        # rows narrower than a vector: a row's last vector spills into the rows after it
+        ((2, 4, 9, 3, 4, 3, 3), {"pad": 1, "groups": 4}),
+        ((1, 3, 5, 1, 3, 3, 1), {"pad": (1, 0), "groups": 3}),
+        ((1, 6, 7, 7, 6, 3, 3), {"pad": 1, "groups": 6}),
     ]]
     return _acts(fs)
 

@@ -34,7 +34,7 @@ def source_hash(extra: str = "") -> str:
     h = hashlib.sha256(extra.encode())
     root = runtime_dir()
     for p in sorted(root.rglob("*")):
-        if p.is_file() and p.suffix in (".c", ".h", ".def", ".txt", ".cmake", ".in", ".fbs"):
+        if p.is_file() and p.suffix in (".c", ".h", ".inc", ".def", ".txt", ".cmake", ".in", ".fbs"):
             h.update(str(p.relative_to(root)).encode())
             h.update(p.read_bytes())
     return h.hexdigest()[:16]
