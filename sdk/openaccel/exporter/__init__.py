@@ -1,7 +1,8 @@
 """The export pipeline: a PyTorch program -> one .oab file, as a sequence of named steps.
 
     torch.export -> to_edge (core ATen) -> import -> fold constants -> fold batch norm
-    -> remove dead code -> lower to openaccel ops -> plan memory -> bundle tests -> serialize
+    -> remove dead code -> lower to openaccel ops -> Winograd convolutions -> fuse residual adds
+    -> fuse activations -> place -> plan memory -> bundle tests -> serialize
 """
 
 from __future__ import annotations
@@ -17,8 +18,8 @@ import torch
 
 from ..errors import ExportError, UnsupportedOpError
 from ..program import Program
-from . import fold
-from .fuse import fuse_activations
+from . import fold, winograd
+from .fuse import fuse_activations, fuse_residual_adds
 from .fx_import import import_program, source_of
 from .lower import lower_graph
 from .memory_plan import plan_memory
@@ -71,12 +72,15 @@ def export(model: torch.nn.Module | torch.export.ExportedProgram,
            example_inputs: Sequence[Any], *, target: str = "host", dynamic_shapes: Any = None,
            bundle_tests: bool = True, tolerance: tuple[float, float] = (DEFAULT_ATOL, DEFAULT_RTOL),
            progress: Progress | None = None, fold_limit_bytes: int = 1024,
-           devices: Any = None, prefer: Sequence[str] | None = None) -> Program:
+           devices: Any = None, prefer: Sequence[str] | None = None, winograd_convs: bool = True) -> Program:
     """Export `model` for `target`; returns the program (bytes plus a parsed view).
 
     devices: a device profile (the JSON of `openaccel devices --json`, as a path or parsed list)
     prefer:  device kinds in order of preference, e.g. ["vendor.sim", "cpu"]; each op goes to the
-             first that supports it (op and dtype), else to the CPU."""
+             first that supports it (op and dtype), else to the CPU.
+    winograd_convs: 3x3 stride-1 convolutions large enough to gain run as Winograd convolutions
+             with weights transformed here (faster; their weights take 2-4x the bytes: see
+             exporter/winograd.py); False keeps every convolution direct."""
     example = tuple(example_inputs)
     if dynamic_shapes is not None:
         raise ExportError("dynamic_shapes are not supported yet: export with static example shapes")
@@ -116,6 +120,8 @@ def export(model: torch.nn.Module | torch.export.ExportedProgram,
     step("fold batch norm", lambda: fold.fold_batch_norm(graph))
     step("remove dead code", lambda: fold.remove_dead(graph))
     step("lower to openaccel ops", lambda: lower_graph(graph))
+    step("Winograd convolutions", lambda: winograd.rewrite(graph, target, winograd_convs))
+    step("fuse residual adds", lambda: fuse_residual_adds(graph))
     step("fuse activations", lambda: fuse_activations(graph))
     profiles = load_profiles(devices)
     placement = step("place ops on devices", lambda: place(graph, profiles, list(prefer or ["cpu"])))

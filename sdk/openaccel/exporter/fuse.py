@@ -1,13 +1,16 @@
-"""Fusion on openaccel instructions: an activation that only consumes a convolution's or a
-linear layer's output moves into that op's epilogue (`act` argument), saving a pass over the
-tensor. relu -> act 1; hardtanh / clamp with both bounds (relu6) -> act 2 with [min, max]."""
+"""Fusion on openaccel instructions, saving passes over tensors:
+- an activation that only consumes a convolution's or a linear layer's output moves into that
+  op's epilogue (`act` argument): relu -> act 1; hardtanh / clamp with both bounds (relu6) ->
+  act 2 with [min, max];
+- a residual `add` of a Winograd convolution's output and another tensor of the same shape becomes
+  the convolution's `addend` input (ResNet blocks: conv -> add -> relu is then one instruction)."""
 
 from __future__ import annotations
 
 from ..ir import Graph, Instr, Value
 from .memory_plan import root_of
 
-_FUSABLE = {"conv2d": (7, 0), "linear": (0, 0)}  # op -> (index of `act` in ints, index of act_min in floats)
+_FUSABLE = {"conv2d": (7, 0), "linear": (0, 0), "conv2d_winograd": (3, 0)}  # op -> (index of `act` in ints, index of act_min in floats)
 
 
 def _activation(ins: Instr) -> tuple[int, float, float] | None:
@@ -59,3 +62,48 @@ def fuse_activations(graph: Graph) -> int:
         fused += 1
     graph.instrs = [i for i in graph.instrs if id(i) not in removed]
     return fused
+
+
+def fuse_residual_adds(graph: Graph) -> int:
+    """add(conv2d_winograd output, other) -> conv2d_winograd with addend `other`, placed where the
+    add was (the convolution's inputs exist earlier, `other` exists there). The convolution must
+    not have an activation or an addend yet, and its output must have no other reader. Returns
+    how many adds were fused."""
+    uses: dict[Value, int] = {}
+    for ins in graph.instrs:
+        for v in ins.inputs:
+            if v is not None:
+                r = root_of(v)[0]
+                uses[r] = uses.get(r, 0) + 1
+    outputs = {root_of(v)[0] for v in graph.outputs}
+    producer: dict[Value, Instr] = {}
+    for ins in graph.instrs:
+        for o in ins.outputs:
+            producer[o] = ins
+    replaced: dict[int, Instr] = {}
+    removed: set[int] = set()
+    for add in graph.instrs:
+        if add.op != "add" or add.kind != "op" or len(add.inputs) != 2 or any(v is None for v in add.inputs):
+            continue
+        if add.floats and add.floats[0] != 1.0:
+            continue
+        out = add.outputs[0]
+        for j in (0, 1):
+            src, other = add.inputs[j], add.inputs[1 - j]
+            assert src is not None and other is not None
+            conv = producer.get(src)
+            if conv is None or conv.op != "conv2d_winograd" or id(conv) in removed or id(conv) in replaced:
+                continue
+            if src.alias_of is not None or uses.get(src, 0) != 1 or src in outputs or conv.device != add.device:
+                continue
+            if len(conv.inputs) > 3 and conv.inputs[3] is not None or (len(conv.ints) > 3 and conv.ints[3]):
+                continue
+            if not (src.dtype == other.dtype == out.dtype) or not (src.shape == other.shape == out.shape):
+                continue
+            conv.inputs = (list(conv.inputs) + [None] * 3)[:3] + [other]
+            conv.outputs = [out]
+            removed.add(id(conv))
+            replaced[id(add)] = conv
+            break
+    graph.instrs = [replaced.get(id(i), i) for i in graph.instrs if id(i) not in removed]
+    return len(replaced)

@@ -160,6 +160,36 @@ void oa_portable_gemv(int64_t m, int64_t n, int64_t k, const float *x, int64_t l
                       const float *bias, float *y, int64_t ldy, const oa_uk_epi_t *epi);
 void oa_portable_dw(const oa_dw_plane_t *p);
 
+/* ---- Winograd convolution (fast/winograd.c; transforms in winograd_tmpl.inc) ---------------- */
+
+/* One band of tile rows [ty0, ty1) of one image. V (the GEMM's A operand, tiles x channels) and
+ * M (its output, tiles x output channels) hold the band's tiles t = (ty - ty0) * tw + tx. */
+typedef struct oa_wino_band {
+  const float *x;        /* the image's input planes [c][h][w] */
+  int64_t c, h, w, ph, pw;
+  int64_t m, tw, ty0, ty1;
+  float *v;              /* V[xi][t][ch] at v + xi * sv + t * ldv + ch */
+  int64_t sv, ldv;
+  const float *mm;       /* M[xi][t][k] at mm + xi * sm + t * ldm + k */
+  int64_t sm, ldm;
+  float *y;              /* the image's output planes [k][oh][ow] */
+  const float *addend;   /* laid out as y, or NULL */
+  const float *bias;     /* [k], or NULL */
+  int64_t k, oh, ow;
+  oa_uk_epi_t epi;       /* act, lo, hi */
+} oa_wino_band_t;
+
+/* Input transform of tile rows r0 .. r1 of a band (relative to ty0) into V, every channel
+ * (V's columns c .. ldv get zeros); output transform of those tile rows from M, with bias,
+ * addend and activation. `work`: (m + 2) * (tw * m + 2) * vw + 36 * vw floats. */
+typedef void (*oa_wino_in_fn)(const oa_wino_band_t *b, int64_t r0, int64_t r1, float *work);
+typedef void (*oa_wino_out_fn)(const oa_wino_band_t *b, int64_t r0, int64_t r1, float *work);
+typedef struct oa_wino_isa {
+  int32_t vw;
+  oa_wino_in_fn input;
+  oa_wino_out_fn output;
+} oa_wino_isa_t;
+
 /* Shared prepare of the optimized variants (fast/ops.c); `isa` is an OA_ISA_* id. */
 oa_status_t oa_fast_linear_prepare_isa(const oa_op_call_t *call, const oa_kernel_env_t *env, oa_op_plan_t *plan,
                                        int32_t isa);
@@ -169,5 +199,7 @@ oa_status_t oa_fast_addmm_prepare_isa(const oa_op_call_t *call, const oa_kernel_
                                       int32_t isa);
 oa_status_t oa_fast_conv2d_prepare_isa(const oa_op_call_t *call, const oa_kernel_env_t *env, oa_op_plan_t *plan,
                                        int32_t isa);
+oa_status_t oa_fast_conv2d_winograd_prepare_isa(const oa_op_call_t *call, const oa_kernel_env_t *env,
+                                                oa_op_plan_t *plan, int32_t isa);
 
 #endif /* OA_KERNELS_FAST_H */
