@@ -101,13 +101,25 @@ def reference(x: torch.Tensor, u: torch.Tensor, tile: int, pad: tuple[int, int],
     return y.permute(0, 1, 2, 4, 3, 5).reshape(n, k, th * tile, tw * tile)[:, :, :oh, :ow]
 
 
+# F(4x4) needs at least this many output tiles, else F(2x2) is used
+F4_MIN_TILES = 20
+
+
 def choose_tile(c: int, k: int, oh: int, ow: int) -> int:
     """Tile size for a 3x3 stride-1 convolution with c input and k output channels and an oh x ow
-    output, or 0 to keep the direct convolution (see the measurements in the module docstring of
-    runtime_c/src/kernels/fast/winograd.c)."""
+    output, or 0 to keep the direct convolution.
+
+    Each of the (m+2)^2 GEMMs reads a C x K slice of the transformed weights once for all the
+    image's tiles, so with few tiles the GEMMs are bound by reading weights, and F(4x4) reads
+    36/16 times F(2x2)'s. Measured (x86_64 AVX2+FMA, 1 thread, C = K, relu, ms direct / F(2x2) /
+    F(4x4)): 64 at 56x56 4.40 / 3.08 / 2.09; 128 at 28x28 3.68 / 2.37 / 1.63; 128 at 20x20 (25
+    F(4x4) tiles) 2.48 / 1.55 / 1.17; 64 at 14x14 (16 tiles) 0.32 / 0.18 / 0.20; 256 at 14x14
+    3.81 / 2.29 / 2.45; 512 at 7x7 (4 tiles) 5.83 / 4.66 / 5.38. So F(4x4) from 20 of its tiles,
+    F(2x2) below (also 2.25x fewer weight bytes than F(4x4) on the small, deep layers whose
+    weights are the largest)."""
     if c < 8 or k < 8 or oh < 4 or ow < 4:
         return 0
-    return 4
+    return 4 if -(-oh // 4) * -(-ow // 4) >= F4_MIN_TILES else 2
 
 
 def rewrite(graph: Graph, target: str = "host", enabled: bool = True) -> int:
