@@ -120,12 +120,13 @@ _op("conv2d", ("input", "weight", "bias?"),
     floats=("act_min", "act_max"), family="conv",
     doc="NCHW input, weight [C_out, C_in/groups, kH, kW], bias [C_out]; fused act (1-D convs run as 2-D)")
 _op("conv2d_winograd", ("input", "weight", "bias?", "addend?"), ints=("tile", "pad_h", "pad_w", "act", "block"),
-    floats=("act_min", "act_max"), family="conv",
+    floats=("act_min", "act_max"), family="conv", inplace=3,
     doc="3x3 convolution, stride 1, dilation 1, groups 1, by Winograd F(tile x tile, 3x3) (tile 2 or 4; "
     "exporter/winograd.py has the transform matrices): input [N, C, H, W]; weight = the weights "
     "transformed at export, [(tile+2)^2, ceil(K / block), C, block] (U = G g G^T, output channels "
     "in blocks of `block`, zero-padded); output [N, K, H + 2 pad_h - 2, W + 2 pad_w - 2]; "
-    "act(conv + bias + addend), addend shaped like the output (a fused residual add)")
+    "act(conv + bias + addend), addend shaped like the output (a fused residual add; the output may "
+    "overwrite it: every element is read before its own is written); pad_h, pad_w 0 to 2")
 _op("conv_transpose2d", ("input", "weight", "bias?"),
     ints=("stride_h", "stride_w", "pad_h", "pad_w", "dilation_h", "dilation_w", "groups",
           "output_pad_h", "output_pad_w"),

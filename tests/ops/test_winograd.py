@@ -65,6 +65,9 @@ CASES = [
     conv("wino_pad2_nobias", (2, 10, 6, 7), (8, 10, 3, 3), bias=False, padding=2),
     conv("wino_asym_padding", (1, 8, 9, 8), (9, 8, 3, 3), padding=(0, 1)),
     conv("wino_small_image", (1, 24, 7, 7), (32, 24, 3, 3), padding=1),
+    # >= 20 F(4x4) tiles: F(4x4) (the cases above: F(2x2))
+    conv("wino_f4_20x20_relu", (1, 8, 20, 20), (16, 8, 3, 3), padding=1, act="relu"),
+    conv("wino_f4_odd_no_padding", (1, 9, 19, 21), (12, 9, 3, 3), padding=0),
     OpCase("wino_resnet_block", lambda x: x, (randn(1, 16, 14, 14),), ops=("conv2d_winograd",),
            module=_block(16, 16), **TOL),
     OpCase("wino_resnet_block_projection", lambda x: x, (randn(2, 8, 12, 12),), ops=("conv2d_winograd",),
@@ -109,6 +112,14 @@ def test_disabled_and_small_convs_stay_direct() -> None:
         assert prog.ops == ["conv2d"], prog.ops
 
 
+@pytest.mark.parametrize("hw,tile", [(7, 2), (14, 2), (16, 2), (17, 4), (56, 4)])
+def test_tile_choice(hw: int, tile: int) -> None:
+    """F(4x4) from 20 of its tiles: a 16 x 16 output has 4 x 4, a 17 x 17 one 5 x 5"""
+    m = Fn(lambda x, w: F.conv2d(x, w, padding=1), (randn(8, 8, 3, 3, seed=1),))
+    prog = oa.export(m, (randn(1, 8, hw, hw),), bundle_tests=False)
+    assert [(op, a["tile"]) for op, a in _instrs(prog)] == [("conv2d_winograd", tile)]
+
+
 def test_runtime_weights_stay_direct() -> None:
     m = Fn(lambda x, w: F.conv2d(x, w, padding=1))
     prog = oa.export(m, (randn(1, 16, 12, 12), randn(16, 16, 3, 3, seed=1)), bundle_tests=False)
@@ -140,7 +151,8 @@ def test_weight_transform_matches_convolution(tile: int) -> None:
 
 def _tampered(monkeypatch: pytest.MonkeyPatch, ints: dict[int, int] | None = None,
               weight: tuple[int, ...] | None = None) -> oa.Program:
-    """A program whose conv2d_winograd instruction was altered after the pass (a hostile file)."""
+    """A program whose conv2d_winograd instruction (F(2x2): 16 transform positions) was altered
+    after the pass (a hostile file)."""
     from openaccel.exporter import winograd as wmod
 
     base = wmod.rewrite
@@ -165,13 +177,58 @@ def _tampered(monkeypatch: pytest.MonkeyPatch, ints: dict[int, int] | None = Non
 @pytest.mark.parametrize("ints,weight,match", [
     ({0: 3}, None, r"tile = 3 is not supported"),
     ({4: 0}, None, r"block = 0 is out of range"),
-    ({4: 8}, None, r"input 1 \(weight\).*expected shape \[36, 2, 8, 8\]"),
+    ({0: 4}, None, r"input 1 \(weight\).*expected shape \[36, 1, 8, 16\], received \[16, 1, 8, 16\]"),
+    ({4: 8}, None, r"input 1 \(weight\).*expected shape \[16, 2, 8, 8\]"),
     ({1: 2}, None, r"output 0 .*expected shape \[1, 16, 10, 8\]"),
     ({3: 7}, None, r"act = 7 is not a known activation"),
-    ({}, (36, 1, 7, 16), r"input 1 \(weight\).*expected shape \[36, 1, 8, 16\]"),
+    ({}, (16, 1, 7, 16), r"input 1 \(weight\).*expected shape \[16, 1, 8, 16\]"),
+    ({}, (16, 1, 8), r"input 1 \(weight\).*expected 4 dims"),
 ])
 def test_bad_args_rejected(monkeypatch: pytest.MonkeyPatch, ints: dict[int, int], weight: tuple[int, ...] | None,
                            match: str) -> None:
     prog = _tampered(monkeypatch, ints, weight)
     with pytest.raises(oa.RuntimeFailure, match=r"conv2d_winograd.*" + match):
         oa.load(prog)(randn(1, 8, 8, 8))
+
+
+def test_bad_pad_rejected(monkeypatch: pytest.MonkeyPatch) -> None:
+    prog = _tampered(monkeypatch, {1: 3, 2: 3})
+    with pytest.raises(oa.RuntimeFailure,
+                       match=r"conv2d_winograd.*pad_h = 3, pad_w = 3 are out of range \(expected 0 to 2\)"):
+        oa.load(prog)(randn(1, 8, 8, 8))
+
+
+@pytest.mark.parametrize("shape", [(1, 16, 8, 7), (1, 8, 8, 8), (16, 8, 8)])
+def test_addend_shape_mismatch_rejected(monkeypatch: pytest.MonkeyPatch, shape: tuple[int, ...]) -> None:
+    """an addend not shaped exactly like the output (no broadcasting) is refused"""
+    import openaccel.exporter as exp
+    from openaccel.ir import Value
+
+    base = exp.fuse_residual_adds
+
+    def patched(graph: Any) -> int:
+        n = base(graph)
+        for ins in graph.instrs:
+            if ins.op == "conv2d_winograd":
+                bad = Value(name="bad_addend", dtype=torch.float32, shape=shape, data=torch.zeros(shape))
+                ins.inputs = [*(list(ins.inputs) + [None] * 3)[:3], bad]
+        return n
+
+    monkeypatch.setattr(exp, "fuse_residual_adds", patched)
+    m = Fn(lambda x, w: F.conv2d(x, w, padding=1), (randn(16, 8, 3, 3, seed=1),))
+    prog = oa.export(m, (randn(1, 8, 8, 8),), bundle_tests=False)
+    with pytest.raises(oa.RuntimeFailure,
+                       match=r"conv2d_winograd.*input 3 \(addend\).*expected shape \[1, 16, 8, 8\]"):
+        oa.load(prog)(randn(1, 8, 8, 8))
+
+
+def test_addend_sharing_the_input_is_not_fused() -> None:
+    """conv(r) + r with r dying there: the output could overwrite the addend in place, which is
+    the convolution's own input, so the add stays separate (and the result is right)"""
+    w = randn(8, 8, 3, 3, seed=1)
+    m = Fn(lambda x, w: (lambda r: F.conv2d(r, w, padding=1) + r)(torch.relu(x)), (w,))
+    x = randn(1, 8, 10, 10)
+    prog = oa.export(m, (x,))
+    assert "add" in prog.ops and "conv2d_winograd" in prog.ops
+    (got,) = oa.load(prog)(x)
+    torch.testing.assert_close(got, m(x), **TOL)

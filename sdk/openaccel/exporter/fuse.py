@@ -10,7 +10,8 @@ from __future__ import annotations
 from ..ir import Graph, Instr, Value
 from .memory_plan import root_of
 
-_FUSABLE = {"conv2d": (7, 0), "linear": (0, 0), "conv2d_winograd": (3, 0)}  # op -> (index of `act` in ints, index of act_min in floats)
+# op -> (index of `act` in ints, index of act_min in floats)
+_FUSABLE = {"conv2d": (7, 0), "linear": (0, 0), "conv2d_winograd": (3, 0)}
 
 
 def _activation(ins: Instr) -> tuple[int, float, float] | None:
@@ -67,8 +68,8 @@ def fuse_activations(graph: Graph) -> int:
 def fuse_residual_adds(graph: Graph) -> int:
     """add(conv2d_winograd output, other) -> conv2d_winograd with addend `other`, placed where the
     add was (the convolution's inputs exist earlier, `other` exists there). The convolution must
-    not have an activation or an addend yet, and its output must have no other reader. Returns
-    how many adds were fused."""
+    not have an activation or an addend yet, its output must have no other reader, and `other`
+    must not share the convolution input's buffer. Returns how many adds were fused."""
     uses: dict[Value, int] = {}
     for ins in graph.instrs:
         for v in ins.inputs:
@@ -96,11 +97,16 @@ def fuse_residual_adds(graph: Graph) -> int:
                 continue
             if src.alias_of is not None or uses.get(src, 0) != 1 or src in outputs or conv.device != add.device:
                 continue
-            if len(conv.inputs) > 3 and conv.inputs[3] is not None or (len(conv.ints) > 3 and conv.ints[3]):
+            if (len(conv.inputs) > 3 and conv.inputs[3] is not None) or (len(conv.ints) > 3 and conv.ints[3]):
                 continue
             if not (src.dtype == other.dtype == out.dtype) or not (src.shape == other.shape == out.shape):
                 continue
-            conv.inputs = (list(conv.inputs) + [None] * 3)[:3] + [other]
+            # the output may overwrite the addend (opset: inplace), which must then not be (a view
+            # of) the convolution's input: the kernels read input rows after writing earlier outputs
+            x0 = conv.inputs[0]
+            if x0 is None or root_of(other)[0] is root_of(x0)[0]:
+                continue
+            conv.inputs = [*(list(conv.inputs) + [None] * 3)[:3], other]
             conv.outputs = [out]
             removed.add(id(conv))
             replaced[id(add)] = conv

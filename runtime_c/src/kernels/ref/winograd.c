@@ -14,7 +14,7 @@
 
 #include "../kernel.h"
 
-#define WINO_ARG_MAX ((int64_t)1 << 30)
+#define WINO_PAD_MAX 2 /* kernel size - 1: a larger pad only adds outputs that see no input */
 #define WINO_BLOCK_MAX 64
 
 /* plan->params */
@@ -49,10 +49,10 @@ oa_status_t oa_ref_conv2d_winograd_prepare(const oa_op_call_t *call, const oa_ke
   if (m != 2 && m != 4)
     return oa_diag_fail(diag, OA_ERR_UNSUPPORTED, "argument tile = %lld is not supported (expected 2 or 4)",
                         (long long)m);
-  if (ph < 0 || ph > WINO_ARG_MAX || pw < 0 || pw > WINO_ARG_MAX)
+  if (ph < 0 || ph > WINO_PAD_MAX || pw < 0 || pw > WINO_PAD_MAX)
     return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM,
-                        "arguments pad_h = %lld, pad_w = %lld are out of range (expected 0 to %lld)", (long long)ph,
-                        (long long)pw, (long long)WINO_ARG_MAX);
+                        "arguments pad_h = %lld, pad_w = %lld are out of range (expected 0 to %d)", (long long)ph,
+                        (long long)pw, WINO_PAD_MAX);
   if (act < 0 || act > 2)
     return oa_diag_fail(diag, OA_ERR_UNSUPPORTED, "argument act = %lld is not a known activation (0, 1, 2)",
                         (long long)act);
