@@ -18,8 +18,8 @@
  * for on several shapes with random inputs (--seed), through the device's own memory and copies,
  * and compares the outputs with the runtime's reference CPU kernels (a CPU device with
  * reference_only = 1): |got - want| <= atol + rtol * |want| with rtol = atol = 1e-6 for
- * elementwise ops and rtol 1e-4 / atol 1e-5 for ops that sum (conv2d, linear, matmul, softmax,
- * avg_pool2d, layer_norm); integers and bools exactly. Claimed ops without a generator, and dtypes
+ * elementwise ops and rtol 1e-4 / atol 1e-5 for ops that sum (conv2d, conv2d_winograd, linear,
+ * matmul, softmax, avg_pool2d, layer_norm); integers and bools exactly. Claimed ops without a generator, and dtypes
  * the reference kernels of this build lack, are reported as SKIP. */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
@@ -50,7 +50,7 @@ static const char *const k_ops[] = {
     "layer_norm", "group_norm", "upsample_nearest2d", "upsample_bilinear2d", "softmax", "log_softmax", "sum",
     "mean", "amax", "amin", "prod", "any", "all", "var", "argmax", "argmin", "cumsum", "copy", "permute",
     "expand", "slice", "select", "cat", "split", "pad", "flip", "repeat", "embedding", "index_select", "gather",
-    "sdpa",
+    "sdpa", "conv2d_winograd",
 };
 #define N_OPS (sizeof k_ops / sizeof k_ops[0])
 
@@ -1348,6 +1348,27 @@ static int gen_conv2d(int32_t dtype, op_case_t *c) {
   return n;
 }
 
+/* conv2d_winograd inputs input, weight [(tile+2)^2, ceil(K / block), C, block], bias?, addend?;
+ * ints tile, pad_h, pad_w, act, block; floats act_min, act_max. Random transformed weights (the
+ * kernels take any): the reference computes the same Winograd sums in double. F(4x4)'s output
+ * transform scales by up to 8 in each direction, so its random weights are 8x smaller (real
+ * transformed weights are too: G's rows 1 - 4 hold 1/6 .. 1/24) to keep float rounding within the
+ * tolerance. */
+static int gen_conv2d_winograd(int32_t dtype, op_case_t *c) {
+  (void)dtype;
+  int n = 0;
+  c[n++] = mk("F(4x4) [1, 8, 8, 8] -> 16, pad 1, bias",
+              IN(S(1, 8, 8, 8), weight(S(36, 1, 8, 16), 72 * 64), weight(S(16), 72)), OUT(S(1, 16, 8, 8)),
+              INTS(4, 1, 1, 0, 16), NOFLOATS);
+  c[n++] = mk("F(2x2) [2, 5, 7, 6] -> 20, pad (0, 1), addend, fused relu",
+              IN(S(2, 5, 7, 6), weight(S(16, 2, 5, 16), 45), absent(), S(2, 20, 5, 6)), OUT(S(2, 20, 5, 6)),
+              INTS(2, 0, 1, 1, 16), NOFLOATS);
+  c[n++] = mk("F(4x4) [1, 3, 5, 6] -> 4, pad 2, bias, addend, fused clamp",
+              IN(S(1, 3, 5, 6), weight(S(36, 1, 3, 16), 27 * 64), weight(S(4), 27), S(1, 4, 7, 8)), OUT(S(1, 4, 7, 8)),
+              INTS(4, 2, 2, 2, 16), FLOATS(-0.25, 0.25));
+  return n;
+}
+
 /* linear ints: act; floats act_min, act_max */
 static int gen_linear(int32_t dtype, op_case_t *c) {
   (void)dtype;
@@ -1437,6 +1458,7 @@ static const gen_t k_gens[] = {
     {"add", DT_NUM, 0, gen_add},
     {"mul", DT_NUM | DT(OA_DTYPE_BOOL), 0, gen_mul},
     {"conv2d", DT_F32, 1, gen_conv2d},
+    {"conv2d_winograd", DT_F32, 1, gen_conv2d_winograd},
     {"linear", DT_F32, 1, gen_linear},
     {"matmul", DT_F32, 1, gen_matmul},
     {"softmax", DT_F32, 1, gen_softmax},
