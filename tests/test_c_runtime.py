@@ -19,10 +19,26 @@ from openaccel.runtime.build import build_runtime
 FUZZ_SECONDS = int(os.environ.get("OA_FUZZ_SECONDS", "60"))
 
 
+class _ResBlock(torch.nn.Module):
+    """conv-relu-conv + identity, relu: Winograd convolutions (F(2x2) and F(4x4)) with a fused
+    residual add in the fuzz corpus"""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.c1 = torch.nn.Conv2d(8, 8, 3, padding=1)
+        self.c2 = torch.nn.Conv2d(8, 8, 3, padding=1)
+        self.c3 = torch.nn.Conv2d(8, 8, 3, padding=0)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        r = torch.relu(self.c1(x))
+        return self.c3(torch.relu(self.c2(r) + x))
+
+
 def _fixture_models() -> dict[str, tuple[torch.nn.Module, tuple[torch.Tensor, ...]]]:
     torch.manual_seed(0)
     small_mlp = zoo.MLP((32, 16, 8))
-    return {"mlp_small": (small_mlp.eval(), (torch.randn(2, 32),))}
+    return {"mlp_small": (small_mlp.eval(), (torch.randn(2, 32),)),
+            "resblock_winograd": (_ResBlock().eval(), (torch.randn(1, 8, 18, 18),))}
 
 
 @pytest.fixture(scope="module")
