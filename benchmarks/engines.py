@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -256,6 +256,7 @@ class OpenAccel(Engine):
     inputs in, execute, copy the outputs out)."""
 
     name, label, suffix, peer = "openaccel", "openaccel", ".oab", False
+    export_args: ClassVar[dict[str, Any]] = {}
 
     def setup(self, threads: int) -> None:
         from openaccel.runtime.host import library
@@ -265,7 +266,7 @@ class OpenAccel(Engine):
     def export(self, model: Any, example: tuple[Any, ...], path: Path) -> dict[str, Any]:
         import openaccel as oa
 
-        prog = oa.export(model, example, bundle_tests=False)
+        prog = oa.export(model, example, bundle_tests=False, **self.export_args)
         prog.save(path)
         return {"arena_bytes": prog.arena_bytes, "memory": prog.memory_plan, "ops": prog.ops, "notes": []}
 
@@ -281,5 +282,15 @@ class OpenAccel(Engine):
         return Loaded(run, {"requirements": dict(sess.requirements)})
 
 
+class OpenAccelDirect(OpenAccel):
+    """openaccel with every convolution direct (export(..., winograd_convs=False)): what the
+    Winograd convolutions gain. Not run unless asked for (--engines)."""
+
+    name, label = "openaccel_direct", "openaccel (direct convs)"
+    export_args: ClassVar[dict[str, Any]] = {"winograd_convs": False}
+
+
 ENGINES: dict[str, Engine] = {e.name: e for e in (Eager(), ExecuTorchPortable(), ExecuTorchXnnpack(), OnnxRuntime(),
-                                                  OpenAccel())}
+                                                  OpenAccel(), OpenAccelDirect())}
+# the engines of a run without --engines
+DEFAULT_ENGINES = [n for n in ENGINES if n != "openaccel_direct"]

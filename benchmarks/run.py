@@ -38,7 +38,7 @@ ROOT = HERE.parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
-from engines import ENGINES, Engine, first_line  # noqa: E402
+from engines import DEFAULT_ENGINES, ENGINES, Engine, first_line  # noqa: E402
 
 from openaccel.errors import OpenAccelError  # noqa: E402
 
@@ -138,7 +138,7 @@ def artifact_key(engine: Engine, model: str, small: bool, vers: dict[str, str]) 
         parts.append(vers["executorch"])
     if engine.name == "ort":
         parts += [vers["onnx"], vers["onnxscript"]]
-    if engine.name == "openaccel":
+    if engine.name.startswith("openaccel"):
         import openaccel
 
         parts.append(tree_hash(Path(openaccel.__file__).parent))
@@ -521,8 +521,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--models", default=",".join(zoo.NAMES),
                     help=f"comma-separated zoo models (default: all of {', '.join(zoo.NAMES)})")
-    ap.add_argument("--engines", default=",".join(ENGINES),
-                    help=f"comma-separated engines (default: all of {', '.join(ENGINES)})")
+    ap.add_argument("--engines", default=",".join(DEFAULT_ENGINES),
+                    help=f"comma-separated engines (default: {', '.join(DEFAULT_ENGINES)}; also: "
+                    f"{', '.join(e for e in ENGINES if e not in DEFAULT_ENGINES)})")
     ap.add_argument("--threads", type=int, default=1, help="threads for every engine (default 1)")
     ap.add_argument("--runs", type=int, default=20, help="timed runs per cell, at most (default 20)")
     ap.add_argument("--warmup", type=int, default=3, help="warm-up runs per cell, at most (default 3)")
