@@ -1,5 +1,6 @@
-/* Thread pool: one job at a time, chunks handed out with an atomic counter; workers sleep on a
- * condition variable between jobs. */
+/* Thread pool: one job at a time, chunks handed out with an atomic counter. Between jobs a worker
+ * first spins for a short while (a model's kernels come back to back, and waking a thread from a
+ * condition variable costs tens of microseconds), then sleeps on a condition variable. */
 #include "threadpool.h"
 
 #if defined(OA_HAVE_PTHREADS)
@@ -14,7 +15,7 @@ typedef struct oa_threadpool {
   pthread_mutex_t lock;
   pthread_cond_t wake;
   /* the current job */
-  uint64_t generation;      /* guarded by lock: bumped for every job */
+  atomic_ullong generation; /* bumped (under lock) for every job, after its fields are set */
   int stop;                 /* guarded by lock */
   oa_parallel_fn fn;
   void *ctx;
@@ -32,17 +33,22 @@ static void run_chunks(oa_threadpool_t *p) {
   }
 }
 
+/* polls of the generation before sleeping: some tens of microseconds */
+#define SPIN_POLLS 20000
+
 static void *worker_main(void *arg) {
   oa_threadpool_t *p = (oa_threadpool_t *)arg;
-  uint64_t seen = 0;
+  unsigned long long seen = 0;
   for (;;) {
+    int spins = SPIN_POLLS;
+    while (spins > 0 && atomic_load_explicit(&p->generation, memory_order_acquire) == seen) spins--;
     pthread_mutex_lock(&p->lock);
-    while (!p->stop && p->generation == seen) pthread_cond_wait(&p->wake, &p->lock);
+    while (!p->stop && atomic_load(&p->generation) == seen) pthread_cond_wait(&p->wake, &p->lock);
     if (p->stop) {
       pthread_mutex_unlock(&p->lock);
       return NULL;
     }
-    seen = p->generation;
+    seen = atomic_load(&p->generation);
     pthread_mutex_unlock(&p->lock);
     run_chunks(p);
     atomic_fetch_sub(&p->busy, 1);
@@ -65,6 +71,7 @@ oa_status_t oa_threadpool_create(int32_t threads, const oa_allocator_t *allocato
   pthread_mutex_init(&p->lock, NULL);
   pthread_cond_init(&p->wake, NULL);
   atomic_init(&p->next, 0);
+  atomic_init(&p->generation, 0);
   atomic_init(&p->busy, 0);
   for (int32_t i = 0; i < threads - 1; i++) {
     if (pthread_create(&p->workers[i], NULL, worker_main, p) != 0) break;
@@ -108,7 +115,7 @@ void oa_parallel_for(oa_threadpool_t *p, int64_t n, int64_t grain, oa_parallel_f
   atomic_store(&p->next, 0);
   atomic_store(&p->busy, p->n_workers);
   pthread_mutex_lock(&p->lock);
-  p->generation++;
+  atomic_fetch_add(&p->generation, 1);
   pthread_cond_broadcast(&p->wake);
   pthread_mutex_unlock(&p->lock);
   run_chunks(p);
