@@ -137,3 +137,17 @@ def test_devices_on_emulated_aarch64_report_neon() -> None:
     assert dev["queries"]["cpu.arch"] == 2  # OA_CPU_ARCH_AARCH64
     assert dev["queries"]["cpu.neon"] == 1 and dev["queries"]["cpu.avx2"] == 0
     assert "conv2d" in dev["ops"] and "float32" in dev["ops"]["conv2d"]
+
+
+def test_export_no_winograd_keeps_convolutions_direct(tmp_path: Path) -> None:
+    model = torch.nn.Sequential(torch.nn.Conv2d(8, 8, 3, padding=1), torch.nn.ReLU()).eval()
+    archive = tmp_path / "conv.pt2"
+    torch.export.save(torch.export.export(model, (torch.randn(1, 8, 16, 16),)), str(archive))
+    ops = {}
+    for flag in ((), ("--no-winograd",)):
+        out = tmp_path / f"conv{len(flag)}.oab"
+        assert cli("export", str(archive), "-o", str(out), *flag).returncode == 0
+        ops[flag] = json.loads(cli("inspect", str(out), "--json").stdout)["ops"]
+        assert cli("test", str(out)).stdout.strip().splitlines()[-1] == "1 passed, 0 failed"
+    assert ops[()] == ["conv2d_winograd"]
+    assert ops[("--no-winograd",)] == ["conv2d"]
