@@ -151,3 +151,17 @@ def test_first_line_lists_unsupported_ops() -> None:
                            "See docs/ops.md for the supported op set.")
     assert bench.first_line(e) == ("UnsupportedOpError: the runtime has no kernel for 2 op(s) in this model: "
                                    "aten.add.Tensor, aten.gelu.default")
+
+
+@pytest.mark.slow
+def test_per_layer_benchmark_mlp_small(tmp_path: Path) -> None:
+    out = tmp_path / "layers.json"
+    p = _run([str(BENCH / "layers.py"), "--model", "mlp", "--small", "--engines", "eager,openaccel",
+              "--runs", "2", "--warmup", "1", "--budget", "0.2", "--json", str(out)])
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    rows = json.loads(out.read_text())["rows"]
+    assert [r["layer"] for r in rows] == ["linear 784->512 x1 rows", "linear 512->512 x1 rows",
+                                          "linear 512->10 x1 rows"]
+    assert all(r["count"] == 1 and set(r["ms"]) == {"eager", "openaccel"} for r in rows)
+    assert all(v is not None and v > 0 for r in rows for v in r["ms"].values())
+    assert "openaccel / best peer" in p.stdout
