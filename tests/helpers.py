@@ -72,6 +72,7 @@ class OpCase:
     consts: tuple[torch.Tensor, ...] = ()
     module: torch.nn.Module | None = None
     tags: tuple[str, ...] = field(default_factory=tuple)
+    export_kwargs: dict[str, Any] = field(default_factory=dict)  # more arguments of oa.export
 
     def model(self) -> torch.nn.Module:
         return self.module if self.module is not None else Fn(self.fn, self.consts)
@@ -92,7 +93,7 @@ def case_path(case: OpCase) -> Path:
 def export_case(case: OpCase) -> oa.Program:
     """Export a case and keep the .oab under build/test-cache/ops (a seed corpus for fuzzing)."""
     model = case.model().eval()
-    prog = oa.export(model, case.inputs, tolerance=(case.atol, case.rtol))
+    prog = oa.export(model, case.inputs, tolerance=(case.atol, case.rtol), **case.export_kwargs)
     CACHE.joinpath("ops").mkdir(parents=True, exist_ok=True)
     prog.save(case_path(case))
     return prog

@@ -117,8 +117,6 @@ typedef struct oa_nd_iter {
   int64_t off[3];
 } oa_nd_iter_t;
 
-void oa_nd_iter_init(oa_nd_iter_t *it, const int64_t *shape, int32_t ndim, int32_t n_operands,
-                     const int64_t *s0, const int64_t *s1, const int64_t *s2);
 static inline void oa_nd_iter_next(oa_nd_iter_t *it) {
   for (int32_t d = it->ndim - 1; d >= 0; d--) {
     for (int32_t k = 0; k < it->n_operands; k++) it->off[k] += it->strides[k][d];
@@ -132,4 +130,17 @@ static inline void oa_nd_iter_next(oa_nd_iter_t *it) {
 double oa_load_as_double(const void *data, int32_t dtype, int64_t i);
 void oa_store_from_double(void *data, int32_t dtype, int64_t i, double v);
 
+/* A convolution's fused activation (act 1 relu, 2 clamp to [lo, hi], else none) on a double sum,
+ * rounded to float first, then clamped (as PyTorch clamps the float result). NaN propagates. */
+static inline float oa_fused_act_to_float(double v, int64_t act, double lo, double hi) {
+  if (act == 1) return v < 0.0 ? 0.0f : (float)v;
+  if (act == 2) {
+    float f = (float)v;
+    return f < (float)lo ? (float)lo : (f > (float)hi ? (float)hi : f);
+  }
+  return (float)v;
+}
+
+void oa_nd_iter_init(oa_nd_iter_t *it, const int64_t *shape, int32_t ndim, int32_t n_operands,
+                     const int64_t *s0, const int64_t *s1, const int64_t *s2);
 #endif /* OA_KERNELS_KERNEL_H */

@@ -24,8 +24,8 @@ def _activation(ins: Instr) -> tuple[int, float, float] | None:
     return None
 
 
-def fuse_activations(graph: Graph) -> int:
-    """Returns how many activations were fused."""
+def _dataflow(graph: Graph) -> tuple[dict[Value, int], set[Value], dict[Value, Instr]]:
+    """Readers per buffer (by the root of views), the graph outputs' buffers, each value's producer."""
     uses: dict[Value, int] = {}
     for ins in graph.instrs:
         for v in ins.inputs:
@@ -37,6 +37,12 @@ def fuse_activations(graph: Graph) -> int:
     for ins in graph.instrs:
         for o in ins.outputs:
             producer[o] = ins
+    return uses, outputs, producer
+
+
+def fuse_activations(graph: Graph) -> int:
+    """Returns how many activations were fused."""
+    uses, outputs, producer = _dataflow(graph)
     removed: set[int] = set()
     fused = 0
     for ins in graph.instrs:
@@ -70,17 +76,7 @@ def fuse_residual_adds(graph: Graph) -> int:
     add was (the convolution's inputs exist earlier, `other` exists there). The convolution must
     not have an activation or an addend yet, its output must have no other reader, and `other`
     must not share the convolution input's buffer. Returns how many adds were fused."""
-    uses: dict[Value, int] = {}
-    for ins in graph.instrs:
-        for v in ins.inputs:
-            if v is not None:
-                r = root_of(v)[0]
-                uses[r] = uses.get(r, 0) + 1
-    outputs = {root_of(v)[0] for v in graph.outputs}
-    producer: dict[Value, Instr] = {}
-    for ins in graph.instrs:
-        for o in ins.outputs:
-            producer[o] = ins
+    uses, outputs, producer = _dataflow(graph)
     replaced: dict[int, Instr] = {}
     removed: set[int] = set()
     for add in graph.instrs:

@@ -169,15 +169,6 @@ oa_status_t oa_ref_conv2d_prepare(const oa_op_call_t *call, const oa_kernel_env_
   return check_out(call, plan, plane + (plane + 1) / 2 + 2 * (p[P_KH] + p[P_KW]), diag);
 }
 
-static float apply_act(double v, int64_t act, double lo, double hi) {
-  if (act == 1) return v < 0.0 ? 0.0f : (float)v; /* NaN propagates like torch.relu */
-  if (act == 2) {
-    float f = (float)v;
-    return f < (float)lo ? (float)lo : (f > (float)hi ? (float)hi : f);
-  }
-  return (float)v;
-}
-
 /* Range [lo, hi) of output positions o (o in [0, n_out)) whose input position o * s + off lies in
  * [0, n_in). */
 static void tap_range(int64_t n_out, int64_t n_in, int64_t s, int64_t off, int64_t *lo, int64_t *hi) {
@@ -242,7 +233,7 @@ oa_status_t oa_ref_conv2d_run(const oa_op_call_t *call, const oa_op_plan_t *plan
         for (int64_t i = 0; i < plane; i++) acc[i] += (double)part[i];
       }
       float *y_oc = y + (n * o + oc) * plane;
-      for (int64_t i = 0; i < plane; i++) y_oc[i] = apply_act(acc[i], act, lo, hi);
+      for (int64_t i = 0; i < plane; i++) y_oc[i] = oa_fused_act_to_float(acc[i], act, lo, hi);
     }
   }
   return OA_OK;

@@ -106,15 +106,6 @@ oa_status_t oa_ref_conv2d_winograd_prepare(const oa_op_call_t *call, const oa_ke
   return OA_OK;
 }
 
-static float apply_act(double v, int64_t act, double lo, double hi) {
-  if (act == 1) return v < 0.0 ? 0.0f : (float)v; /* NaN propagates like torch.relu */
-  if (act == 2) {
-    float f = (float)v;
-    return f < (float)lo ? (float)lo : (f > (float)hi ? (float)hi : f);
-  }
-  return (float)v;
-}
-
 oa_status_t oa_ref_conv2d_winograd_run(const oa_op_call_t *call, const oa_op_plan_t *plan, void *scratch,
                                        const oa_kernel_env_t *env, oa_diag_t *diag) {
   (void)env;
@@ -196,7 +187,7 @@ oa_status_t oa_ref_conv2d_winograd_run(const oa_op_call_t *call, const oa_op_pla
                 if (at[q * a + j] != 0.0) s += tmp[r * a + j] * at[q * a + j];
               if (bias) s += (double)bias[k];
               if (addend) s += (double)addend[plane + oy * ow + ox];
-              y[plane + oy * ow + ox] = apply_act(s, act, lo, hi);
+              y[plane + oy * ow + ox] = oa_fused_act_to_float(s, act, lo, hi);
             }
           }
         }
