@@ -151,3 +151,20 @@ def test_export_no_winograd_keeps_convolutions_direct(tmp_path: Path) -> None:
         assert cli("test", str(out)).stdout.strip().splitlines()[-1] == "1 passed, 0 failed"
     assert ops[()] == ["conv2d_winograd"]
     assert ops[("--no-winograd",)] == ["conv2d"]
+
+
+def test_oa_run_profile_lists_ops_and_instructions(mlp_files: tuple[Path, Path]) -> None:
+    from openaccel.runtime.runner import Runner
+
+    _, oab = mlp_files
+    res = Runner("host").run([str(oab), "--bench", "3", "--profile", "--json"])
+    assert res.returncode == 0
+    per_op = {e["op"]: e for e in res.of("profile")}
+    assert set(per_op) == {"linear"} and per_op["linear"]["instructions"] == 2
+    per_ins = res.of("profile_instruction")
+    assert sorted(e["index"] for e in per_ins) == [0, 1]  # every instruction once, slowest first
+    assert per_ins[0]["ms"] >= per_ins[1]["ms"]
+    assert abs(sum(e["percent"] for e in per_ins) - 100.0) < 0.1
+    runner = Runner("host")
+    text = subprocess.run(runner.command([str(oab), "--bench", "3", "--profile"]), capture_output=True, text=True)
+    assert text.returncode == 0 and "slowest instructions:" in text.stdout and "#0 " in text.stdout

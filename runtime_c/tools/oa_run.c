@@ -284,22 +284,23 @@ static int find_input(oa_method_t *m, const char *name, uint32_t *out) {
 
 static uint64_t *g_profile = NULL;
 
-/* The ten slowest instructions by index (`openaccel inspect` shows their shapes and arguments). */
+/* Instructions by time, slowest first: the ten slowest as text, every one with --json (`openaccel
+ * inspect` shows their shapes and arguments). */
+static int cmp_by_profile(const void *a, const void *b) {
+  uint64_t x = g_profile[*(const uint32_t *)a], y = g_profile[*(const uint32_t *)b];
+  return x < y ? 1 : (x > y ? -1 : 0);
+}
+
 static void print_slowest_instructions(oa_method_t *m, int runs, uint64_t all) {
   uint32_t n = oa_method_instruction_count(m);
-  uint32_t top[10];
-  uint32_t k = 0;
-  for (uint32_t i = 0; i < n; i++) { /* insertion into a sorted top list */
-    uint32_t pos = k < 10 ? k++ : 10;
-    while (pos > 0 && g_profile[top[pos - 1]] < g_profile[i]) {
-      if (pos < 10) top[pos] = top[pos - 1];
-      pos--;
-    }
-    if (pos < 10) top[pos] = i;
-  }
-  if (!g_json && k) printf("  slowest instructions:\n");
-  for (uint32_t a = 0; a < k; a++) {
-    uint32_t i = top[a];
+  uint32_t *order = (uint32_t *)malloc(sizeof(uint32_t) * (n ? n : 1));
+  if (!order) return;
+  for (uint32_t i = 0; i < n; i++) order[i] = i;
+  qsort(order, n, sizeof(uint32_t), cmp_by_profile);
+  const uint32_t shown = g_json ? n : (n < 10 ? n : 10);
+  if (!g_json && shown) printf("  slowest instructions:\n");
+  for (uint32_t a = 0; a < shown; a++) {
+    uint32_t i = order[a];
     double ms = (double)g_profile[i] / 1e6 / runs;
     double pct = all ? 100.0 * (double)g_profile[i] / (double)all : 0.0;
     if (g_json) {
@@ -309,6 +310,7 @@ static void print_slowest_instructions(oa_method_t *m, int runs, uint64_t all) {
       printf("    #%-5u %-22s %9.3f ms  %5.1f%%\n", i, oa_method_instruction_op(m, i), ms, pct);
     }
   }
+  free(order);
 }
 
 /* Time per op summed over instructions and averaged over runs, biggest first. */
