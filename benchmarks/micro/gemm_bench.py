@@ -18,7 +18,6 @@ With more threads, the wall clock.
 from __future__ import annotations
 
 import argparse
-import ctypes
 import json
 import sys
 import time
@@ -29,23 +28,11 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+from common import ConstFn, execute_only
 
 import openaccel as oa
-from openaccel.runtime.host import Diag, HostSession
 
 CACHE = Path(__file__).resolve().parents[2] / "build" / "bench-micro"
-
-
-class _Fn(torch.nn.Module):
-    def __init__(self, fn: Callable[..., torch.Tensor], consts: tuple[torch.Tensor, ...]) -> None:
-        super().__init__()
-        self.fn = fn
-        for i, c in enumerate(consts):
-            self.register_buffer(f"c{i}", c)
-        self.n = len(consts)
-
-    def forward(self, *xs: torch.Tensor) -> torch.Tensor:
-        return self.fn(*xs, *[getattr(self, f"c{i}") for i in range(self.n)])
 
 
 @dataclass
@@ -116,18 +103,9 @@ def prepare_oa(case: Case, threads: int, reference: bool) -> Callable[[], None]:
     CACHE.mkdir(parents=True, exist_ok=True)
     path = CACHE / (case.name.replace(" ", "_").replace(">", "").replace("@", "at") + ".oab")
     if not path.exists():
-        prog = oa.export(_Fn(case.fn, case.consts).eval(), case.inputs)
+        prog = oa.export(ConstFn(case.fn, case.consts).eval(), case.inputs)
         prog.save(path)
-    sess = HostSession(path.read_bytes(), threads=threads, reference_only=reference)
-    sess.run([x.numpy() for x in case.inputs])  # inputs stay set: execute() re-runs on them
-    lib, method, diag = sess._lib, sess._method, Diag()
-
-    def run() -> None:
-        if lib.oa_method_execute(method, ctypes.byref(diag)):
-            raise RuntimeError(f"{case.name}: execute failed: {diag.message.decode(errors='replace')}")
-
-    run.session = sess  # type: ignore[attr-defined]  # keeps the method alive
-    return run
+    return execute_only(path, [x.numpy() for x in case.inputs], threads, reference, case.name)
 
 
 def interleaved_ms(a: Callable[[], Any], b: Callable[[], Any], threads: int, budget: float = 0.6,
@@ -166,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
         if keys and not any(k == c.group or k in c.name for k in keys):
             continue
         torch.set_num_threads(a.threads)
-        model = _Fn(c.fn, c.consts).eval()
+        model = ConstFn(c.fn, c.consts).eval()
         run_oa = prepare_oa(c, a.threads, a.reference)
         with torch.no_grad():
             t, o = interleaved_ms(lambda m=model, c=c: m(*c.inputs), run_oa, a.threads)

@@ -22,7 +22,6 @@ for that op (fast/simd.def), the reference kernel runs.
 from __future__ import annotations
 
 import argparse
-import ctypes
 import json
 import os
 import subprocess
@@ -35,23 +34,12 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+from common import ConstFn, execute_only
 
 import openaccel as oa
 
 CACHE = Path(__file__).resolve().parents[2] / "build" / "bench-micro-simd"
 PORTABLE_CMAKE = ("-DOA_SIMD_AVX2=OFF",)
-
-
-class _Fn(torch.nn.Module):
-    def __init__(self, fn: Callable[..., torch.Tensor], consts: tuple[torch.Tensor, ...]) -> None:
-        super().__init__()
-        self.fn = fn
-        for i, c in enumerate(consts):
-            self.register_buffer(f"c{i}", c)
-        self.n = len(consts)
-
-    def forward(self, *xs: torch.Tensor) -> torch.Tensor:
-        return self.fn(*xs, *[getattr(self, f"c{i}") for i in range(self.n)])
 
 
 @dataclass
@@ -131,7 +119,7 @@ def case_path(case: Case) -> Path:
     CACHE.mkdir(parents=True, exist_ok=True)
     path = CACHE / ("".join(ch if ch.isalnum() else "_" for ch in case.name) + ".oab")
     if not path.exists():
-        prog = oa.export(_Fn(case.fn, case.consts).eval(), case.inputs)
+        prog = oa.export(ConstFn(case.fn, case.consts).eval(), case.inputs)
         missing = [case.op] if case.op not in prog.ops else []
         if missing:
             raise RuntimeError(f"{case.name}: expected op {case.op} in the program, got {prog.ops}")
@@ -141,22 +129,13 @@ def case_path(case: Case) -> Path:
 
 def torch_ms(case: Case, threads: int) -> float:
     torch.set_num_threads(threads)
-    model = _Fn(case.fn, case.consts).eval()
+    model = ConstFn(case.fn, case.consts).eval()
     with torch.no_grad():
         return best_ms(lambda: model(*case.inputs), threads)
 
 
 def oa_ms(case: Case, threads: int, reference: bool) -> float:
-    from openaccel.runtime.host import Diag, HostSession
-
-    sess = HostSession(case_path(case).read_bytes(), threads=threads, reference_only=reference)
-    sess.run([x.numpy() for x in case.inputs])  # inputs stay set: execute() re-runs on them
-    lib, method, diag = sess._lib, sess._method, Diag()
-
-    def run() -> None:
-        if lib.oa_method_execute(method, ctypes.byref(diag)):
-            raise RuntimeError(f"{case.name}: execute failed: {diag.message.decode(errors='replace')}")
-
+    run = execute_only(case_path(case), [x.numpy() for x in case.inputs], threads, reference, case.name)
     return best_ms(run, threads)
 
 

@@ -34,6 +34,7 @@
 #include <dlfcn.h>
 #endif
 
+#include "json_out.h"
 #include "openaccel/openaccel.h"
 
 enum { R_PASS = 0, R_FAIL = 1, R_SKIP = 2 };
@@ -80,19 +81,6 @@ typedef struct suite {
 } suite_t;
 
 /* ---- output --------------------------------------------------------------------------------------- */
-
-static void json_string(FILE *f, const char *s) {
-  fputc('"', f);
-  for (; s && *s; s++) {
-    unsigned char c = (unsigned char)*s;
-    if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
-    else if (c == '\n') fputs("\\n", f);
-    else if (c == '\t') fputs("\\t", f);
-    else if (c < 0x20) fprintf(f, "\\u%04x", c);
-    else fputc(c, f);
-  }
-  fputc('"', f);
-}
 
 static void set_detail(suite_t *s, const char *fmt, ...)
 #if defined(__GNUC__)

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "json_out.h"
 #include "npy.h"
 #include "openaccel/openaccel.h"
 
@@ -38,19 +39,6 @@ static void release_all(void) {
   g_method = NULL;
   oa_platform_free(g_data);
   g_data = NULL;
-}
-
-static void json_string(FILE *f, const char *s) {
-  fputc('"', f);
-  for (; s && *s; s++) {
-    unsigned char c = (unsigned char)*s;
-    if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
-    else if (c == '\n') fputs("\\n", f);
-    else if (c == '\t') fputs("\\t", f);
-    else if (c < 0x20) fprintf(f, "\\u%04x", c);
-    else fputc(c, f);
-  }
-  fputc('"', f);
 }
 
 static void json_number(FILE *f, double v) {

@@ -271,6 +271,23 @@ static int64_t take_task(gemm_ctx_t *x, int64_t s, int64_t *cursor) {
 #endif
 }
 
+/* Where the micro-kernel reads rows i .. i + mcur of A (columns k0 .. k0 + kcur) and their stride:
+ * in place, or copied to the compact buffer `abuf` when lda would alias in L1 (pack_a; a single
+ * tile of the block was copied once already: `pack_one`). */
+static inline const float *a_tile(const gemm_ctx_t *x, float *abuf, int pack_one, int64_t i, int64_t k0,
+                                  int64_t kcur, int32_t mcur, int64_t *lda) {
+  const oa_gemm_args_t *g = x->g;
+  const float *ai = g->a + i * g->lda + k0;
+  if (!pack_one && !x->blk->pack_a) {
+    *lda = g->lda;
+    return ai;
+  }
+  if (!pack_one)
+    for (int32_t r = 0; r < mcur; r++) memcpy(abuf + r * A_LD, ai + r * g->lda, (size_t)kcur * sizeof(float));
+  *lda = A_LD;
+  return abuf;
+}
+
 /* Row tiles [i0, i1) x panels of columns [j0, j0 + ncur) for K block kb. `bp` is the first
  * packed panel (panel stride kc * NR), or NULL in DIRECT mode.
  * Loop order: row blocks of <= A_BLOCK_BYTES of A (stays in L2), then for DIRECT B (and packed
@@ -304,16 +321,8 @@ static void compute_block(const gemm_ctx_t *x, float *slot, int64_t kb, int64_t 
       for (int64_t i = ib; i < ie; i += mr) {
         const int32_t mcur = (int32_t)min64(mr, ie - i);
         epi.bias = g->bias ? g->bias + i : NULL;
-        const float *ai = g->a + i * g->lda + k0;
-        int64_t lda = g->lda;
-        if (pack_one) {
-          ai = abuf;
-          lda = A_LD;
-        } else if (x->blk->pack_a) {
-          for (int32_t r = 0; r < mcur; r++) memcpy(abuf + r * A_LD, ai + r * g->lda, (size_t)kcur * sizeof(float));
-          ai = abuf;
-          lda = A_LD;
-        }
+        int64_t lda;
+        const float *ai = a_tile(x, abuf, pack_one, i, k0, kcur, mcur, &lda);
         float *ci = g->c + i * g->rs_c;
         for (int64_t q = 0; q < ncur; q += nr) {
           epi.bias_col = g->bias_col ? g->bias_col + j0 + q : NULL;
@@ -351,16 +360,8 @@ static void compute_block(const gemm_ctx_t *x, float *slot, int64_t kb, int64_t 
       for (int64_t i = ib; i < ie; i += mr) {
         const int32_t mcur = (int32_t)min64(mr, ie - i);
         epi.bias = g->bias ? g->bias + i : NULL;
-        const float *ai = g->a + i * g->lda + k0;
-        int64_t lda = g->lda;
-        if (pack_one) {
-          ai = abuf;
-          lda = A_LD;
-        } else if (x->blk->pack_a) {
-          for (int32_t r = 0; r < mcur; r++) memcpy(abuf + r * A_LD, ai + r * g->lda, (size_t)kcur * sizeof(float));
-          ai = abuf;
-          lda = A_LD;
-        }
+        int64_t lda;
+        const float *ai = a_tile(x, abuf, pack_one, i, k0, kcur, mcur, &lda);
         if (direct)
           isa->gemm_ind(kcur, ai, lda, panel, boff, cq + i * g->rs_c, g->rs_c, g->cs_c, mcur, ncq, flags, &epi);
         else

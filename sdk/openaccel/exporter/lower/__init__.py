@@ -71,6 +71,28 @@ class LowerCtx:
                 out[arg.name] = None
         return out
 
+    def tensor_arg(self, args: dict[str, Any], key: str = "self") -> Value:
+        """The tensor argument `key` of `bind`'s result (an error naming it when it is not one)."""
+        v = args[key]
+        if not isinstance(v, Value):
+            raise self.unsupported(f"argument '{key}' is not a tensor ({type(v).__name__})")
+        return v
+
+    def output(self, node: AtenNode) -> Value:
+        """The node's first (tensor) output."""
+        out = node.outputs[0]
+        if out is None:
+            raise self.unsupported("the op has no tensor output")
+        return out
+
+    def is_used(self, v: Value | None) -> bool:
+        """Whether another node or the graph's outputs read `v`."""
+        if v is None:
+            return False
+        if any(o is v for o in self.graph.outputs):
+            return True
+        return any(any(i is v for i in n.input_values()) for n in self.graph.nodes if n is not self.node)
+
     # ---- failures ----------------------------------------------------------------------------
     def unsupported(self, why: str) -> UnsupportedOpError:
         node = self.node

@@ -6,28 +6,12 @@ out-of-range index is a run-time error naming the value and its position, as in 
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 
 from ...ir import AtenNode, Value
 from . import LowerCtx, rule
 
 _INDEX_DTYPES = (torch.int32, torch.int64)
-
-
-def _value(ctx: LowerCtx, a: dict[str, Any], key: str) -> Value:
-    v = a[key]
-    if not isinstance(v, Value):
-        raise ctx.unsupported(f"argument '{key}' is not a tensor ({type(v).__name__})")
-    return v
-
-
-def _out(ctx: LowerCtx, node: AtenNode) -> Value:
-    out = node.outputs[0]
-    if out is None:
-        raise ctx.unsupported("the op has no tensor output")
-    return out
 
 
 def _index_dtype(ctx: LowerCtx, v: Value, what: str) -> None:
@@ -46,7 +30,7 @@ def _norm_dim(ctx: LowerCtx, dim: int, ndim: int) -> int:
 def embedding(ctx: LowerCtx, node: AtenNode) -> None:
     # padding_idx / scale_grad_by_freq / sparse only affect gradients
     a = ctx.bind(node)
-    w, idx, out = _value(ctx, a, "weight"), _value(ctx, a, "indices"), _out(ctx, node)
+    w, idx, out = ctx.tensor_arg(a, "weight"), ctx.tensor_arg(a, "indices"), ctx.output(node)
     _index_dtype(ctx, idx, "indices")
     if len(w.shape) != 2:
         raise ctx.unsupported(f"weight of shape {list(w.shape)} (expected 2 dims)")
@@ -56,7 +40,7 @@ def embedding(ctx: LowerCtx, node: AtenNode) -> None:
 @rule("aten.index_select.default")
 def index_select(ctx: LowerCtx, node: AtenNode) -> None:
     a = ctx.bind(node)
-    x, idx, out = _value(ctx, a, "self"), _value(ctx, a, "index"), _out(ctx, node)
+    x, idx, out = ctx.tensor_arg(a, "self"), ctx.tensor_arg(a, "index"), ctx.output(node)
     _index_dtype(ctx, idx, "index")
     if not x.shape:
         raise ctx.unsupported("index_select on a 0-dim tensor")
@@ -71,7 +55,7 @@ def index_tensor(ctx: LowerCtx, node: AtenNode) -> None:
     """x[..., idx, ...] with a single integer index tensor on one dim -> index_select on the
     flattened index (negative indices wrap, as in PyTorch), viewed to the result's shape."""
     a = ctx.bind(node)
-    x, out = _value(ctx, a, "self"), _out(ctx, node)
+    x, out = ctx.tensor_arg(a, "self"), ctx.output(node)
     indices = list(a["indices"])
     while indices and indices[-1] is None:
         indices.pop()
@@ -107,7 +91,7 @@ def index_tensor(ctx: LowerCtx, node: AtenNode) -> None:
 @rule("aten.gather.default")
 def gather(ctx: LowerCtx, node: AtenNode) -> None:
     a = ctx.bind(node)
-    x, idx, out = _value(ctx, a, "self"), _value(ctx, a, "index"), _out(ctx, node)
+    x, idx, out = ctx.tensor_arg(a, "self"), ctx.tensor_arg(a, "index"), ctx.output(node)
     _index_dtype(ctx, idx, "index")
     if len(idx.shape) != len(x.shape):
         raise ctx.unsupported(f"index of shape {list(idx.shape)} for self of shape {list(x.shape)} "

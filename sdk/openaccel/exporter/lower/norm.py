@@ -13,15 +13,6 @@ from ...ir import AtenNode, Value
 from . import LowerCtx, rule
 
 
-def _is_used(ctx: LowerCtx, v: Value | None) -> bool:
-    """Whether a later node or the graph's outputs read `v`."""
-    if v is None:
-        return False
-    if any(o is v for o in ctx.graph.outputs):
-        return True
-    return any(any(i is v for i in n.input_values()) for n in ctx.graph.nodes if n is not ctx.node)
-
-
 def _check_f32(ctx: LowerCtx, *vals: object) -> None:
     for v in vals:
         if isinstance(v, Value) and v.dtype != torch.float32:
@@ -33,7 +24,7 @@ def _outputs(ctx: LowerCtx, node: AtenNode) -> list[Value]:
     out = node.outputs[0]
     assert out is not None
     stats = node.outputs[1:3]
-    if not any(_is_used(ctx, s) for s in stats):
+    if not any(ctx.is_used(s) for s in stats):
         return [out]
     res = [out]
     for s in stats:
@@ -48,7 +39,7 @@ def batch_norm(ctx: LowerCtx, node: AtenNode) -> None:
     x, w, b, mean, var = a["input"], a["weight"], a["bias"], a["running_mean"], a["running_var"]
     out = node.outputs[0]
     assert out is not None and isinstance(x, Value)
-    if any(_is_used(ctx, o) for o in node.outputs[1:]):
+    if any(ctx.is_used(o) for o in node.outputs[1:]):
         raise ctx.unsupported("the saved mean / invstd outputs are not supported (inference only)")
     _check_f32(ctx, x, w, b, mean, var, out)
     if len(x.shape) < 2:

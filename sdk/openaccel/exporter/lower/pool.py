@@ -26,15 +26,6 @@ def _pair(ctx: LowerCtx, v: Sequence[int] | int | None, default: list[int], what
     return vals
 
 
-def _is_used(ctx: LowerCtx, v: Value | None) -> bool:
-    """Whether a later node or the graph's outputs read `v`."""
-    if v is None:
-        return False
-    if any(o is v for o in ctx.graph.outputs):
-        return True
-    return any(any(i is v for i in n.input_values()) for n in ctx.graph.nodes if n is not ctx.node)
-
-
 def _check_input(ctx: LowerCtx, x: Value, dtypes: tuple[torch.dtype, ...]) -> None:
     if x.dtype not in dtypes:
         names = ", ".join(str(d).removeprefix("torch.") for d in dtypes)
@@ -49,7 +40,7 @@ def max_pool2d(ctx: LowerCtx, node: AtenNode) -> None:
     x = a["self"]
     out = node.outputs[0]
     assert out is not None and isinstance(x, Value)
-    if len(node.outputs) > 1 and _is_used(ctx, node.outputs[1]):
+    if len(node.outputs) > 1 and ctx.is_used(node.outputs[1]):
         raise ctx.unsupported("the indices output (return_indices=True) is not supported")
     _check_input(ctx, x, (torch.float32, torch.int32, torch.int64))
     kernel = _pair(ctx, a["kernel_size"], [], "kernel_size")

@@ -9,7 +9,6 @@ Dims, slice bounds and indices are normalized here so kernels get canonical argu
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from ...ir import AtenNode, Value, dtype_size
 from . import LowerCtx, rule
@@ -19,19 +18,6 @@ INT64_MAX = 2**63 - 1
 
 
 # ---- helpers --------------------------------------------------------------------------------
-
-def _value(ctx: LowerCtx, a: dict[str, Any], key: str = "self") -> Value:
-    v = a[key]
-    if not isinstance(v, Value):
-        raise ctx.unsupported(f"argument '{key}' is not a tensor ({type(v).__name__})")
-    return v
-
-
-def _out(ctx: LowerCtx, node: AtenNode) -> Value:
-    out = node.outputs[0]
-    if out is None:
-        raise ctx.unsupported("the op has no tensor output")
-    return out
 
 
 def _norm_dim(ctx: LowerCtx, dim: int, ndim: int, what: str = "dim") -> int:
@@ -74,7 +60,7 @@ def reinterpret(ctx: LowerCtx, node: AtenNode) -> None:
     # Tensors are dense row-major in openaccel: a clone (whatever memory format / dim order it asks
     # for) has the same logical values, and nothing writes in place into a live buffer.
     a = ctx.bind(node)
-    x, out = _value(ctx, a), _out(ctx, node)
+    x, out = ctx.tensor_arg(a), ctx.output(node)
     if x.numel != out.numel:
         raise ctx.unsupported(f"a view from {list(x.shape)} to {list(out.shape)} changes the element count")
     _alias(ctx, out, x)
@@ -97,26 +83,26 @@ def _permute(ctx: LowerCtx, x: Value, out: Value, dims: Sequence[int]) -> None:
 @rule("aten.permute_copy.default", "aten.permute.default")
 def permute(ctx: LowerCtx, node: AtenNode) -> None:
     a = ctx.bind(node)
-    _permute(ctx, _value(ctx, a), _out(ctx, node), list(a["dims"]))
+    _permute(ctx, ctx.tensor_arg(a), ctx.output(node), list(a["dims"]))
 
 
 @rule("aten.transpose_copy.int", "aten.transpose.int")
 def transpose(ctx: LowerCtx, node: AtenNode) -> None:
     a = ctx.bind(node)
-    x = _value(ctx, a)
+    x = ctx.tensor_arg(a)
     nd = len(x.shape)
     d0, d1 = _norm_dim(ctx, int(a["dim0"]), nd, "dim0"), _norm_dim(ctx, int(a["dim1"]), nd, "dim1")
     perm = list(range(nd))
     if nd:
         perm[d0], perm[d1] = perm[d1], perm[d0]
-    _permute(ctx, x, _out(ctx, node), perm)
+    _permute(ctx, x, ctx.output(node), perm)
 
 
 @rule("aten.t_copy.default", "aten.t.default")
 def t(ctx: LowerCtx, node: AtenNode) -> None:
     a = ctx.bind(node)
-    x = _value(ctx, a)
-    _permute(ctx, x, _out(ctx, node), [1, 0] if len(x.shape) == 2 else list(range(len(x.shape))))
+    x = ctx.tensor_arg(a)
+    _permute(ctx, x, ctx.output(node), [1, 0] if len(x.shape) == 2 else list(range(len(x.shape))))
 
 
 # ---- broadcasting and tiling ----------------------------------------------------------------------
@@ -124,7 +110,7 @@ def t(ctx: LowerCtx, node: AtenNode) -> None:
 @rule("aten.expand_copy.default", "aten.expand.default")
 def expand(ctx: LowerCtx, node: AtenNode) -> None:
     a = ctx.bind(node)
-    x, out = _value(ctx, a), _out(ctx, node)
+    x, out = ctx.tensor_arg(a), ctx.output(node)
     if len(out.shape) < len(x.shape):
         raise ctx.unsupported(f"expand from {list(x.shape)} to fewer dims {list(out.shape)}")
     if out.numel == x.numel:
@@ -136,7 +122,7 @@ def expand(ctx: LowerCtx, node: AtenNode) -> None:
 @rule("aten.repeat.default")
 def repeat(ctx: LowerCtx, node: AtenNode) -> None:
     a = ctx.bind(node)
-    x, out = _value(ctx, a), _out(ctx, node)
+    x, out = ctx.tensor_arg(a), ctx.output(node)
     reps = [int(r) for r in a["repeats"]]
     if len(reps) < len(x.shape):
         raise ctx.unsupported(f"repeats {reps} has fewer entries than the input has dims ({len(x.shape)})")
@@ -188,13 +174,13 @@ def _slice(ctx: LowerCtx, x: Value, out: Value, dim: int, start: int | None, end
 @rule("aten.slice_copy.Tensor", "aten.slice.Tensor")
 def slice_(ctx: LowerCtx, node: AtenNode) -> None:
     a = ctx.bind(node)
-    _slice(ctx, _value(ctx, a), _out(ctx, node), int(a["dim"]), a["start"], a["end"], int(a["step"]))
+    _slice(ctx, ctx.tensor_arg(a), ctx.output(node), int(a["dim"]), a["start"], a["end"], int(a["step"]))
 
 
 @rule("aten.narrow_copy.default", "aten.narrow.default")
 def narrow(ctx: LowerCtx, node: AtenNode) -> None:
     a = ctx.bind(node)
-    x = _value(ctx, a)
+    x = ctx.tensor_arg(a)
     if not x.shape:
         raise ctx.unsupported("narrowing a 0-dim tensor")
     dim = _norm_dim(ctx, int(a["dim"]), len(x.shape))
@@ -203,7 +189,7 @@ def narrow(ctx: LowerCtx, node: AtenNode) -> None:
         start += x.shape[dim]
     if start < 0 or length < 0 or start + length > x.shape[dim]:
         raise ctx.unsupported(f"start {start}, length {length} out of range for dim {dim} of {list(x.shape)}")
-    _slice(ctx, x, _out(ctx, node), dim, start, start + length, 1)
+    _slice(ctx, x, ctx.output(node), dim, start, start + length, 1)
 
 
 def _select(ctx: LowerCtx, x: Value, out: Value, dim: int, index: int) -> None:
@@ -226,7 +212,7 @@ def _select(ctx: LowerCtx, x: Value, out: Value, dim: int, index: int) -> None:
 @rule("aten.select_copy.int", "aten.select.int")
 def select(ctx: LowerCtx, node: AtenNode) -> None:
     a = ctx.bind(node)
-    _select(ctx, _value(ctx, a), _out(ctx, node), int(a["dim"]), int(a["index"]))
+    _select(ctx, ctx.tensor_arg(a), ctx.output(node), int(a["dim"]), int(a["index"]))
 
 
 # ---- cat / split ------------------------------------------------------------------------------
@@ -234,7 +220,7 @@ def select(ctx: LowerCtx, node: AtenNode) -> None:
 @rule("aten.cat.default", "aten.concat.default")
 def cat(ctx: LowerCtx, node: AtenNode) -> None:
     a = ctx.bind(node)
-    out = _out(ctx, node)
+    out = ctx.output(node)
     tensors = a["tensors"]
     if not isinstance(tensors, (list, tuple)) or not all(isinstance(v, Value) for v in tensors):
         raise ctx.unsupported("tensors must be a list of tensors")
@@ -304,13 +290,13 @@ def _split(ctx: LowerCtx, x: Value, outs: Sequence[Value | None], dim: int, keep
       "aten.split.Tensor")
 def split(ctx: LowerCtx, node: AtenNode) -> None:
     a = ctx.bind(node)
-    _split(ctx, _value(ctx, a), node.outputs, int(a["dim"]), keepdim=True)
+    _split(ctx, ctx.tensor_arg(a), node.outputs, int(a["dim"]), keepdim=True)
 
 
 @rule("aten.unbind_copy.int", "aten.unbind.int")
 def unbind(ctx: LowerCtx, node: AtenNode) -> None:
     a = ctx.bind(node)
-    _split(ctx, _value(ctx, a), node.outputs, int(a["dim"]), keepdim=False)
+    _split(ctx, ctx.tensor_arg(a), node.outputs, int(a["dim"]), keepdim=False)
 
 
 # ---- pad / flip ---------------------------------------------------------------------------------
@@ -318,7 +304,7 @@ def unbind(ctx: LowerCtx, node: AtenNode) -> None:
 @rule("aten.constant_pad_nd.default")
 def constant_pad_nd(ctx: LowerCtx, node: AtenNode) -> None:
     a = ctx.bind(node)
-    x, out = _value(ctx, a), _out(ctx, node)
+    x, out = ctx.tensor_arg(a), ctx.output(node)
     pads = [int(p) for p in a["pad"]]
     value = a["value"]
     nd = len(x.shape)
@@ -341,7 +327,7 @@ def constant_pad_nd(ctx: LowerCtx, node: AtenNode) -> None:
 @rule("aten.flip.default")
 def flip(ctx: LowerCtx, node: AtenNode) -> None:
     a = ctx.bind(node)
-    x, out = _value(ctx, a), _out(ctx, node)
+    x, out = ctx.tensor_arg(a), ctx.output(node)
     nd = len(x.shape)
     dims = [_norm_dim(ctx, int(d), nd, "dims") for d in a["dims"]]
     if len(set(dims)) != len(dims):
