@@ -290,7 +290,17 @@ class OpenAccelDirect(OpenAccel):
     export_args: ClassVar[dict[str, Any]] = {"winograd_convs": False}
 
 
+class OpenAccelLayout(OpenAccel):
+    """openaccel with one activation layout forced (export(..., layout=...)): what the
+    channels-last pass gains or costs. Not run unless asked for (--engines)."""
+
+    def __init__(self, layout: str) -> None:
+        self.name, self.label = f"openaccel_{layout}", f"openaccel ({layout.upper()})"
+        self.export_args = {"layout": layout}
+
+
 ENGINES: dict[str, Engine] = {e.name: e for e in (Eager(), ExecuTorchPortable(), ExecuTorchXnnpack(), OnnxRuntime(),
-                                                  OpenAccel(), OpenAccelDirect())}
+                                                  OpenAccel(), OpenAccelDirect(), OpenAccelLayout("nchw"),
+                                                  OpenAccelLayout("nhwc"))}
 # the engines of a run without --engines
-DEFAULT_ENGINES = [n for n in ENGINES if n != "openaccel_direct"]
+DEFAULT_ENGINES = [n for n in ENGINES if n not in ("openaccel_direct", "openaccel_nchw", "openaccel_nhwc")]

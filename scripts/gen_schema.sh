@@ -8,7 +8,7 @@ trap 'rm -rf "$tmp"' EXIT
 flatc --python --gen-object-api -o "$tmp" runtime_c/schema/oab.fbs
 python3 runtime_c/tools/gen_schema_h.py runtime_c/schema/oab.fbs "$tmp/oab_schema.h"
 if [ "${1:-}" = "--check" ]; then
-  diff -r -q "$tmp/openaccel/oab" sdk/openaccel/oab >/dev/null && cmp -s "$tmp/oab_schema.h" runtime_c/src/oab_schema.h || {
+  diff -r -q -x __pycache__ "$tmp/openaccel/oab" sdk/openaccel/oab >/dev/null && cmp -s "$tmp/oab_schema.h" runtime_c/src/oab_schema.h || {
     echo "generated schema code is out of date: run scripts/gen_schema.sh" >&2; exit 1; }
   exit 0
 fi

@@ -39,7 +39,7 @@ def cmd_export(a: argparse.Namespace) -> int:
 
     prefer = [p.strip() for p in a.prefer.split(",")] if a.prefer else None
     prog = export(model, example, target=a.target, bundle_tests=not a.no_bundle, progress=progress,
-                  devices=a.devices, prefer=prefer, winograd_convs=not a.no_winograd)
+                  devices=a.devices, prefer=prefer, winograd_convs=not a.no_winograd, layout=a.layout)
     dest = Path(a.output) if a.output else Path(a.model).with_suffix(".oab")
     prog.save(dest)
     out.print(prog.summary())
@@ -401,6 +401,9 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--no-winograd", action="store_true",
                    help="keep 3x3 convolutions direct: smaller file (Winograd weights take 1.8-4x the "
                         "bytes), slower on big feature maps")
+    e.add_argument("--layout", choices=["auto", "nchw", "nhwc"], default="auto",
+                   help="activation layout of convolution stacks: nhwc (channels-last) pays on "
+                        "MobileNet-style networks; auto picks it when the model has depthwise convolutions")
     e.add_argument("--devices", metavar="PROFILE.json", help="device profile from `openaccel devices --json`")
     e.add_argument("--prefer", metavar="KIND,KIND", help="device kinds in order of preference, e.g. vendor.sim,cpu")
     e.set_defaults(fn=cmd_export)

@@ -19,7 +19,8 @@ from helpers import Fn, OpCase, randn, run_case, tamper
 TOL: dict[str, Any] = {"atol": 1e-5, "rtol": 1e-4}
 
 
-def conv(name: str, x: tuple[int, ...], w: tuple[int, ...], bias: bool = True, **kw: Any) -> OpCase:
+def conv(name: str, x: tuple[int, ...], w: tuple[int, ...], bias: bool = True, layout: str = "nchw",
+         **kw: Any) -> OpCase:
     consts = (randn(*w, seed=1),) + ((randn(w[0], seed=2),) if bias else ())
     fn = F.conv1d if len(x) == 3 else F.conv2d
 
@@ -27,9 +28,10 @@ def conv(name: str, x: tuple[int, ...], w: tuple[int, ...], bias: bool = True, *
         return fn(inp, weight, b, **kw)
 
     # the direct convolution under test (3x3 stride-1 layers would otherwise become Winograd
-    # convolutions, tested in test_winograd.py)
-    return OpCase(name, f, (randn(*x),), consts=consts, ops=("conv2d",), export_kwargs={"winograd_convs": False},
-                  **TOL)
+    # convolutions, tested in test_winograd.py), in the layout asked for (depthwise convolutions
+    # would otherwise run channels-last, exporter/layout.py)
+    return OpCase(name, f, (randn(*x),), consts=consts, ops=("conv2d_nhwc" if layout == "nhwc" else "conv2d",),
+                  export_kwargs={"winograd_convs": False, "layout": layout}, **TOL)
 
 
 def convt(name: str, x: tuple[int, ...], w: tuple[int, ...], groups: int = 1, bias: bool = True,
@@ -64,6 +66,11 @@ CASES = [
     conv("conv1d_basic", (2, 3, 20), (4, 3, 5), padding=2),
     conv("conv1d_stride_dilation", (1, 4, 31), (6, 4, 3), stride=2, padding=1, dilation=3),
     conv("conv1d_depthwise", (1, 4, 16), (4, 1, 3), padding=1, groups=4, bias=False),
+    # channels-last (conv2d_nhwc between permutes): groups 1 (packed weights), depthwise, 1x1
+    conv("nhwc_3x3_stride2", (2, 4, 9, 9), (6, 4, 3, 3), stride=2, padding=1, layout="nhwc"),
+    conv("nhwc_depthwise", (1, 6, 8, 7), (6, 1, 3, 3), padding=1, groups=6, layout="nhwc"),
+    conv("nhwc_1x1_nobias", (1, 20, 5, 5), (17, 20, 1, 1), bias=False, layout="nhwc"),
+    conv("nhwc_dilated", (1, 4, 9, 9), (3, 4, 3, 3), padding=2, dilation=2, layout="nhwc"),
     convt("conv_transpose_stride2", (1, 4, 5, 5), (4, 3, 3, 3), stride=2, padding=1, output_padding=1),
     convt("conv_transpose_basic_nobias", (2, 3, 4, 6), (3, 2, 3, 3), bias=False),
     convt("conv_transpose_grouped", (1, 4, 5, 5), (4, 3, 3, 3), groups=2, stride=2),

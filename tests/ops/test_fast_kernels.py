@@ -38,7 +38,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from openaccel.exporter import winograd
+from openaccel.exporter import layout, winograd
 from openaccel.exporter.memory_plan import plan_memory
 from openaccel.exporter.serialize import serialize
 from openaccel.ir import Graph, Instr, Value
@@ -129,6 +129,26 @@ def conv(n: int, c: int, h: int, w: int, o: int, kh: int, kw: int, stride: Any =
     # kernels' order), then those partial sums in double: identical results are possible below
     cg = c // groups
     return Case(name, "conv2d", ins, ints, floats, want, cg * kh * kw, distinct=cg > 16 or (cg == 1 and groups > 1))
+
+
+def conv_nhwc(n: int, c: int, h: int, w: int, o: int, kh: int, kw: int, stride: Any = 1, pad: Any = 0,
+              dil: Any = 1, groups: int = 1, act: int = 0, bias: bool = True, nan: bool = False,
+              block: int | None = None) -> Case:
+    """conv2d_nhwc: the conv2d case with input, weights and output channels-last; weights packed
+    in panels of `block` (default: 16 for groups = 1, as the exporter does; 0 = [kH, kW, C, O])"""
+    case = conv(n, c, h, w, o, kh, kw, stride, pad, dil, groups, act, bias, nan)
+    (_, x), (_, wt) = case.ins[0], case.ins[1]
+    block = (layout.BLOCK if groups == 1 else 0) if block is None else block
+    case.ins[0] = ("in", x.permute(0, 2, 3, 1).contiguous())
+    case.ins[1] = ("const", layout.pack_weights(wt, block) if block else wt.permute(2, 3, 1, 0).contiguous())
+    case.ints = [*case.ints, block]
+    case.name += f"_b{block}"
+    case.want = case.want.permute(0, 2, 3, 1).contiguous()
+    case.name = case.name.replace("conv_", "nhwc_", 1)
+    case.op = "conv2d_nhwc"
+    # the reference sums every output in double: for K >= 16 the float sums differ somewhere
+    case.distinct = not (groups > 1 and c // groups > 1)  # grouped: declined, the reference runs
+    return case
 
 
 def wino(n: int, c: int, h: int, w: int, k: int, tile: int, pad: Any = 1, act: int = 0, bias: bool = True,
@@ -232,6 +252,59 @@ def dw_cases() -> list[Case]:
     return _acts(fs)
 
 
+def nhwc_cases() -> list[Case]:
+    """conv2d_nhwc: 1x1 (one GEMM over the pixels, A and B in place: output channels around NR,
+    channels past 256 and 1024-float rows), im2col blocks (a stem, strides, dilation, padding
+    larger than the kernel, more pixels than one block), and depthwise (channels around the
+    vector widths 4 / 8 with scalar tails, interior groups of four pixels and border pixels,
+    strides 1-3, 5x5, dilation, 7 x 7 maps)."""
+    fs: list[Callable[[int], Case]] = [functools.partial(conv_nhwc, *a, **kw) for a, kw in [
+        ((1, 16, 12, 12, 96, 1, 1), {}),
+        ((1, 16, 12, 12, 96, 1, 1), {"block": 0}),                  # B read in place
+        ((2, 24, 7, 7, 17, 1, 1), {}),
+        ((2, 24, 7, 7, 17, 1, 1), {"block": 0}),                    # ... with a cut panel
+        ((1, 6, 5, 5, 20, 1, 1), {"block": 32}),
+        ((1, 320, 7, 7, 40, 1, 1), {}),                             # K = 320: two K blocks
+        ((1, 1024, 3, 5, 9, 1, 1), {"bias": False}),                # A rows 4 KB apart
+        ((1, 5, 1, 1, 3, 1, 1), {}),
+        ((1, 7, 5, 5, 33, 1, 1), {"nan": True}),
+        ((1, 3, 23, 23, 32, 3, 3), {"stride": 2, "pad": 1}),        # MobileNet's stem
+        ((1, 3, 23, 23, 24, 3, 3), {"stride": 2, "pad": 1, "block": 0}),
+        ((2, 5, 9, 11, 7, 3, 3), {"pad": 1}),
+        ((1, 16, 17, 19, 13, 3, 3), {"pad": 1}),                    # 323 pixels: two im2col blocks
+        ((1, 40, 6, 7, 9, 3, 3), {"pad": 1}),                       # K = 360
+        ((1, 8, 6, 6, 4, 1, 1), {"stride": 2}),
+        ((1, 2, 13, 12, 3, 3, 2), {"stride": (2, 1), "pad": (3, 1), "dil": (3, 2)}),
+        ((1, 1, 4, 4, 2, 3, 3), {"pad": 3}),
+        ((1, 4, 13, 10, 6, 3, 3), {"stride": 3, "nan": True}),
+        ((1, 6, 8, 8, 6, 3, 3), {"stride": 2, "pad": 1, "groups": 6}),
+        ((2, 16, 17, 19, 16, 3, 3), {"pad": 1, "groups": 16}),
+        ((1, 13, 7, 7, 13, 3, 3), {"pad": 1, "groups": 13}),        # vector + scalar channels
+        ((1, 3, 9, 9, 3, 3, 3), {"pad": 1, "groups": 3}),           # narrower than a vector
+        ((1, 24, 14, 14, 24, 3, 3), {"stride": 2, "pad": 1, "groups": 24}),
+        ((1, 12, 12, 15, 12, 5, 5), {"pad": 2, "groups": 12}),
+        ((1, 8, 23, 21, 8, 5, 5), {"stride": 3, "pad": 2, "dil": 2, "groups": 8}),
+        ((1, 9, 3, 3, 9, 3, 3), {"pad": 1, "groups": 9}),
+        ((1, 8, 1, 20, 8, 1, 3), {"pad": (0, 1), "groups": 8}),
+        ((1, 20, 9, 9, 20, 3, 3), {"pad": 1, "groups": 20, "nan": True}),
+        ((1, 4, 6, 6, 6, 3, 3), {"pad": 1, "groups": 2}),           # grouped: the reference kernel
+    ]]
+    return _acts(fs)
+
+
+def permute_cases() -> list[Case]:
+    """permute as a batched 2-D transpose (fast/transpose.c): tile edges (32), NCHW <-> NHWC,
+    matrices, rotations of 3-D and 5-D tensors; the last case is not a transpose (declined)"""
+    cases = []
+    for shape, dims in [((2, 3, 5, 7), (0, 2, 3, 1)), ((2, 33, 4, 9), (0, 3, 1, 2)), ((65, 31), (1, 0)),
+                        ((1, 3, 40, 41), (0, 2, 3, 1)), ((4, 5, 6), (2, 0, 1)), ((2, 3, 4, 5, 6), (0, 1, 4, 2, 3)),
+                        ((1, 1, 1, 7), (0, 2, 3, 1)), ((3, 4, 5), (1, 0, 2))]:
+        x = rnd(*shape, nan=len(cases) == 1)
+        name = f"permute_{'x'.join(map(str, shape))}_{''.join(map(str, dims))}"
+        cases.append(Case(name, "permute", [("in", x)], list(dims), [], x.permute(*dims).contiguous(), 0))
+    return cases
+
+
 def winograd_cases() -> list[Case]:
     """conv2d_winograd: channels around the vector widths (8 AVX2, 4 NEON) and the 16-channel
     weight blocks, C > 256 (two K blocks), partial tiles, pads 0-2, batch 2, bias / addend
@@ -255,7 +328,7 @@ def winograd_cases() -> list[Case]:
 
 FAMILIES: dict[str, Callable[[], list[Case]]] = {
     "linear": linear_cases, "matmul": matmul_cases, "conv": conv_cases, "depthwise": dw_cases,
-    "winograd": winograd_cases,
+    "winograd": winograd_cases, "nhwc": nhwc_cases, "permute": permute_cases,
 }
 
 

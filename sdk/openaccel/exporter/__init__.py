@@ -2,7 +2,7 @@
 
     torch.export -> to_edge (core ATen) -> import -> fold constants -> fold batch norm
     -> remove dead code -> lower to openaccel ops -> Winograd convolutions -> fuse residual adds
-    -> fuse activations -> place -> plan memory -> bundle tests -> serialize
+    -> fuse activations -> channels-last layout -> place -> plan memory -> bundle tests -> serialize
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import torch
 from ..errors import ExportError, UnsupportedOpError
 from ..program import Program
 from . import fold, winograd
+from . import layout as layout_pass
 from .fuse import fuse_activations, fuse_residual_adds
 from .fx_import import import_program, source_of
 from .lower import lower_graph
@@ -72,7 +73,8 @@ def export(model: torch.nn.Module | torch.export.ExportedProgram,
            example_inputs: Sequence[Any], *, target: str = "host", dynamic_shapes: Any = None,
            bundle_tests: bool = True, tolerance: tuple[float, float] = (DEFAULT_ATOL, DEFAULT_RTOL),
            progress: Progress | None = None, fold_limit_bytes: int = 1024,
-           devices: Any = None, prefer: Sequence[str] | None = None, winograd_convs: bool = True) -> Program:
+           devices: Any = None, prefer: Sequence[str] | None = None, winograd_convs: bool = True,
+           layout: str = "auto") -> Program:
     """Export `model` for `target`; returns the program (bytes plus a parsed view).
 
     devices: a device profile (the JSON of `openaccel devices --json`, as a path or parsed list)
@@ -81,7 +83,10 @@ def export(model: torch.nn.Module | torch.export.ExportedProgram,
     winograd_convs: 3x3 stride-1 convolutions large enough to gain run as Winograd convolutions
              with weights transformed here (faster: ResNet-18 at 224 x 224 1.6x on x86_64; their
              weights take 16/9 (F(2x2)) or 4x (F(4x4)) the bytes, ResNet-18's file 1.7x: see
-             exporter/winograd.py); False keeps every convolution direct."""
+             exporter/winograd.py); False keeps every convolution direct.
+    layout:  "auto" (default), "nhwc" or "nchw": where convolution stacks run channels-last
+             (conv2d_nhwc, permutes at the stack's edges; exporter/layout.py). auto picks NHWC
+             when the model has depthwise convolutions (MobileNet-style networks)."""
     example = tuple(example_inputs)
     if dynamic_shapes is not None:
         raise ExportError("dynamic_shapes are not supported yet: export with static example shapes")
@@ -124,6 +129,7 @@ def export(model: torch.nn.Module | torch.export.ExportedProgram,
     step("Winograd convolutions", lambda: winograd.rewrite(graph, target, winograd_convs))
     step("fuse residual adds", lambda: fuse_residual_adds(graph))
     step("fuse activations", lambda: fuse_activations(graph))
+    step("channels-last layout", lambda: layout_pass.rewrite(graph, layout))
     profiles = load_profiles(devices)
     placement = step("place ops on devices", lambda: place(graph, profiles, list(prefer or ["cpu"])))
     plan = step("plan memory", lambda: plan_memory(graph, n_pools=len(placement.device_kinds)))

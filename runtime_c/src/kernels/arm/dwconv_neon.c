@@ -31,6 +31,8 @@ static inline void store_n(float *p, float32x4_t v, int64_t n) {
 #define VSTOREN(p, v, n) store_n((p), (v), (n))
 #define VACT(v, e) act4((v), (e))
 #include "../fast/dwconv_tmpl.inc"
+#define DWC_FN oa_neon_dwc
+#include "../fast/dwconv_nhwc_tmpl.inc"
 
 #else
 typedef int oa_neon_dw_unused_t; /* ISO C: no empty translation unit */

@@ -16,6 +16,7 @@ OA_NEON_PREPARE(matmul)
 OA_NEON_PREPARE(addmm)
 OA_NEON_PREPARE(conv2d)
 OA_NEON_PREPARE(conv2d_winograd)
+OA_NEON_PREPARE(conv2d_nhwc)
 
 #else
 typedef int oa_arm_unused_t; /* ISO C: no empty translation unit */

@@ -13,3 +13,5 @@
 #define VSTOREN(p, v, n) ((void)(n), *(p) = (v))
 #define VACT(v, e) oa_fast_act((v), &(e))
 #include "dwconv_tmpl.inc"
+#define DWC_FN oa_portable_dwc
+#include "dwconv_nhwc_tmpl.inc"

@@ -3,7 +3,9 @@
  *
  *   fast/gemm.c      blocking, packing of B, threading, the portable micro-kernels (any CPU)
  *   fast/ops.c       linear / matmul / addmm / conv2d built on it (prepare + run)
- *   fast/dwconv.c    depthwise convolution (portable instance of dwconv_tmpl.inc)
+ *   fast/conv_nhwc.c conv2d_nhwc (channels-last): 1x1 as one GEMM, others im2col rows + GEMM
+ *   fast/dwconv.c    depthwise convolution (portable instances of dwconv_tmpl.inc, planar, and
+ *                    dwconv_nhwc_tmpl.inc, channels-last)
  *   x86/..._avx2.c     6x16 AVX2+FMA micro-kernel, GEMV and depthwise (compiled with -mavx2 -mfma,
  *                    only ever called after env->features says avx2 && fma)
  *   arm/..._neon.c     8x8 (aarch64) / 4x8 (armv7) NEON micro-kernels, GEMV, depthwise
@@ -74,6 +76,19 @@ typedef struct oa_dw_plane {
 } oa_dw_plane_t;
 typedef void (*oa_dw_fn)(const oa_dw_plane_t *p);
 
+/* Channels-last depthwise convolution (dwconv_nhwc_tmpl.inc): rows t0 .. t1 of the n * oh
+ * output rows (t = image * oh + output row). */
+typedef struct oa_dwc {
+  const float *x;       /* [n][h][w_in][c] */
+  const float *w;       /* [kh][kw][c] */
+  const float *bias;    /* [c], or NULL */
+  float *y;             /* [n][oh][ow][c] */
+  int64_t h, w_in, c, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow;
+  int64_t ow_lo, ow_hi; /* output columns [ow_lo, ow_hi) read no padding */
+  oa_uk_epi_t epi;      /* act, lo, hi */
+} oa_dwc_t;
+typedef void (*oa_dwc_fn)(const oa_dwc_t *p, int64_t t0, int64_t t1);
+
 typedef struct oa_fast_isa {
   const char *name;
   int32_t mr, nr;    /* micro-tile */
@@ -83,6 +98,7 @@ typedef struct oa_fast_isa {
   oa_pack_fn pack_t; /* oa_pack_transposed for this NR, vectorized (or the portable one) */
   oa_gemv_fn gemv;
   oa_dw_fn dw;
+  oa_dwc_fn dwc;     /* channels-last depthwise */
 } oa_fast_isa_t;
 
 enum { OA_ISA_PORTABLE = 0, OA_ISA_AVX2 = 1, OA_ISA_NEON = 2, OA_ISA_COUNT = 3 };
@@ -109,8 +125,11 @@ typedef struct oa_gemm_args {
   int64_t lda;
   oa_pack_fn pack;      /* B packed by pack(pack_ctx, ...), or (DIRECT) */
   const void *pack_ctx;
-  const float *b;       /* DIRECT: B[p][j] = b[boff[p] + j] for p < k, j < n */
+  const float *b;       /* DIRECT: B[p][j] = b[boff[p] + j] for p < k, j < n; or, with bblock > 0,
+                         * B pre-packed in panels: B[p][j] = b[(j / bblock) * k * bblock + boff[p] +
+                         * j % bblock], boff[p] = p * bblock (zero-padded past n) */
   const int64_t *boff;
+  int64_t bblock;       /* panel width of pre-packed B (a multiple of the ISA's NR), or 0 */
   float *c;
   int64_t rs_c, cs_c;
   const float *bias;     /* per row of C, or NULL */
@@ -159,6 +178,7 @@ void oa_portable_gemm_ind(int64_t kc, const float *a, int64_t lda, const float *
 void oa_portable_gemv(int64_t m, int64_t n, int64_t k, const float *x, int64_t ldx, const float *w,
                       const float *bias, float *y, int64_t ldy, const oa_uk_epi_t *epi);
 void oa_portable_dw(const oa_dw_plane_t *p);
+void oa_portable_dwc(const oa_dwc_t *p, int64_t t0, int64_t t1);
 
 /* ---- Winograd convolution (fast/winograd.c; transforms in winograd_tmpl.inc) ---------------- */
 
@@ -199,6 +219,8 @@ oa_status_t oa_fast_addmm_prepare_isa(const oa_op_call_t *call, const oa_kernel_
                                       int32_t isa);
 oa_status_t oa_fast_conv2d_prepare_isa(const oa_op_call_t *call, const oa_kernel_env_t *env, oa_op_plan_t *plan,
                                        int32_t isa);
+oa_status_t oa_fast_conv2d_nhwc_prepare_isa(const oa_op_call_t *call, const oa_kernel_env_t *env, oa_op_plan_t *plan,
+                                            int32_t isa);
 oa_status_t oa_fast_conv2d_winograd_prepare_isa(const oa_op_call_t *call, const oa_kernel_env_t *env,
                                                 oa_op_plan_t *plan, int32_t isa);
 

@@ -16,6 +16,9 @@
  *   DIRECT         nothing is packed: row p of the NR columns at j is at b + boff[p] + j (the
  *                  convolution's zero-padded input, see ops.c); tasks are tiles. A panel cut by
  *                  the end of N is copied into a zero-padded panel first (no read past B).
+ *                  With args.bblock, B was packed at export into zero-padded panels of bblock
+ *                  columns ([K][bblock] each: channels-last conv weights, conv_nhwc.c), read as
+ *                  packed panels (bblock = NR) or through row offsets (bblock a multiple of NR).
  *
  * A is read in place unless its row stride makes the MR rows of a tile fall into the same few L1
  * sets (e.g. lda = 1024 floats: every row 4 KB apart, all in one set with the B panel's lines,
@@ -44,6 +47,8 @@
 #define B_BLOCK_BYTES ((int64_t)256 * 1024)
 /* rows of A passed over one B panel while it stays in L1 (an A block of <= 128 KB stays in L2) */
 #define A_BLOCK_BYTES ((int64_t)128 * 1024)
+/* DIRECT B up to this size (one K block of the task's columns) is treated as L1-resident */
+#define DIRECT_L1_BYTES ((int64_t)16 * 1024)
 #define PACK_ALL_MAX_BYTES ((int64_t)4 * 1024 * 1024)
 /* per-slot scratch besides a B block: an A tile and one B panel, rounded to 64 bytes */
 #define SLOT_FIXED_FLOATS ((int64_t)(MR_MAX * A_LD + KC_MAX * NR_MAX))
@@ -288,84 +293,89 @@ static inline const float *a_tile(const gemm_ctx_t *x, float *abuf, int pack_one
   return abuf;
 }
 
+/* The micro-kernel call for rows i .. i + mcur (A tile ai) and columns j0 + q .. of the block
+ * (K block from k0): packed panel, pre-packed panel, the zero-padded copy of a cut DIRECT panel
+ * (q == qcut), or DIRECT B in place. */
+static inline void one_tile(const gemm_ctx_t *x, const float *ai, int64_t lda, int64_t i, int32_t mcur, int64_t j0,
+                            int64_t q, int64_t ncur, int64_t k0, int64_t kcur, const float *bp, const float *pbuf,
+                            int64_t qcut, uint32_t flags) {
+  const oa_gemm_args_t *g = x->g;
+  const oa_fast_isa_t *isa = x->isa;
+  const int32_t nr = isa->nr, ncq = (int32_t)min64(nr, ncur - q);
+  const oa_uk_epi_t epi = {g->bias ? g->bias + i : NULL, g->bias_col ? g->bias_col + j0 + q : NULL, g->act, g->lo,
+                           g->hi};
+  float *ci = g->c + i * g->rs_c + (j0 + q) * g->cs_c;
+  const int64_t j = j0 + q, bb = g->bblock;
+  if (bp) {
+    isa->gemm(kcur, ai, lda, bp + (q / nr) * kcur * nr, ci, g->rs_c, g->cs_c, mcur, ncq, flags, &epi);
+  } else if (bb) {
+    const float *panel = g->b + (j / bb) * g->k * bb + j % bb;
+    if (bb == nr)
+      isa->gemm(kcur, ai, lda, panel + k0 * bb, ci, g->rs_c, g->cs_c, mcur, ncq, flags, &epi);
+    else
+      isa->gemm_ind(kcur, ai, lda, panel, g->boff + k0, ci, g->rs_c, g->cs_c, mcur, ncq, flags, &epi);
+  } else if (q == qcut) {
+    isa->gemm(kcur, ai, lda, pbuf, ci, g->rs_c, g->cs_c, mcur, ncq, flags, &epi);
+  } else {
+    isa->gemm_ind(kcur, ai, lda, g->b + j, g->boff + k0, ci, g->rs_c, g->cs_c, mcur, ncq, flags, &epi);
+  }
+}
+
 /* Row tiles [i0, i1) x panels of columns [j0, j0 + ncur) for K block kb. `bp` is the first
  * packed panel (panel stride kc * NR), or NULL in DIRECT mode.
- * Loop order: row blocks of <= A_BLOCK_BYTES of A (stays in L2), then for DIRECT B (and packed
- * B with few panels) panels -> row tiles (BLIS): one B panel stays in L1 while the A tiles of the
- * block pass over it; measured on ResNet-18 layers 1.3x faster than row tiles outside for DIRECT
- * B (rows of an unaligned panel span two cache lines), and without the row blocks the weights of
- * a large layer (A) were re-read from memory for every panel. */
+ * Loop order: row blocks of <= A_BLOCK_BYTES of A (stays in L2), then either
+ *   - panels -> row tiles (BLIS): one B panel stays in L1 while the A tiles of the block pass
+ *     over it; for DIRECT B larger than L1 (measured on ResNet-18 layers 1.3x faster than row
+ *     tiles outside: rows of an unaligned panel span two cache lines) and packed B with few
+ *     panels (7x7 outputs: 1.1-1.2x faster); without the row blocks the weights of a large
+ *     layer (A) were re-read from memory for every panel;
+ *   - or row tiles -> panels: the A tile stays in L1 and each C row is written as one stream,
+ *     for packed B with at least half as many panels as row tiles (panels outside wrote all
+ *     rows of C in 64-byte pieces: 1.2x slower on 1x1 convs with K = 16 and on 1024^3) and for
+ *     DIRECT B that fits in L1 (channels-last 1x1 convs with few input channels). */
 static void compute_block(const gemm_ctx_t *x, float *slot, int64_t kb, int64_t k0, int64_t kcur, const float *bp,
                           int64_t i0, int64_t i1, int64_t j0, int64_t ncur) {
   const oa_gemm_args_t *g = x->g;
-  const oa_fast_isa_t *isa = x->isa;
-  const int32_t mr = isa->mr, nr = isa->nr;
+  const int32_t mr = x->isa->mr, nr = x->isa->nr;
   const uint32_t flags = (kb > 0 ? OA_UK_ACCUM : 0u) | (kb == x->blk->nkb - 1 ? OA_UK_LAST : 0u);
-  oa_uk_epi_t epi = {NULL, NULL, g->act, g->lo, g->hi};
   float *abuf = slot, *pbuf = slot + MR_MAX * A_LD;
-  const int64_t *boff = g->boff ? g->boff + k0 : NULL;
   const int64_t mc = max64(mr, A_BLOCK_BYTES / (int64_t)sizeof(float) / max64(kcur, 1) / mr * mr);
   const int pack_one = x->blk->pack_a && i1 - i0 <= mr; /* a single tile: copied once */
   if (pack_one) {
     for (int64_t r = 0; r < i1 - i0; r++)
       memcpy(abuf + r * A_LD, g->a + (i0 + r) * g->lda + k0, (size_t)kcur * sizeof(float));
   }
-  int cut_ready = 0;
+  /* DIRECT, the last panel of N cut: copied into a zero-padded panel (no read past B) */
+  const int64_t qcut = !bp && !g->bblock && ncur % nr ? ncur / nr * nr : -1;
+  if (qcut >= 0) {
+    const int64_t ncq = ncur - qcut;
+    for (int64_t p = 0; p < kcur; p++) {
+      const float *src = g->b + j0 + qcut + g->boff[k0 + p];
+      float *d = pbuf + p * nr;
+      int64_t t = 0;
+      for (; t < ncq; t++) d[t] = src[t];
+      for (; t < nr; t++) d[t] = 0.0f;
+    }
+  }
+  const int b_in_l1 = !bp && kcur * (ncur + nr) * (int64_t)sizeof(float) <= DIRECT_L1_BYTES;
+  const int panels = bp || g->bblock; /* B rows contiguous (one cache line per 16 floats) */
   for (int64_t ib = i0; ib < i1; ib += mc) {
     const int64_t ie = min64(ib + mc, i1);
-    if (bp && 2 * cdiv(ncur, nr) >= cdiv(ie - ib, mr)) {
-      /* packed B, at least half as many panels as row tiles: row tiles outside, panels inside:
-       * the A tile stays in L1 and each C row is written as one stream (panels outside wrote
-       * all rows of C in 64-byte pieces: 1.2x slower on 1x1 convs with K = 16 and on 1024^3;
-       * with few panels, e.g. 7x7 outputs, panels outside were 1.1-1.2x faster) */
+    if (b_in_l1 || (panels && 2 * cdiv(ncur, nr) >= cdiv(ie - ib, mr))) {
       for (int64_t i = ib; i < ie; i += mr) {
         const int32_t mcur = (int32_t)min64(mr, ie - i);
-        epi.bias = g->bias ? g->bias + i : NULL;
         int64_t lda;
         const float *ai = a_tile(x, abuf, pack_one, i, k0, kcur, mcur, &lda);
-        float *ci = g->c + i * g->rs_c;
-        for (int64_t q = 0; q < ncur; q += nr) {
-          epi.bias_col = g->bias_col ? g->bias_col + j0 + q : NULL;
-          isa->gemm(kcur, ai, lda, bp + (q / nr) * kcur * nr, ci + (j0 + q) * g->cs_c, g->rs_c, g->cs_c, mcur,
-                    (int32_t)min64(nr, ncur - q), flags, &epi);
-        }
+        for (int64_t q = 0; q < ncur; q += nr) one_tile(x, ai, lda, i, mcur, j0, q, ncur, k0, kcur, bp, pbuf, qcut, flags);
       }
       continue;
     }
     for (int64_t q = 0; q < ncur; q += nr) {
-      const int32_t ncq = (int32_t)min64(nr, ncur - q);
-      const float *panel;
-      int direct = 0;
-      if (bp) {
-        panel = bp + (q / nr) * kcur * nr;
-      } else if (ncq == nr) {
-        panel = g->b + j0 + q;
-        direct = 1;
-      } else {
-        /* DIRECT, the last panel of N cut: copied into a zero-padded panel (no read past B) */
-        if (!cut_ready) {
-          for (int64_t p = 0; p < kcur; p++) {
-            const float *src = g->b + j0 + q + boff[p];
-            float *d = pbuf + p * nr;
-            int64_t t = 0;
-            for (; t < ncq; t++) d[t] = src[t];
-            for (; t < nr; t++) d[t] = 0.0f;
-          }
-          cut_ready = 1;
-        }
-        panel = pbuf;
-      }
-      epi.bias_col = g->bias_col ? g->bias_col + j0 + q : NULL;
-      float *cq = g->c + (j0 + q) * g->cs_c;
       for (int64_t i = ib; i < ie; i += mr) {
         const int32_t mcur = (int32_t)min64(mr, ie - i);
-        epi.bias = g->bias ? g->bias + i : NULL;
         int64_t lda;
         const float *ai = a_tile(x, abuf, pack_one, i, k0, kcur, mcur, &lda);
-        if (direct)
-          isa->gemm_ind(kcur, ai, lda, panel, boff, cq + i * g->rs_c, g->rs_c, g->cs_c, mcur, ncq, flags, &epi);
-        else
-          isa->gemm(kcur, ai, lda, panel, cq + i * g->rs_c, g->rs_c, g->cs_c, mcur, ncq, flags, &epi);
+        one_tile(x, ai, lda, i, mcur, j0, q, ncur, k0, kcur, bp, pbuf, qcut, flags);
       }
     }
   }
@@ -422,7 +432,7 @@ static void pack_all_panels(void *ctx, int64_t q0, int64_t q1) {
 /* ---- the ISA table --------------------------------------------------------------------------- */
 
 static const oa_fast_isa_t portable_isa = {"portable",         4, PNR, 1, oa_portable_gemm, oa_portable_gemm_ind,
-                                           oa_pack_transposed, oa_portable_gemv, oa_portable_dw};
+                                           oa_pack_transposed, oa_portable_gemv, oa_portable_dw, oa_portable_dwc};
 #if defined(OA_HAVE_AVX2_KERNELS)
 extern const oa_fast_isa_t oa_avx2_isa;
 #endif

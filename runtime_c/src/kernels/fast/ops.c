@@ -30,13 +30,11 @@
 
 #include "../../cpu/threadpool.h"
 #include "fast.h"
+#include "fast_plan.h"
 
 #if !defined(__STDC_NO_ATOMICS__)
 #include <stdatomic.h>
 #endif
-
-/* plan->params of the fast variants */
-enum { F_ISA, F_PATH, F_THREADS, F_M, F_N, F_K };
 
 enum { PATH_EMPTY = 0, PATH_GEMM = 1, PATH_GEMV = 2, PATH_DIRECT = 3, PATH_IM2COL = 4, PATH_DW = 5, PATH_1X1 = 6 };
 
@@ -44,38 +42,6 @@ enum { PATH_EMPTY = 0, PATH_GEMM = 1, PATH_GEMV = 2, PATH_DIRECT = 3, PATH_IM2CO
  * path packs all of W on every run; measured 1.2-1.9x faster up to 32 rows (512 x 512 and
  * 256 -> 1024 weights), about equal at 48 */
 #define GEMV_MAX_ROWS 32
-/* scratch an optimized kernel may ask for before it declines (the reference kernel then runs) */
-#define MAX_SCRATCH_FLOATS ((int64_t)1 << 26)
-
-static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
-
-static oa_status_t set_scratch(oa_op_plan_t *plan, int64_t floats) {
-  if (floats < 0 || floats > MAX_SCRATCH_FLOATS || (uint64_t)floats > (SIZE_MAX - 64) / sizeof(float))
-    return OA_ERR_UNSUPPORTED;
-  plan->scratch_bytes = (size_t)floats * sizeof(float);
-  return OA_OK;
-}
-
-static const oa_fast_isa_t *isa_of(const oa_op_plan_t *plan) { return oa_fast_isa((int32_t)plan->params[F_ISA]); }
-
-static oa_status_t begin(oa_op_plan_t *plan, const oa_kernel_env_t *env, int32_t isa) {
-  if (!oa_fast_isa(isa)) return OA_ERR_UNSUPPORTED;
-  memset(plan->params, 0, sizeof plan->params);
-  plan->scratch_bytes = 0;
-  plan->params[F_ISA] = isa;
-  plan->params[F_THREADS] = env ? oa_fast_threads(env->pool) : 1;
-  return OA_OK;
-}
-
-static oa_uk_epi_t epi_of(const oa_op_call_t *call, int64_t act) {
-  oa_uk_epi_t e;
-  e.bias = NULL;
-  e.bias_col = NULL;
-  e.act = (int32_t)act;
-  e.lo = call->n_floats > 0 ? (float)call->floats[0] : 0.0f;
-  e.hi = call->n_floats > 1 ? (float)call->floats[1] : 0.0f;
-  return e;
-}
 
 /* ---- linear ---------------------------------------------------------------------------------- */
 
@@ -88,7 +54,7 @@ static void linear_dims(const oa_op_call_t *call, int64_t *m, int64_t *n, int64_
 
 oa_status_t oa_fast_linear_prepare_isa(const oa_op_call_t *call, const oa_kernel_env_t *env, oa_op_plan_t *plan,
                                        int32_t isa) {
-  oa_status_t st = begin(plan, env, isa);
+  oa_status_t st = oa_fast_begin(plan, env, isa);
   if (st) return st;
   int64_t m, n, k;
   linear_dims(call, &m, &n, &k);
@@ -106,7 +72,7 @@ oa_status_t oa_fast_linear_prepare_isa(const oa_op_call_t *call, const oa_kernel
   oa_gemm_blocking_t blk;
   oa_gemm_plan(oa_fast_isa(isa), m, n, k, k, 0, (int32_t)plan->params[F_THREADS], &blk);
   plan->params[F_PATH] = PATH_GEMM;
-  return set_scratch(plan, blk.scratch_floats);
+  return oa_fast_set_scratch(plan, blk.scratch_floats);
 }
 
 typedef struct gemv_ctx {
@@ -126,14 +92,14 @@ static void gemv_rows(void *ctx, int64_t j0, int64_t j1) {
 oa_status_t oa_fast_linear_run(const oa_op_call_t *call, const oa_op_plan_t *plan, void *scratch,
                                const oa_kernel_env_t *env, oa_diag_t *diag) {
   (void)diag;
-  const oa_fast_isa_t *isa = isa_of(plan);
+  const oa_fast_isa_t *isa = oa_fast_isa_of(plan);
   const int64_t m = plan->params[F_M], n = plan->params[F_N], k = plan->params[F_K];
   const float *x = (const float *)call->inputs[0]->data;
   const float *w = (const float *)call->inputs[1]->data;
   const oa_tensor_t *tb = call->n_inputs > 2 ? call->inputs[2] : NULL;
   const float *b = tb ? (const float *)tb->data : NULL;
   float *y = (float *)call->outputs[0]->data;
-  const oa_uk_epi_t epi = epi_of(call, call->n_ints > 0 ? call->ints[0] : 0);
+  const oa_uk_epi_t epi = oa_fast_epi_of(call, call->n_ints > 0 ? call->ints[0] : 0);
   if (plan->params[F_PATH] == PATH_GEMV) {
     gemv_ctx_t g = {isa, m, n, k, x, w, b, y, epi};
     int64_t work = m * (k + 1), grain = work >= 16384 ? 4 : (16384 / work + 4) / 4 * 4;
@@ -154,7 +120,7 @@ oa_status_t oa_fast_linear_run(const oa_op_call_t *call, const oa_op_plan_t *pla
 
 oa_status_t oa_fast_matmul_prepare_isa(const oa_op_call_t *call, const oa_kernel_env_t *env, oa_op_plan_t *plan,
                                        int32_t isa) {
-  oa_status_t st = begin(plan, env, isa);
+  oa_status_t st = oa_fast_begin(plan, env, isa);
   if (st) return st;
   const oa_tensor_t *a = call->inputs[0], *b = call->inputs[1], *out = call->outputs[0];
   const int64_t m = a->shape[a->ndim - 2], k = a->shape[a->ndim - 1], n = b->shape[b->ndim - 1];
@@ -171,14 +137,14 @@ oa_status_t oa_fast_matmul_prepare_isa(const oa_op_call_t *call, const oa_kernel
   oa_gemm_plan(oa_fast_isa(isa), m, n, k, k, 0, (int32_t)plan->params[F_THREADS], &b1);
   oa_gemm_plan(oa_fast_isa(isa), rows > m ? rows : m, n, k, k, 0, (int32_t)plan->params[F_THREADS], &b2);
   plan->params[F_PATH] = PATH_GEMM;
-  return set_scratch(plan, b1.scratch_floats > b2.scratch_floats ? b1.scratch_floats : b2.scratch_floats);
+  return oa_fast_set_scratch(plan, b1.scratch_floats > b2.scratch_floats ? b1.scratch_floats : b2.scratch_floats);
 }
 
 oa_status_t oa_fast_matmul_run(const oa_op_call_t *call, const oa_op_plan_t *plan, void *scratch,
                                const oa_kernel_env_t *env, oa_diag_t *diag) {
   (void)diag;
   if (plan->params[F_PATH] == PATH_EMPTY) return OA_OK;
-  const oa_fast_isa_t *isa = isa_of(plan);
+  const oa_fast_isa_t *isa = oa_fast_isa_of(plan);
   const int32_t threads = (int32_t)plan->params[F_THREADS];
   const oa_tensor_t *ta = call->inputs[0], *tb = call->inputs[1], *to = call->outputs[0];
   const int64_t m = plan->params[F_M], n = plan->params[F_N], k = plan->params[F_K];
@@ -225,7 +191,7 @@ oa_status_t oa_fast_matmul_run(const oa_op_call_t *call, const oa_op_plan_t *pla
 
 oa_status_t oa_fast_addmm_prepare_isa(const oa_op_call_t *call, const oa_kernel_env_t *env, oa_op_plan_t *plan,
                                       int32_t isa) {
-  oa_status_t st = begin(plan, env, isa);
+  oa_status_t st = oa_fast_begin(plan, env, isa);
   if (st) return st;
   const oa_tensor_t *a = call->inputs[1], *b = call->inputs[2];
   const int64_t m = a->shape[0], k = a->shape[1], n = b->shape[1];
@@ -239,14 +205,14 @@ oa_status_t oa_fast_addmm_prepare_isa(const oa_op_call_t *call, const oa_kernel_
   oa_gemm_blocking_t blk;
   oa_gemm_plan(oa_fast_isa(isa), m, n, k, k, 0, (int32_t)plan->params[F_THREADS], &blk);
   plan->params[F_PATH] = PATH_GEMM;
-  return set_scratch(plan, blk.scratch_floats);
+  return oa_fast_set_scratch(plan, blk.scratch_floats);
 }
 
 oa_status_t oa_fast_addmm_run(const oa_op_call_t *call, const oa_op_plan_t *plan, void *scratch,
                               const oa_kernel_env_t *env, oa_diag_t *diag) {
   (void)diag;
   if (plan->params[F_PATH] == PATH_EMPTY) return OA_OK;
-  const oa_fast_isa_t *isa = isa_of(plan);
+  const oa_fast_isa_t *isa = oa_fast_isa_of(plan);
   const int64_t m = plan->params[F_M], n = plan->params[F_N], k = plan->params[F_K];
   const oa_tensor_t *tbias = call->inputs[0];
   float *c = (float *)call->outputs[0]->data;
@@ -320,17 +286,6 @@ static int conv_is_1x1(const conv_geo_t *q) {
   return q->kh == 1 && q->kw == 1 && q->sh == 1 && q->sw == 1 && q->ph == 0 && q->pw == 0;
 }
 
-/* a * b for non-negative a, b, or -1 past MAX_SCRATCH_FLOATS */
-static int64_t cap_mul(int64_t a, int64_t b) {
-  if (a < 0 || b < 0) return -1;
-  if (a && b > MAX_SCRATCH_FLOATS / a) return -1;
-  return a * b;
-}
-static int64_t cap_add(int64_t a, int64_t b) {
-  if (a < 0 || b < 0 || a > MAX_SCRATCH_FLOATS - b) return -1;
-  return a + b;
-}
-static int64_t round16(int64_t f) { return f < 0 ? -1 : (f + 15) / 16 * 16; }
 
 /* Scratch of the direct path before the GEMM's own: [boff: k int64][phase planes][virtual output].
  * Sets q->plen; -1 when too large. */
@@ -339,14 +294,14 @@ typedef struct conv_layout {
 } conv_layout_t;
 
 static void conv_direct_layout(conv_geo_t *q, int64_t gemm_floats, conv_layout_t *l) {
-  const int64_t pl = cap_mul(cap_add(q->hph, 1), q->wph);
+  const int64_t pl = oa_cap_mul(oa_cap_add(q->hph, 1), q->wph);
   q->plen = pl;
   l->boff = 0;
-  l->phase = round16(cap_mul(q->k, 2));
-  const int64_t phases = cap_mul(cap_mul(q->cg, q->sh), q->sw);
-  l->virt = cap_add(l->phase, round16(cap_mul(phases, pl)));
-  l->gemm = cap_add(l->virt, q->wph != q->ow ? round16(cap_mul(q->og, q->nv)) : 0);
-  l->total = cap_add(l->gemm, gemm_floats);
+  l->phase = oa_round16(oa_cap_mul(q->k, 2));
+  const int64_t phases = oa_cap_mul(oa_cap_mul(q->cg, q->sh), q->sw);
+  l->virt = oa_cap_add(l->phase, oa_round16(oa_cap_mul(phases, pl)));
+  l->gemm = oa_cap_add(l->virt, q->wph != q->ow ? oa_round16(oa_cap_mul(q->og, q->nv)) : 0);
+  l->total = oa_cap_add(l->gemm, gemm_floats);
 }
 static void dw_pad_dims(const conv_geo_t *q, int32_t vw, int64_t *pad_h, int64_t *pad_w) {
   const int64_t nvec = (q->ow + vw - 1) / vw;
@@ -356,7 +311,7 @@ static void dw_pad_dims(const conv_geo_t *q, int32_t vw, int64_t *pad_h, int64_t
 
 oa_status_t oa_fast_conv2d_prepare_isa(const oa_op_call_t *call, const oa_kernel_env_t *env, oa_op_plan_t *plan,
                                        int32_t isa) {
-  oa_status_t st = begin(plan, env, isa);
+  oa_status_t st = oa_fast_begin(plan, env, isa);
   if (st) return st;
   const oa_fast_isa_t *I = oa_fast_isa(isa);
   conv_geo_t q;
@@ -369,9 +324,9 @@ oa_status_t oa_fast_conv2d_prepare_isa(const oa_op_call_t *call, const oa_kernel
   if (q.cg == 1 && q.g > 1) {
     int64_t ph, pw;
     dw_pad_dims(&q, I->vw, &ph, &pw);
-    const int64_t planes = q.n * q.o, slots = min64(threads, planes);
+    const int64_t planes = q.n * q.o, slots = oa_min64(threads, planes);
     plan->params[F_PATH] = PATH_DW;
-    return set_scratch(plan, cap_mul(cap_mul(ph, pw), slots));
+    return oa_fast_set_scratch(plan, oa_cap_mul(oa_cap_mul(ph, pw), slots));
   }
   oa_gemm_blocking_t blk;
   if (conv_is_1x1(&q)) {
@@ -380,7 +335,7 @@ oa_status_t oa_fast_conv2d_prepare_isa(const oa_op_call_t *call, const oa_kernel
      * MobileNetV2's 16 -> 96 channels at 112 x 112. */
     oa_gemm_plan(I, q.og, q.oh * q.ow, q.k, q.k, 0, threads, &blk);
     plan->params[F_PATH] = PATH_1X1;
-    return set_scratch(plan, blk.scratch_floats);
+    return oa_fast_set_scratch(plan, blk.scratch_floats);
   }
   /* direct: strides up to 8 (phase planes), the input copied once with its padding */
   if (q.sh <= 8 && q.sw <= 8) {
@@ -389,13 +344,13 @@ oa_status_t oa_fast_conv2d_prepare_isa(const oa_op_call_t *call, const oa_kernel
     conv_direct_layout(&q, blk.scratch_floats, &l);
     if (l.total >= 0) {
       plan->params[F_PATH] = PATH_DIRECT;
-      return set_scratch(plan, l.total);
+      return oa_fast_set_scratch(plan, l.total);
     }
   }
   /* otherwise im2col panels packed from the input (small scratch) */
   oa_gemm_plan(I, q.og, q.oh * q.ow, q.k, q.k, 0, threads, &blk);
   plan->params[F_PATH] = PATH_IM2COL;
-  return set_scratch(plan, blk.scratch_floats);
+  return oa_fast_set_scratch(plan, blk.scratch_floats);
 }
 
 
@@ -413,11 +368,11 @@ static void pack_im2col(const void *ctx, int64_t k0, int64_t kc, int64_t j0, int
   /* a panel's pixels as runs of one output row: (offset in panel, output row, first column, length) */
   int64_t seg[64][4];
   for (int64_t pq = 0; pq * nr < nc; pq++) {
-    const int64_t jq = j0 + pq * nr, wq = min64(nr, nc - pq * nr);
+    const int64_t jq = j0 + pq * nr, wq = oa_min64(nr, nc - pq * nr);
     float *d = dst + pq * kc * nr;
     int ns = 0;
     for (int64_t p = jq; p < jq + wq;) {
-      const int64_t oh = p / q->ow, ow0 = p % q->ow, len = min64(q->ow - ow0, jq + wq - p);
+      const int64_t oh = p / q->ow, ow0 = p % q->ow, len = oa_min64(q->ow - ow0, jq + wq - p);
       seg[ns][0] = p - jq;
       seg[ns][1] = oh * q->sh - q->ph;
       seg[ns][2] = ow0 * q->sw - q->pw;
@@ -499,8 +454,8 @@ static void dw_slots(void *ctx, int64_t s0, int64_t s1) {
       }
       if (src_plane != filled) {
         const float *xp = d->x + src_plane * q->h * q->w;
-        const int64_t r0 = q->ph, r1 = min64(q->ph + q->h, d->pad_h);
-        const int64_t c0 = min64(q->pw, d->pad_w), c1 = min64(q->pw + q->w, d->pad_w), n = c1 - c0;
+        const int64_t r0 = q->ph, r1 = oa_min64(q->ph + q->h, d->pad_h);
+        const int64_t c0 = oa_min64(q->pw, d->pad_w), c1 = oa_min64(q->pw + q->w, d->pad_w), n = c1 - c0;
         for (int64_t r = r0; r < r1; r++) {
           float *pr = pad + r * d->pad_w + c0;
           const float *src = xp + (r - q->ph) * q->w;
@@ -639,7 +594,7 @@ oa_status_t oa_fast_conv2d_run(const oa_op_call_t *call, const oa_op_plan_t *pla
   (void)diag;
   const int64_t path = plan->params[F_PATH];
   if (path == PATH_EMPTY) return OA_OK;
-  const oa_fast_isa_t *isa = isa_of(plan);
+  const oa_fast_isa_t *isa = oa_fast_isa_of(plan);
   const int32_t threads = (int32_t)plan->params[F_THREADS];
   conv_geo_t q;
   conv_geo(call, &q);
@@ -648,7 +603,7 @@ oa_status_t oa_fast_conv2d_run(const oa_op_call_t *call, const oa_op_plan_t *pla
   const oa_tensor_t *tb = call->n_inputs > 2 ? call->inputs[2] : NULL;
   const float *bias = tb ? (const float *)tb->data : NULL;
   float *y = (float *)call->outputs[0]->data;
-  const oa_uk_epi_t epi = epi_of(call, q.act);
+  const oa_uk_epi_t epi = oa_fast_epi_of(call, q.act);
   if (path == PATH_DW) {
     dw_ctx_t d;
     d.isa = isa;
@@ -664,7 +619,7 @@ oa_status_t oa_fast_conv2d_run(const oa_op_call_t *call, const oa_op_plan_t *pla
     atomic_init(&d.next, 0);
 #endif
     dw_pad_dims(&q, isa->vw, &d.pad_h, &d.pad_w);
-    d.slots = min64(threads, d.planes);
+    d.slots = oa_min64(threads, d.planes);
     oa_parallel_for(env->pool, d.slots, 1, dw_slots, &d);
     return OA_OK;
   }

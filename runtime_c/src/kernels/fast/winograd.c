@@ -21,6 +21,7 @@
 
 #include "../../cpu/threadpool.h"
 #include "fast.h"
+#include "fast_plan.h"
 
 #if !defined(__STDC_NO_ATOMICS__)
 #include <stdatomic.h>
@@ -29,7 +30,6 @@
 /* plan->params */
 enum { G_ISA, G_THREADS, G_ROWS };
 
-#define MAX_SCRATCH_FLOATS ((int64_t)1 << 26)
 /* V + M of one band (floats): 4 MB, so a band stays within the L2 / L3 of a core pair */
 #define BAND_FLOATS ((int64_t)1 << 20)
 #define KC_MAX 256
@@ -58,9 +58,6 @@ static const oa_wino_isa_t *wino_isa(int32_t id) {
   }
 }
 
-static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
-static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
-static int64_t round16(int64_t f) { return (f + 15) / 16 * 16; }
 
 typedef struct wino_geo {
   int64_t n, c, h, w, k, oh, ow, m, a, ph, pw, act, block, kb;
@@ -89,25 +86,25 @@ static int wino_geo(const oa_op_call_t *call, const oa_fast_isa_t *isa, const oa
   g->act = call->ints[3];
   g->block = call->ints[4];
   g->a = g->m + 2;
-  g->kb = cdiv(g->k, g->block);
-  g->th = cdiv(g->oh, g->m);
-  g->tw = cdiv(g->ow, g->m);
+  g->kb = oa_cdiv(g->k, g->block);
+  g->th = oa_cdiv(g->oh, g->m);
+  g->tw = oa_cdiv(g->ow, g->m);
   g->vw = wi->vw;
-  g->ldv = cdiv(g->c, g->vw) * g->vw;
-  g->ldm = cdiv(g->k, isa->nr) * isa->nr; /* the GEMM stores whole NR-column panels */
-  g->nkb = cdiv(g->c, KC_MAX);
-  g->kc = cdiv(g->c, g->nkb);
+  g->ldv = oa_cdiv(g->c, g->vw) * g->vw;
+  g->ldm = oa_cdiv(g->k, isa->nr) * isa->nr; /* the GEMM stores whole NR-column panels */
+  g->nkb = oa_cdiv(g->c, KC_MAX);
+  g->kc = oa_cdiv(g->c, g->nkb);
   /* sizes are validated (< 2^50 elements); guard the products below against the scratch cap */
   const int64_t aa = g->a * g->a;
   if (g->tw > MAX_SCRATCH_FLOATS / (g->m + 2) || g->ldv + g->ldm > MAX_SCRATCH_FLOATS / aa / g->tw) return 0;
   const int64_t per_row = aa * g->tw * (g->ldv + g->ldm); /* V + M floats of one tile row */
-  g->rows = min64(g->th, BAND_FLOATS / per_row > 0 ? BAND_FLOATS / per_row : 1);
+  g->rows = oa_min64(g->th, BAND_FLOATS / per_row > 0 ? BAND_FLOATS / per_row : 1);
   const int64_t rows = g->rows;
-  g->work = round16((g->m + 2) * (g->tw * g->m + 2) * g->vw + 36 * g->vw);
-  g->slots = (int32_t)min64(threads, rows);
-  g->off_v = round16(KC_MAX * 2); /* boff: KC_MAX int64 */
-  g->off_m = g->off_v + round16(aa * rows * g->tw * g->ldv);
-  g->off_work = g->off_m + round16(aa * rows * g->tw * g->ldm);
+  g->work = oa_round16((g->m + 2) * (g->tw * g->m + 2) * g->vw + 36 * g->vw);
+  g->slots = (int32_t)oa_min64(threads, rows);
+  g->off_v = oa_round16(KC_MAX * 2); /* boff: KC_MAX int64 */
+  g->off_m = g->off_v + oa_round16(aa * rows * g->tw * g->ldv);
+  g->off_work = g->off_m + oa_round16(aa * rows * g->tw * g->ldm);
   if (g->work > (MAX_SCRATCH_FLOATS - g->off_work) / g->slots) return 0;
   g->total = g->off_work + g->slots * g->work;
   return 1;
@@ -175,7 +172,7 @@ static void transform_slots(void *ctx, int64_t s0, int64_t s1) {
 static void transform(wino_ctx_t *cx, int output, int64_t blocks, struct oa_threadpool *pool) {
   cx->output = output;
   cx->blocks = blocks;
-  cx->nslots = min64(cx->g->slots, blocks);
+  cx->nslots = oa_min64(cx->g->slots, blocks);
 #if !defined(__STDC_NO_ATOMICS__)
   atomic_store(&cx->next, 0);
 #endif
@@ -193,8 +190,8 @@ static void gemm_tasks(void *ctx, int64_t t0, int64_t t1) {
   const int64_t per_xi = x->row_tasks * x->col_tasks;
   for (int64_t t = t0; t < t1; t++) {
     const int64_t xi = t / per_xi, rb = t % per_xi / x->col_tasks, cb = t % x->col_tasks;
-    const int64_t i0 = rb * TASK_ROWS, i1 = min64(i0 + TASK_ROWS, x->tiles);
-    const int64_t j0 = cb * TASK_COLS, j1 = min64(j0 + TASK_COLS, g->ldm);
+    const int64_t i0 = rb * TASK_ROWS, i1 = oa_min64(i0 + TASK_ROWS, x->tiles);
+    const int64_t j0 = cb * TASK_COLS, j1 = oa_min64(j0 + TASK_COLS, g->ldm);
     const float *v = b->v + xi * b->sv;
     float *mm = (float *)b->mm + xi * b->sm;
     const float *u = x->u + xi * g->kb * g->c * g->block;
@@ -203,11 +200,11 @@ static void gemm_tasks(void *ctx, int64_t t0, int64_t t1) {
      * DRAM, is what bounds the layers with few tiles) */
     for (int64_t j = j0; j < j1; j += nr) {
       for (int64_t kb = 0; kb < g->nkb; kb++) {
-        const int64_t c0 = kb * g->kc, kcur = min64(g->kc, g->c - c0);
+        const int64_t c0 = kb * g->kc, kcur = oa_min64(g->kc, g->c - c0);
         const uint32_t flags = kb > 0 ? OA_UK_ACCUM : 0u;
         const float *panel = u + (j / g->block) * g->c * g->block + c0 * g->block + j % g->block;
         for (int64_t i = i0; i < i1; i += mr) {
-          const int32_t mcur = (int32_t)min64(mr, i1 - i);
+          const int32_t mcur = (int32_t)oa_min64(mr, i1 - i);
           if (g->block == nr)
             isa->gemm(kcur, v + i * b->ldv + c0, b->ldv, panel, mm + i * b->ldm + j, b->ldm, 1, mcur, nr, flags, &epi);
           else
@@ -274,13 +271,13 @@ oa_status_t oa_fast_conv2d_winograd_run(const oa_op_call_t *call, const oa_op_pl
     band.addend = ta ? (const float *)ta->data + nb * g.k * g.oh * g.ow : NULL;
     for (int64_t ty0 = 0; ty0 < g.th; ty0 += g.rows) {
       band.ty0 = ty0;
-      band.ty1 = min64(ty0 + g.rows, g.th);
+      band.ty1 = oa_min64(ty0 + g.rows, g.th);
       cx.tiles = (band.ty1 - band.ty0) * g.tw;
       /* 1. input transform */
       transform(&cx, 0, band.ty1 - band.ty0, env->pool);
       /* 2. the GEMMs */
-      cx.row_tasks = cdiv(cx.tiles, TASK_ROWS);
-      cx.col_tasks = cdiv(g.ldm, TASK_COLS);
+      cx.row_tasks = oa_cdiv(cx.tiles, TASK_ROWS);
+      cx.col_tasks = oa_cdiv(g.ldm, TASK_COLS);
       oa_parallel_for(env->pool, g.a * g.a * cx.row_tasks * cx.col_tasks, 1, gemm_tasks, &cx);
       /* 3. output transform */
       transform(&cx, 1, band.ty1 - band.ty0, env->pool);

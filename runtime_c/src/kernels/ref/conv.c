@@ -1,4 +1,5 @@
-/* Reference convolutions: conv2d (groups, depthwise, dilation, fused act) and conv_transpose2d.
+/* Reference convolutions: conv2d (groups, depthwise, dilation, fused act), its channels-last form
+ * conv2d_nhwc, and conv_transpose2d.
  *
  * conv2d accumulates one output plane at a time: for each input channel and kernel tap, a
  * weight times a run of an input row is added to a run of an accumulator row (contiguous for
@@ -17,11 +18,18 @@
 #define CONV_BIG ((int64_t)1 << 62)
 /* input channels whose taps are summed in float before the partial sum joins the double total */
 #define CONV_BLOCK 16
+/* widest weight panel of conv2d_nhwc */
+#define CONV_MAX_BLOCK 1024
 
 /* plan->params layout (shared by conv2d and conv_transpose2d) */
 enum {
-  P_N, P_C, P_H, P_W, P_O, P_OH, P_OW, P_KH, P_KW, P_SH, P_SW, P_PH, P_PW, P_DH, P_DW, P_G, P_HAS_BIAS, P_ACT
+  P_N, P_C, P_H, P_W, P_O, P_OH, P_OW, P_KH, P_KW, P_SH, P_SW, P_PH, P_PW, P_DH, P_DW, P_G, P_HAS_BIAS, P_ACT,
+  P_NHWC, P_BLOCK
 };
+
+/* Where the dims are: conv2d's NCHW input and [O, C/g, kH, kW] weight, conv_transpose2d's
+ * [C, O/g, kH, kW] weight, conv2d_nhwc's NHWC input and [kH, kW, C/g, O] weight. */
+typedef enum { LAYOUT_NCHW, LAYOUT_TRANSPOSED, LAYOUT_NHWC } conv_layout_t;
 
 static int64_t iarg(const oa_op_call_t *call, uint32_t i) { return i < call->n_ints ? call->ints[i] : 0; }
 
@@ -41,10 +49,9 @@ static int64_t smul(int64_t a, int64_t b) {
   return a * b;
 }
 
-/* Checks shared by both ops: arity, dtypes, ranks, the int arguments, bias. Fills the common
- * params; `wdim_in` is the weight dim holding input channels per group (1 for conv, 0 for
- * transposed). */
-static oa_status_t conv_common(const oa_op_call_t *call, oa_op_plan_t *plan, uint32_t n_ints, int transposed,
+/* Checks shared by the three ops: arity, dtypes, ranks, the int arguments, bias. Fills the
+ * common params. */
+static oa_status_t conv_common(const oa_op_call_t *call, oa_op_plan_t *plan, uint32_t n_ints, conv_layout_t layout,
                                oa_diag_t *diag) {
   oa_status_t st;
   if ((st = oa_check_arity(call, 2, 3, 1, n_ints, 0, diag))) return st;
@@ -56,14 +63,24 @@ static oa_status_t conv_common(const oa_op_call_t *call, oa_op_plan_t *plan, uin
   if ((st = oa_check_dtype(call, x, OA_DT_F32, "input 0 (input)", diag))) return st;
   if ((st = oa_check_same_dtype(call, w, x, "input 1 (weight)", diag))) return st;
   if ((st = oa_check_same_dtype(call, out, x, "output 0", diag))) return st;
+  /* conv2d_nhwc with block > 0: weights pre-packed in panels [ceil(O / block), kH, kW, C, block] */
+  const int64_t block = layout == LAYOUT_NHWC ? iarg(call, 8) : 0;
+  if (block < 0 || block > CONV_MAX_BLOCK)
+    return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "argument block = %lld is out of range (expected 0 to %lld)",
+                        (long long)block, (long long)CONV_MAX_BLOCK);
   if ((st = oa_check_ndim(call, x, 4, 4, "input 0 (input)", diag))) return st;
-  if ((st = oa_check_ndim(call, w, 4, 4, "input 1 (weight)", diag))) return st;
+  if ((st = oa_check_ndim(call, w, block ? 5 : 4, block ? 5 : 4, "input 1 (weight)", diag))) return st;
+  if (block && (st = oa_check_ndim(call, out, 4, 4, "output 0", diag))) return st;
   static const char *const names[] = {"stride_h", "stride_w", "pad_h", "pad_w", "dilation_h", "dilation_w"};
   for (uint32_t i = 0; i < 6; i++) {
     int64_t lo = (i == 2 || i == 3) ? 0 : 1;
     if ((st = check_arg(call, i, names[i], lo, CONV_ARG_MAX, diag))) return st;
   }
-  int64_t c = x->shape[1], g = iarg(call, 6);
+  const int nhwc = layout == LAYOUT_NHWC;
+  const int64_t c = x->shape[nhwc ? 3 : 1], g = iarg(call, 6);
+  /* weight dims: output channels (conv), input channels per group, kernel rows and columns */
+  const int wd_o = nhwc ? 3 : 0, wd_cg = nhwc ? 2 + (block > 0) : 1, wd_kh = nhwc ? (block > 0) : 2;
+  const int wd_kw = nhwc ? 1 + (block > 0) : 3;
   if (g < 1 || g > (c > 0 ? c : 1))
     return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "argument groups = %lld is out of range (expected 1 to %lld)",
                         (long long)g, (long long)(c > 0 ? c : 1));
@@ -73,13 +90,26 @@ static oa_status_t conv_common(const oa_op_call_t *call, oa_op_plan_t *plan, uin
                         (long long)c, x->name);
   char s[128];
   int64_t o;
-  if (!transposed) {
-    o = w->shape[0];
-    if (w->shape[1] != c / g)
+  if (block) {
+    o = out->shape[3];
+    if (g != 1)
       return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM,
-                          "input 1 (weight) ('%s'): expected %lld input channels per group (dim 1) for %lld channels "
+                          "argument block = %lld needs groups = 1 (received %lld): grouped weights are not packed",
+                          (long long)block, (long long)g);
+    if (w->shape[4] != block || w->shape[0] != (o + block - 1) / block)
+      return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM,
+                          "input 1 (weight) ('%s'): expected [%lld, kH, kW, C, %lld] (panels of block = %lld of %lld "
+                          "output channels), received %s",
+                          w->name, (long long)((o + block - 1) / block), (long long)block, (long long)block,
+                          (long long)o, oa_shape_str(w, s, sizeof s));
+  }
+  if (layout != LAYOUT_TRANSPOSED) {
+    if (!block) o = w->shape[wd_o];
+    if (w->shape[wd_cg] != c / g)
+      return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM,
+                          "input 1 (weight) ('%s'): expected %lld input channels per group (dim %d) for %lld channels "
                           "and %lld groups, received %s",
-                          w->name, (long long)(c / g), (long long)c, (long long)g, oa_shape_str(w, s, sizeof s));
+                          w->name, (long long)(c / g), wd_cg, (long long)c, (long long)g, oa_shape_str(w, s, sizeof s));
     if (o % g)
       return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM,
                           "input 1 (weight) ('%s'): %lld output channels are not divisible by groups = %lld", w->name,
@@ -95,14 +125,16 @@ static oa_status_t conv_common(const oa_op_call_t *call, oa_op_plan_t *plan, uin
     if ((st = oa_check_same_dtype(call, b, x, "input 2 (bias)", diag))) return st;
     if ((st = oa_check_shape(call, b, &o, 1, "input 2 (bias)", diag))) return st;
   }
-  int64_t kh = w->shape[2], kw = w->shape[3];
+  int64_t kh = w->shape[wd_kh], kw = w->shape[wd_kw];
   if (kh < 1 || kw < 1 || kh > CONV_ARG_MAX || kw > CONV_ARG_MAX)
     return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "input 1 (weight) ('%s'): kernel size %s is out of range",
                         w->name, oa_shape_str(w, s, sizeof s));
   plan->params[P_N] = x->shape[0];
   plan->params[P_C] = c;
-  plan->params[P_H] = x->shape[2];
-  plan->params[P_W] = x->shape[3];
+  plan->params[P_H] = x->shape[nhwc ? 1 : 2];
+  plan->params[P_W] = x->shape[nhwc ? 2 : 3];
+  plan->params[P_NHWC] = nhwc;
+  plan->params[P_BLOCK] = block;
   plan->params[P_O] = o;
   plan->params[P_KH] = kh;
   plan->params[P_KW] = kw;
@@ -120,7 +152,13 @@ static oa_status_t conv_common(const oa_op_call_t *call, oa_op_plan_t *plan, uin
 /* Output shape check; scratch = `words` 8-byte words (saturated at CONV_BIG by smul). */
 static oa_status_t check_out(const oa_op_call_t *call, oa_op_plan_t *plan, int64_t words, oa_diag_t *diag) {
   const oa_tensor_t *out = call->outputs[0];
-  int64_t want[4] = {plan->params[P_N], plan->params[P_O], plan->params[P_OH], plan->params[P_OW]};
+  const int64_t *p = plan->params;
+  int64_t want[4] = {p[P_N], p[P_O], p[P_OH], p[P_OW]};
+  if (p[P_NHWC]) {
+    want[1] = p[P_OH];
+    want[2] = p[P_OW];
+    want[3] = p[P_O];
+  }
   oa_status_t st = oa_check_shape(call, out, want, 4, "output 0", diag);
   if (st) return st;
   if (words >= CONV_BIG / 2 || (uint64_t)words > (uint64_t)(SIZE_MAX / sizeof(double)))
@@ -139,11 +177,11 @@ static int64_t conv_out_size(int64_t in, int64_t k, int64_t s, int64_t p, int64_
   return (padded - span) / s + 1;
 }
 
-oa_status_t oa_ref_conv2d_prepare(const oa_op_call_t *call, const oa_kernel_env_t *env, oa_op_plan_t *plan,
-                                  oa_diag_t *diag) {
-  (void)env;
+/* conv2d and conv2d_nhwc: arguments and output size */
+static oa_status_t conv2d_check(const oa_op_call_t *call, oa_op_plan_t *plan, conv_layout_t layout,
+                                oa_diag_t *diag) {
   oa_status_t st;
-  if ((st = conv_common(call, plan, 7, 0, diag))) return st;
+  if ((st = conv_common(call, plan, 7, layout, diag))) return st;
   int64_t act = iarg(call, 7);
   if (act < 0 || act > 2)
     return oa_diag_fail(diag, OA_ERR_UNSUPPORTED, "argument act = %lld is not a known activation (0, 1, 2)",
@@ -163,6 +201,16 @@ oa_status_t oa_ref_conv2d_prepare(const oa_op_call_t *call, const oa_kernel_env_
   }
   plan->params[P_OH] = oh;
   plan->params[P_OW] = ow;
+  return OA_OK;
+}
+
+oa_status_t oa_ref_conv2d_prepare(const oa_op_call_t *call, const oa_kernel_env_t *env, oa_op_plan_t *plan,
+                                  oa_diag_t *diag) {
+  (void)env;
+  oa_status_t st;
+  if ((st = conv2d_check(call, plan, LAYOUT_NCHW, diag))) return st;
+  const int64_t *p = plan->params;
+  int64_t oh = p[P_OH], ow = p[P_OW];
   /* a double and a float accumulator per output element of one plane, then [lo, hi) per kernel
    * row and column (see conv2d_run) */
   int64_t plane = smul(oh, ow);
@@ -239,13 +287,69 @@ oa_status_t oa_ref_conv2d_run(const oa_op_call_t *call, const oa_op_plan_t *plan
   return OA_OK;
 }
 
+/* ---- conv2d_nhwc ---------------------------------------------------------------------------- */
+
+oa_status_t oa_ref_conv2d_nhwc_prepare(const oa_op_call_t *call, const oa_kernel_env_t *env, oa_op_plan_t *plan,
+                                       oa_diag_t *diag) {
+  (void)env;
+  oa_status_t st;
+  if ((st = conv2d_check(call, plan, LAYOUT_NHWC, diag))) return st;
+  return check_out(call, plan, 0, diag);
+}
+
+/* One output element at a time, summed in double over (kernel row, kernel column, channel): the
+ * plain definition, the yardstick of the channels-last fast kernels. */
+oa_status_t oa_ref_conv2d_nhwc_run(const oa_op_call_t *call, const oa_op_plan_t *plan, void *scratch,
+                                   const oa_kernel_env_t *env, oa_diag_t *diag) {
+  (void)env;
+  (void)diag;
+  (void)scratch;
+  const int64_t *p = plan->params;
+  const int64_t n_batch = p[P_N], c = p[P_C], h = p[P_H], wd = p[P_W], o = p[P_O], oh_n = p[P_OH], ow_n = p[P_OW];
+  const int64_t kh_n = p[P_KH], kw_n = p[P_KW], sh = p[P_SH], sw = p[P_SW], ph = p[P_PH], pw = p[P_PW];
+  const int64_t dh = p[P_DH], dw = p[P_DW], groups = p[P_G], act = p[P_ACT], block = p[P_BLOCK];
+  const int64_t cg = c / groups, og = o / groups;
+  const float *x = (const float *)call->inputs[0]->data;
+  const float *w = (const float *)call->inputs[1]->data;
+  const float *bias = p[P_HAS_BIAS] ? (const float *)call->inputs[2]->data : NULL;
+  float *y = (float *)call->outputs[0]->data;
+  const double lo = call->n_floats > 0 ? call->floats[0] : 0.0, hi = call->n_floats > 1 ? call->floats[1] : 0.0;
+  for (int64_t n = 0; n < n_batch; n++) {
+    for (int64_t oh = 0; oh < oh_n; oh++) {
+      for (int64_t ow = 0; ow < ow_n; ow++) {
+        float *y_px = y + ((n * oh_n + oh) * ow_n + ow) * o;
+        for (int64_t oc = 0; oc < o; oc++) {
+          const int64_t c0 = (oc / og) * cg;
+          double acc = bias ? (double)bias[oc] : 0.0;
+          for (int64_t kh = 0; kh < kh_n; kh++) {
+            const int64_t ih = oh * sh - ph + kh * dh;
+            if (ih < 0 || ih >= h) continue;
+            for (int64_t kw = 0; kw < kw_n; kw++) {
+              const int64_t iw = ow * sw - pw + kw * dw;
+              if (iw < 0 || iw >= wd) continue;
+              const float *x_px = x + ((n * h + ih) * wd + iw) * c + c0;
+              /* w[kh][kw][ic][oc], or panel oc / block of [kh][kw][ic][block] */
+              const int64_t tap = kh * kw_n + kw, ws = block ? block : o;
+              const float *w_tap = block ? w + ((oc / block) * kh_n * kw_n + tap) * cg * block + oc % block
+                                         : w + tap * cg * o + oc;
+              for (int64_t ic = 0; ic < cg; ic++) acc += (double)x_px[ic] * (double)w_tap[ic * ws];
+            }
+          }
+          y_px[oc] = oa_fused_act_to_float(acc, act, lo, hi);
+        }
+      }
+    }
+  }
+  return OA_OK;
+}
+
 /* ---- conv_transpose2d ------------------------------------------------------------------------ */
 
 oa_status_t oa_ref_conv_transpose2d_prepare(const oa_op_call_t *call, const oa_kernel_env_t *env, oa_op_plan_t *plan,
                                             oa_diag_t *diag) {
   (void)env;
   oa_status_t st;
-  if ((st = conv_common(call, plan, 7, 1, diag))) return st;
+  if ((st = conv_common(call, plan, 7, LAYOUT_TRANSPOSED, diag))) return st;
   plan->params[P_ACT] = 0;
   const int64_t *p = plan->params;
   int64_t opad[2] = {iarg(call, 7), iarg(call, 8)};

@@ -34,3 +34,5 @@ static inline void store_n(float *p, __m256 v, int64_t n) {
 #define VSTOREN(p, v, n) store_n((p), (v), (n))
 #define VACT(v, e) act8((v), (e))
 #include "../fast/dwconv_tmpl.inc"
+#define DWC_FN oa_avx2_dwc
+#include "../fast/dwconv_nhwc_tmpl.inc"

@@ -7,6 +7,7 @@
 #include "../fast/fast.h"
 
 void oa_avx2_dw(const oa_dw_plane_t *p);
+void oa_avx2_dwc(const oa_dwc_t *p, int64_t t0, int64_t t1);
 
 /* relu / clamp keeping NaN: max_ps(a, b) returns b when either is NaN */
 static inline __m256 act8(__m256 v, const oa_uk_epi_t *e) {
@@ -294,4 +295,4 @@ static void pack_t16(const void *ctx, int64_t k0, int64_t kc, int64_t j0, int64_
 }
 
 const oa_fast_isa_t oa_avx2_isa = {"avx2", 6, 16, 8, oa_avx2_gemm_6x16, oa_avx2_gemm_6x16_ind, pack_t16, oa_avx2_gemv,
-                                   oa_avx2_dw};
+                                   oa_avx2_dw, oa_avx2_dwc};

@@ -28,6 +28,7 @@ OA_AVX2_PREPARE(matmul)
 OA_AVX2_PREPARE(addmm)
 OA_AVX2_PREPARE(conv2d)
 OA_AVX2_PREPARE(conv2d_winograd)
+OA_AVX2_PREPARE(conv2d_nhwc)
 
 #else
 typedef int oa_x86_unused_t; /* ISO C: no empty translation unit */

@@ -1,0 +1,273 @@
+/* conv2d_nhwc (channels-last convolution) on the blocked GEMM driver and the channels-last
+ * depthwise kernel, for every ISA.
+ *
+ * out[pixel, co] = sum over taps (kh, kw) and channels ci of x[tap's input pixel, ci] *
+ * W[kh, kw, ci, co]: the output pixels are the GEMM's rows (M = N * OH * OW) and the weights are
+ * B exactly as they lie in the file: packed at export into panels of 16 output channels (`block`,
+ * [K][16] each, what the 6x16 AVX2 micro-kernel reads; NEON's 8-wide and the portable 4/8-wide
+ * kernels read them through row offsets), or [kH, kW, C, O] read in place (block 0). Panels were
+ * 1.1-1.2x faster than B in place on MobileNetV2's 1x1 layers on 7x7 to 28x28 maps (a row of B
+ * in place is a whole row of output channels away from the next, so a panel's rows fall into
+ * few L1 sets). So
+ *   - 1x1, stride 1, no padding: A = the input itself ([N * H * W, C], read in place), B = the
+ *     weights, one GEMM over every pixel; nothing is packed or copied.
+ *     This is why MobileNet-style networks run channels-last: in NCHW the pixels are B's columns,
+ *     packed on every run, and a 7 x 7 map fills 49 of 64 columns of 16-wide panels.
+ *   - other convolutions with one group: blocks of output pixels, each gathered into an im2col
+ *     A block ([rows, kH * kW * C]: one contiguous run of kW * C floats per kernel row when the
+ *     taps are inside the image) by the thread that then runs its single-threaded GEMM.
+ *   - depthwise (one input channel per group, as many outputs): dwconv_nhwc_tmpl.inc, channels
+ *     in the vector lanes.
+ * Other grouped convolutions decline (the reference kernel runs; the exporter does not emit them).
+ * The reference kernel's prepare has validated the call before any of this runs. */
+#include <string.h>
+
+#include "../../cpu/threadpool.h"
+#include "fast.h"
+#include "fast_plan.h"
+
+enum { PATH_EMPTY = 0, PATH_1X1 = 1, PATH_IM2COL = 2, PATH_DW = 3 };
+/* plan->params past F_K: im2col rows per block, number of blocks, slots */
+enum { F_ROWS = F_K + 1, F_BLOCKS, F_SLOTS };
+
+/* an im2col block holds at most this many floats (64 KB: stays in L2 next to the B panel) */
+#define IM2COL_BLOCK_FLOATS ((int64_t)16384)
+#define IM2COL_MAX_ROWS 256
+
+typedef struct nhwc_geo {
+  int64_t n, c, h, w, o, kh, kw, sh, sw, ph, pw, dh, dw, g, oh, ow, act;
+  int64_t block; /* weights in panels of `block` output channels, or 0: [kH, kW, C/g, O] */
+  int64_t m, k; /* GEMM rows (output pixels) and depth (kh * kw * c) */
+} nhwc_geo_t;
+
+static void nhwc_geo(const oa_op_call_t *call, nhwc_geo_t *q) {
+  const oa_tensor_t *x = call->inputs[0], *w = call->inputs[1], *out = call->outputs[0];
+  q->n = x->shape[0];
+  q->h = x->shape[1];
+  q->w = x->shape[2];
+  q->c = x->shape[3];
+  q->block = call->n_ints > 8 ? call->ints[8] : 0;
+  q->kh = w->shape[q->block ? 1 : 0];
+  q->kw = w->shape[q->block ? 2 : 1];
+  q->o = out->shape[3];
+  q->sh = call->ints[0];
+  q->sw = call->ints[1];
+  q->ph = call->ints[2];
+  q->pw = call->ints[3];
+  q->dh = call->ints[4];
+  q->dw = call->ints[5];
+  q->g = call->ints[6];
+  q->act = call->n_ints > 7 ? call->ints[7] : 0;
+  q->oh = out->shape[1];
+  q->ow = out->shape[2];
+  q->m = q->n * q->oh * q->ow;
+  q->k = q->kh * q->kw * (q->c / q->g);
+}
+
+static int is_1x1(const nhwc_geo_t *q) {
+  return q->kh == 1 && q->kw == 1 && q->sh == 1 && q->sw == 1 && q->ph == 0 && q->pw == 0;
+}
+
+/* floats before the GEMM scratch: the B row offsets (k int64) */
+static int64_t boff_floats(const nhwc_geo_t *q) { return oa_round16(oa_cap_mul(q->k, 2)); }
+
+oa_status_t oa_fast_conv2d_nhwc_prepare_isa(const oa_op_call_t *call, const oa_kernel_env_t *env, oa_op_plan_t *plan,
+                                            int32_t isa) {
+  oa_status_t st = oa_fast_begin(plan, env, isa);
+  if (st) return st;
+  const oa_fast_isa_t *I = oa_fast_isa(isa);
+  nhwc_geo_t q;
+  nhwc_geo(call, &q);
+  if (call->outputs[0]->numel == 0) {
+    plan->params[F_PATH] = PATH_EMPTY;
+    return OA_OK;
+  }
+  const int32_t threads = (int32_t)plan->params[F_THREADS];
+  if (q.block % I->nr) return OA_ERR_UNSUPPORTED; /* panels narrower than (or not a multiple of) NR */
+  if (q.g > 1) {
+    if (q.g != q.c || q.o != q.c) return OA_ERR_UNSUPPORTED;
+    plan->params[F_PATH] = PATH_DW;
+    return OA_OK;
+  }
+  oa_gemm_blocking_t blk;
+  if (is_1x1(&q)) {
+    oa_gemm_plan(I, q.m, q.o, q.k, q.c, 1, threads, &blk);
+    plan->params[F_PATH] = PATH_1X1;
+    return oa_fast_set_scratch(plan, oa_cap_add(boff_floats(&q), blk.scratch_floats));
+  }
+  /* im2col blocks: rows a multiple of MR, the block within IM2COL_BLOCK_FLOATS */
+  int64_t rows = oa_min64(IM2COL_MAX_ROWS, IM2COL_BLOCK_FLOATS / oa_max64(q.k, 1)) / I->mr * I->mr;
+  rows = oa_max64(rows, I->mr);
+  const int64_t blocks = oa_cdiv(q.m, rows);
+  const int64_t slots = oa_min64(threads, blocks);
+  oa_gemm_plan(I, rows, q.o, q.k, q.k, 1, 1, &blk); /* DIRECT: slot scratch does not depend on rows */
+  const int64_t per_slot = oa_cap_add(oa_round16(oa_cap_mul(rows, q.k)), blk.scratch_floats);
+  plan->params[F_PATH] = PATH_IM2COL;
+  plan->params[F_ROWS] = rows;
+  plan->params[F_BLOCKS] = blocks;
+  plan->params[F_SLOTS] = slots;
+  return oa_fast_set_scratch(plan, oa_cap_add(boff_floats(&q), oa_cap_mul(per_slot, slots)));
+}
+
+/* ---- depthwise ----------------------------------------------------------------------------- */
+
+typedef struct dw_job {
+  oa_dwc_t p;
+  oa_dwc_fn fn;
+} dw_job_t;
+
+static void dw_job_rows(void *ctx, int64_t t0, int64_t t1) {
+  const dw_job_t *j = (const dw_job_t *)ctx;
+  j->fn(&j->p, t0, t1);
+}
+
+static void run_dw(const oa_fast_isa_t *isa, const nhwc_geo_t *q, const float *x, const float *w, const float *bias,
+                   float *y, const oa_uk_epi_t *epi, struct oa_threadpool *pool) {
+  dw_job_t j;
+  j.fn = isa->dwc;
+  j.p.x = x;
+  j.p.w = w;
+  j.p.bias = bias;
+  j.p.y = y;
+  j.p.h = q->h;
+  j.p.w_in = q->w;
+  j.p.c = q->c;
+  j.p.kh = q->kh;
+  j.p.kw = q->kw;
+  j.p.sh = q->sh;
+  j.p.sw = q->sw;
+  j.p.ph = q->ph;
+  j.p.pw = q->pw;
+  j.p.dh = q->dh;
+  j.p.dw = q->dw;
+  j.p.oh = q->oh;
+  j.p.ow = q->ow;
+  /* interior columns: ow * sw - pw >= 0 and ow * sw - pw + (kw - 1) * dw <= w - 1 */
+  const int64_t lo = oa_cdiv(q->pw, q->sw), last = q->w - 1 + q->pw - (q->kw - 1) * q->dw;
+  const int64_t hi = last < 0 ? lo : oa_min64(last / q->sw + 1, q->ow);
+  j.p.ow_lo = oa_min64(lo, q->ow);
+  j.p.ow_hi = oa_max64(hi, j.p.ow_lo);
+  j.p.epi = *epi;
+  oa_parallel_for(pool, q->n * q->oh, 1, dw_job_rows, &j);
+}
+
+/* ---- im2col blocks ------------------------------------------------------------------------- */
+
+typedef struct im2col_job {
+  const oa_fast_isa_t *isa;
+  const nhwc_geo_t *q;
+  const float *x;
+  oa_gemm_args_t g; /* shared fields; a, m, c set per block */
+  float *scratch;   /* slot s at scratch + s * per_slot */
+  int64_t rows, blocks, slots, per_slot;
+} im2col_job_t;
+
+/* A rows [r0, r1) of the im2col matrix: per output pixel, per kernel row, kW * C floats (one
+ * memcpy when the row's taps are inside the image and not dilated; per tap otherwise) */
+static void gather(const nhwc_geo_t *q, const float *x, int64_t r0, int64_t r1, float *a) {
+  const int64_t c = q->c, run = q->kw * c, plane = q->oh * q->ow;
+  int64_t n = r0 / plane, oh = r0 % plane / q->ow, ow = r0 % q->ow;
+  for (int64_t r = r0; r < r1; r++) {
+    const int64_t iw0 = ow * q->sw - q->pw;
+    const int inside_w = q->dw == 1 && iw0 >= 0 && iw0 + q->kw <= q->w;
+    float *dst = a + (r - r0) * q->k;
+    for (int64_t kh = 0; kh < q->kh; kh++, dst += run) {
+      const int64_t ih = oh * q->sh - q->ph + kh * q->dh;
+      if (ih < 0 || ih >= q->h) {
+        memset(dst, 0, (size_t)run * sizeof(float));
+        continue;
+      }
+      const float *src = x + ((n * q->h + ih) * q->w) * c;
+      if (inside_w) {
+        memcpy(dst, src + iw0 * c, (size_t)run * sizeof(float));
+        continue;
+      }
+      for (int64_t kw = 0; kw < q->kw; kw++) {
+        const int64_t iw = iw0 + kw * q->dw;
+        if (iw < 0 || iw >= q->w)
+          memset(dst + kw * c, 0, (size_t)c * sizeof(float));
+        else
+          memcpy(dst + kw * c, src + iw * c, (size_t)c * sizeof(float));
+      }
+    }
+    if (++ow == q->ow) {
+      ow = 0;
+      if (++oh == q->oh) {
+        oh = 0;
+        n++;
+      }
+    }
+  }
+}
+
+/* slot s: a static share of the blocks (deterministic), its own A block and GEMM scratch */
+static void im2col_slots(void *ctx, int64_t s0, int64_t s1) {
+  const im2col_job_t *j = (const im2col_job_t *)ctx;
+  const nhwc_geo_t *q = j->q;
+  for (int64_t s = s0; s < s1; s++) {
+    float *a = j->scratch + s * j->per_slot, *gs = a + oa_round16(j->rows * q->k);
+    for (int64_t b = s * j->blocks / j->slots; b < (s + 1) * j->blocks / j->slots; b++) {
+      const int64_t r0 = b * j->rows, r1 = oa_min64(r0 + j->rows, q->m);
+      gather(q, j->x, r0, r1, a);
+      oa_gemm_args_t g = j->g;
+      g.m = r1 - r0;
+      g.a = a;
+      g.c = j->g.c + r0 * q->o;
+      oa_gemm_blocking_t blk;
+      oa_gemm_plan(j->isa, g.m, g.n, g.k, g.lda, 1, 1, &blk);
+      oa_gemm_run(j->isa, &blk, &g, gs, NULL);
+    }
+  }
+}
+
+oa_status_t oa_fast_conv2d_nhwc_run(const oa_op_call_t *call, const oa_op_plan_t *plan, void *scratch,
+                                    const oa_kernel_env_t *env, oa_diag_t *diag) {
+  (void)diag;
+  const int64_t path = plan->params[F_PATH];
+  if (path == PATH_EMPTY) return OA_OK;
+  const oa_fast_isa_t *isa = oa_fast_isa_of(plan);
+  nhwc_geo_t q;
+  nhwc_geo(call, &q);
+  const float *x = (const float *)call->inputs[0]->data;
+  const float *w = (const float *)call->inputs[1]->data;
+  const oa_tensor_t *tb = call->n_inputs > 2 ? call->inputs[2] : NULL;
+  const float *bias = tb ? (const float *)tb->data : NULL;
+  float *y = (float *)call->outputs[0]->data;
+  const oa_uk_epi_t epi = oa_fast_epi_of(call, q.act);
+  if (path == PATH_DW) {
+    run_dw(isa, &q, x, w, bias, y, &epi, env->pool);
+    return OA_OK;
+  }
+  int64_t *boff = (int64_t *)scratch;
+  for (int64_t p = 0; p < q.k; p++) boff[p] = p * (q.block ? q.block : q.o);
+  float *rest = (float *)scratch + boff_floats(&q);
+  oa_gemm_args_t g = {.m = q.m, .n = q.o, .k = q.k, .a = x, .lda = q.c, .b = w, .boff = boff, .bblock = q.block, .c = y,
+                      .rs_c = q.o, .cs_c = 1, .bias_col = bias, .act = epi.act, .lo = epi.lo, .hi = epi.hi};
+  if (path == PATH_1X1) {
+    oa_gemm_blocking_t blk;
+    oa_gemm_plan(isa, q.m, q.o, q.k, q.c, 1, (int32_t)plan->params[F_THREADS], &blk);
+    oa_gemm_run(isa, &blk, &g, rest, env->pool);
+    return OA_OK;
+  }
+  im2col_job_t j;
+  j.isa = isa;
+  j.q = &q;
+  j.x = x;
+  j.g = g;
+  j.g.lda = q.k;
+  j.scratch = rest;
+  j.rows = plan->params[F_ROWS];
+  j.blocks = plan->params[F_BLOCKS];
+  j.slots = plan->params[F_SLOTS];
+  oa_gemm_blocking_t blk;
+  oa_gemm_plan(isa, j.rows, q.o, q.k, q.k, 1, 1, &blk);
+  j.per_slot = oa_round16(j.rows * q.k) + blk.scratch_floats;
+  oa_parallel_for(env->pool, j.slots, 1, im2col_slots, &j);
+  return OA_OK;
+}
+
+oa_status_t oa_portable_conv2d_nhwc_prepare(const oa_op_call_t *call, const oa_kernel_env_t *env, oa_op_plan_t *plan,
+                                            oa_diag_t *diag) {
+  (void)diag;
+  return oa_fast_conv2d_nhwc_prepare_isa(call, env, plan, OA_ISA_PORTABLE);
+}

@@ -1,0 +1,130 @@
+"""The channels-last layout pass (exporter/layout.py): which graphs move to NHWC, where the
+permutes go, and that the results still match PyTorch eager (on the host and the emulated boards,
+through each file's bundled tests)."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+import torch
+from torch import nn
+
+import openaccel as oa
+from openaccel.errors import ExportError
+
+from helpers import CACHE, check_on_boards
+
+
+class Block(nn.Module):
+    """An inverted residual block (MobileNetV2): 1x1 expand, depthwise 3x3, 1x1 project, + x."""
+
+    def __init__(self, c: int, e: int, stride: int = 1) -> None:
+        super().__init__()
+        self.expand = nn.Sequential(nn.Conv2d(c, e, 1), nn.BatchNorm2d(e), nn.ReLU6())
+        self.dw = nn.Sequential(nn.Conv2d(e, e, 3, stride, 1, groups=e), nn.BatchNorm2d(e), nn.ReLU6())
+        self.project = nn.Conv2d(e, c, 1)
+        self.residual = stride == 1
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.project(self.dw(self.expand(x)))
+        return x + y if self.residual else y
+
+
+class TinyMobileNet(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 8, 3, 2, 1), nn.ReLU6())
+        self.blocks = nn.Sequential(Block(8, 24), Block(8, 20, stride=2), Block(8, 16))
+        self.head = nn.Linear(8, 5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.blocks(self.stem(x)).mean((2, 3)))
+
+
+class TinyResNet(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Conv2d(3, 8, 3, padding=1)
+        self.b = nn.Conv2d(8, 8, 3, padding=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = torch.relu(self.a(x))
+        return torch.relu(y + self.b(y))
+
+
+def _export(model: nn.Module, x: torch.Tensor, name: str, **kw: object) -> tuple[oa.Program, Counter[str]]:
+    torch.manual_seed(0)
+    prog = oa.export(model.eval(), (x,), **kw)
+    path = CACHE / "layout" / f"{name}.oab"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    prog.save(path)
+    return prog, Counter(i.op for i in prog.instructions)
+
+
+def _check(prog: oa.Program, model: nn.Module, x: torch.Tensor) -> None:
+    with torch.no_grad():
+        want = model(x)
+    got = oa.load(prog)(x)
+    got = got[0] if isinstance(got, (list, tuple)) else got
+    torch.testing.assert_close(torch.as_tensor(got), want, atol=1e-4, rtol=1e-4)
+
+
+def test_depthwise_network_runs_channels_last() -> None:
+    torch.manual_seed(1)
+    model, x = TinyMobileNet().eval(), torch.randn(1, 3, 17, 19)
+    prog, ops = _export(model, x, "tiny_mobilenet")
+    assert ops["conv2d_nhwc"] == 10 and ops["conv2d"] == 0, ops
+    # one permute into the stack (the graph input), one out of it (before the mean): the residual
+    # adds and activations stay inside
+    assert ops["permute"] == 2, ops
+    _check(prog, model, x)
+    check_on_boards(CACHE / "layout" / "tiny_mobilenet.oab", "tiny_mobilenet")
+    prog_nchw, ops_nchw = _export(model, x, "tiny_mobilenet_nchw", layout="nchw")
+    assert ops_nchw["conv2d_nhwc"] == 0 and ops_nchw["permute"] == 0, ops_nchw
+    _check(prog_nchw, model, x)
+
+
+def test_network_without_depthwise_stays_nchw_unless_asked() -> None:
+    torch.manual_seed(2)
+    model, x = TinyResNet().eval(), torch.randn(2, 3, 9, 9)
+    _, ops = _export(model, x, "tiny_resnet", winograd_convs=False)
+    assert ops["conv2d"] == 2 and ops["conv2d_nhwc"] == 0, ops
+    prog, ops = _export(model, x, "tiny_resnet_nhwc", winograd_convs=False, layout="nhwc")
+    assert ops["conv2d_nhwc"] == 2 and ops["permute"] == 2, ops
+    _check(prog, model, x)
+
+
+class Mixed(nn.Module):
+    """A stack value that a view, a graph output and an NCHW-only op (max_pool2d) all read, a
+    channel-broadcast multiply (not position-wise: the stack ends there), and a 1-D conv (views)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Conv2d(4, 6, 1)
+        self.dw = nn.Conv2d(6, 6, 3, padding=1, groups=6)
+        self.scale = nn.Parameter(torch.randn(1, 6, 1, 1))
+        self.c1 = nn.Conv1d(6, 3, 3)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        y = self.dw(torch.relu(self.a(x)))
+        z = torch.nn.functional.max_pool2d(y, 2) * self.scale
+        return y, y.flatten(1), z, self.c1(y.mean(3))
+
+
+def test_stack_edges_get_permutes_back() -> None:
+    torch.manual_seed(3)
+    model, x = Mixed().eval(), torch.randn(1, 4, 6, 8)
+    prog, ops = _export(model, x, "layout_mixed")
+    assert ops["conv2d_nhwc"] == 2, ops
+    with torch.no_grad():
+        want = model(x)
+    got = oa.load(prog)(x)
+    for g, w in zip(got, want):
+        torch.testing.assert_close(torch.as_tensor(g), w, atol=1e-4, rtol=1e-4)
+    check_on_boards(CACHE / "layout" / "layout_mixed.oab", "layout_mixed", ["qemu-aarch64"])
+
+
+def test_bad_layout_names_the_choices() -> None:
+    with pytest.raises(ExportError, match="layout 'nchwc' is not one of auto, nchw, nhwc"):
+        oa.export(TinyResNet().eval(), (torch.randn(1, 3, 5, 5),), layout="nchwc")
