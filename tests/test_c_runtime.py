@@ -34,11 +34,29 @@ class _ResBlock(torch.nn.Module):
         return self.c3(torch.relu(self.c2(r) + x))
 
 
+class _MBBlock(torch.nn.Module):
+    """stem conv, an inverted-residual block with a residual add: channels-last (permutes,
+    conv2d_nhwc with packed weights, a fused mbconv_nhwc) in the fuzz corpus"""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = torch.nn.Conv2d(3, 8, 3, stride=2, padding=1)
+        self.expand = torch.nn.Conv2d(8, 24, 1)
+        self.dw = torch.nn.Conv2d(24, 24, 3, padding=1, groups=24)
+        self.project = torch.nn.Conv2d(24, 8, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        s = torch.nn.functional.relu6(self.stem(x))
+        e = torch.nn.functional.relu6(self.dw(torch.nn.functional.relu6(self.expand(s))))
+        return s + self.project(e)
+
+
 def _fixture_models() -> dict[str, tuple[torch.nn.Module, tuple[torch.Tensor, ...]]]:
     torch.manual_seed(0)
     small_mlp = zoo.MLP((32, 16, 8))
     return {"mlp_small": (small_mlp.eval(), (torch.randn(2, 32),)),
-            "resblock_winograd": (_ResBlock().eval(), (torch.randn(1, 8, 18, 18),))}
+            "resblock_winograd": (_ResBlock().eval(), (torch.randn(1, 8, 18, 18),)),
+            "mbblock_nhwc": (_MBBlock().eval(), (torch.randn(1, 3, 14, 14),))}
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,7 @@
-"""The channels-last layout pass (exporter/layout.py): which graphs move to NHWC, where the
-permutes go, and that the results still match PyTorch eager (on the host and the emulated boards,
-through each file's bundled tests)."""
+"""The channels-last layout pass (exporter/layout.py) and the inverted-residual fusion after it
+(exporter/fuse.py): which graphs move to NHWC, where the permutes go, which blocks fuse, and that
+the results still match PyTorch eager (on the host and the emulated boards, through each file's
+bundled tests)."""
 
 from __future__ import annotations
 
@@ -74,7 +75,8 @@ def test_depthwise_network_runs_channels_last() -> None:
     torch.manual_seed(1)
     model, x = TinyMobileNet().eval(), torch.randn(1, 3, 17, 19)
     prog, ops = _export(model, x, "tiny_mobilenet")
-    assert ops["conv2d_nhwc"] == 10 and ops["conv2d"] == 0, ops
+    # the stem stays a convolution, each block becomes one fused mbconv_nhwc
+    assert ops["conv2d_nhwc"] == 1 and ops["mbconv_nhwc"] == 3 and ops["conv2d"] == 0, ops
     # one permute into the stack (the graph input), one out of it (before the mean): the residual
     # adds and activations stay inside
     assert ops["permute"] == 2, ops
@@ -83,6 +85,29 @@ def test_depthwise_network_runs_channels_last() -> None:
     prog_nchw, ops_nchw = _export(model, x, "tiny_mobilenet_nchw", layout="nchw")
     assert ops_nchw["conv2d_nhwc"] == 0 and ops_nchw["permute"] == 0, ops_nchw
     _check(prog_nchw, model, x)
+
+
+def test_blocks_fuse_only_when_their_intermediates_are_private() -> None:
+    """an expanded tensor another op also reads keeps the expansion out of the block"""
+
+    class Shared(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.block = Block(8, 16)
+
+        def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            e = self.block.expand(x)
+            return self.block.project(self.block.dw(e)), e.sum((2, 3))
+
+    torch.manual_seed(4)
+    model, x = Shared().eval(), torch.randn(1, 8, 10, 10)
+    prog, ops = _export(model, x, "layout_shared")
+    # expand stays a conv2d_nhwc (its output is also summed); depthwise -> project fuse
+    assert ops["mbconv_nhwc"] == 1 and ops["conv2d_nhwc"] == 1, ops
+    with torch.no_grad():
+        want = model(x)
+    for g, w in zip(oa.load(prog)(x), want):
+        torch.testing.assert_close(torch.as_tensor(g), w, atol=1e-4, rtol=1e-4)
 
 
 def test_network_without_depthwise_stays_nchw_unless_asked() -> None:

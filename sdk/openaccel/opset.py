@@ -127,6 +127,16 @@ _op("conv2d_nhwc", ("input", "weight", "bias?"),
     "with block > 0 (groups 1) packed in panels of `block` output channels, [ceil(C_out / block), kH, kW, "
     "C_in, block], zero past C_out. The CPU kernels run groups = 1 (block a multiple of their NR) and "
     "depthwise (groups = C_in = C_out) fast, other groups by the reference kernel")
+_op("mbconv_nhwc", ("input", "expand_weight?", "expand_bias?", "dw_weight", "dw_bias?", "project_weight",
+                    "project_bias?"),
+    ints=("stride_h", "stride_w", "pad_h", "pad_w", "dilation_h", "dilation_w", "expand_act", "dw_act",
+          "project_act", "block"),
+    floats=("expand_min", "expand_max", "dw_min", "dw_max", "project_min", "project_max"), family="conv",
+    doc="MobileNet's inverted-residual block fused (exporter/fuse.py): conv2d_nhwc 1x1 expand (optional: "
+    "both expand inputs absent) -> conv2d_nhwc depthwise (stride, pad, dilation; weight [kH, kW, 1, E]) -> "
+    "conv2d_nhwc 1x1 project, each with its bias and fused act (its min / max); expand and project weights "
+    "packed in panels of `block` as conv2d_nhwc's. Input [N, H, W, C], output [N, OH, OW, O]; the "
+    "expanded tensors are never written out")
 _op("conv2d_winograd", ("input", "weight", "bias?", "addend?"), ints=("tile", "pad_h", "pad_w", "act", "block"),
     floats=("act_min", "act_max"), family="conv", inplace=3,
     doc="3x3 convolution, stride 1, dilation 1, groups 1, by Winograd F(tile x tile, 3x3) (tile 2 or 4; "

@@ -292,6 +292,52 @@ def nhwc_cases() -> list[Case]:
     return _acts(fs)
 
 
+def mbconv(n: int, c: int, h: int, w: int, e: int | None, o: int, k: int = 3, stride: int = 1, pad: int = 1,
+           dil: int = 1, act: int = 0, bias: bool = True, nan: bool = False) -> Case:
+    """mbconv_nhwc: [1x1 expand to e channels (None: no expansion) ->] depthwise k x k -> 1x1
+    project to o; acts (expand, dw) = act, project = (act + 1) % 3"""
+    x = rnd(n, c, h, w, nan=nan)
+    ch = e if e is not None else c
+    we, wd, wp = rnd(ch, c, 1, 1), rnd(ch, 1, k, k), rnd(o, ch, 1, 1)
+    be, bd, bp = (rnd(ch), rnd(ch), rnd(o)) if bias else (None, None, None)
+    acts = (act, act, (act + 1) % 3)
+    t = act_fn(acts[0])(F.conv2d(x, we, be)) if e is not None else x
+    t = act_fn(acts[1])(F.conv2d(t, wd, bd, stride, pad, dil, ch))
+    want = act_fn(acts[2])(F.conv2d(t, wp, bp)).permute(0, 2, 3, 1).contiguous()
+
+    def opt(kind: str, v: torch.Tensor | None) -> tuple[str, torch.Tensor]:
+        return (kind, v) if v is not None else ("none", torch.zeros(0))
+
+    ins = [("in", x.permute(0, 2, 3, 1).contiguous())]
+    expanded = e is not None
+    ins += [opt("const", layout.pack_weights(we) if expanded else None), opt("const", be if expanded else None)]
+    ins += [("const", wd.permute(2, 3, 1, 0).contiguous()), opt("const", bd)]
+    ins += [("const", layout.pack_weights(wp)), opt("const", bp)]
+    ints = [stride, stride, pad, pad, dil, dil, *acts, layout.BLOCK]
+    name = (f"mbconv_{n}x{c}x{h}x{w}_e{e}_o{o}_k{k}_s{stride}_p{pad}_d{dil}_act{act}{'' if bias else '_nobias'}"
+            f"{'_nan' if nan else ''}")
+    return Case(name, "mbconv_nhwc", ins, ints, [LO, HI] * 3, want, c + k * k + ch, k_scale=4.0)
+
+
+def mbconv_cases() -> list[Case]:
+    """mbconv_nhwc: bands of one row (wide maps) to whole images (7x7), window rows kept between
+    bands (stride 1) and skipped (stride 2), chunks of rows between threads (batch 1), expansion
+    or none, channels around NR and the vector widths, 5x5 and dilated depthwise, NaN"""
+    fs: list[Callable[[int], Case]] = [functools.partial(mbconv, *a, **kw) for a, kw in [
+        ((1, 16, 24, 70, 96, 24), {}),                             # 70 pixels a row: bands of one row
+        ((1, 24, 14, 14, 144, 24), {"stride": 2}),
+        ((2, 8, 9, 9, 48, 17), {}),
+        ((1, 32, 7, 7, 192, 32), {}),                              # one band: the whole image
+        ((1, 32, 20, 21, None, 16), {}),                           # no expansion (MobileNetV2's first block)
+        ((1, 12, 11, 13, 20, 9), {"k": 5, "pad": 2}),
+        ((1, 6, 12, 12, 13, 5), {"pad": 2, "dil": 2, "bias": False}),
+        ((1, 9, 10, 10, 27, 8), {"stride": 2, "pad": 0}),
+        ((1, 300, 6, 6, 40, 20), {}),                              # K = 300: two K blocks
+        ((1, 5, 8, 8, 16, 7), {"nan": True}),
+    ]]
+    return _acts(fs)
+
+
 def permute_cases() -> list[Case]:
     """permute as a batched 2-D transpose (fast/transpose.c): tile edges (32), NCHW <-> NHWC,
     matrices, rotations of 3-D and 5-D tensors; the last case is not a transpose (declined)"""
@@ -329,6 +375,7 @@ def winograd_cases() -> list[Case]:
 FAMILIES: dict[str, Callable[[], list[Case]]] = {
     "linear": linear_cases, "matmul": matmul_cases, "conv": conv_cases, "depthwise": dw_cases,
     "winograd": winograd_cases, "nhwc": nhwc_cases, "permute": permute_cases,
+    "mbconv": mbconv_cases,
 }
 
 

@@ -2,7 +2,8 @@
 
     torch.export -> to_edge (core ATen) -> import -> fold constants -> fold batch norm
     -> remove dead code -> lower to openaccel ops -> Winograd convolutions -> fuse residual adds
-    -> fuse activations -> channels-last layout -> place -> plan memory -> bundle tests -> serialize
+    -> fuse activations -> channels-last layout -> fuse inverted-residual blocks -> place
+    -> plan memory -> bundle tests -> serialize
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from ..errors import ExportError, UnsupportedOpError
 from ..program import Program
 from . import fold, winograd
 from . import layout as layout_pass
-from .fuse import fuse_activations, fuse_residual_adds
+from .fuse import fuse_activations, fuse_mbconv, fuse_residual_adds
 from .fx_import import import_program, source_of
 from .lower import lower_graph
 from .memory_plan import plan_memory
@@ -130,6 +131,7 @@ def export(model: torch.nn.Module | torch.export.ExportedProgram,
     step("fuse residual adds", lambda: fuse_residual_adds(graph))
     step("fuse activations", lambda: fuse_activations(graph))
     step("channels-last layout", lambda: layout_pass.rewrite(graph, layout))
+    step("fuse inverted-residual blocks", lambda: fuse_mbconv(graph))
     profiles = load_profiles(devices)
     placement = step("place ops on devices", lambda: place(graph, profiles, list(prefer or ["cpu"])))
     plan = step("plan memory", lambda: plan_memory(graph, n_pools=len(placement.device_kinds)))

@@ -3,7 +3,9 @@
   op's epilogue (`act` argument): relu -> act 1; hardtanh / clamp with both bounds (relu6) ->
   act 2 with [min, max];
 - a residual `add` of a Winograd convolution's output and another tensor of the same shape becomes
-  the convolution's `addend` input (ResNet blocks: conv -> add -> relu is then one instruction)."""
+  the convolution's `addend` input (ResNet blocks: conv -> add -> relu is then one instruction);
+- channels-last [1x1 expand ->] depthwise -> 1x1 project chains (MobileNet's inverted-residual
+  blocks) become one `mbconv_nhwc`, which never writes the expanded tensors out."""
 
 from __future__ import annotations
 
@@ -109,3 +111,60 @@ def fuse_residual_adds(graph: Graph) -> int:
             break
     graph.instrs = [replaced.get(id(i), i) for i in graph.instrs if id(i) not in removed]
     return len(replaced)
+
+
+def _conv_nhwc_kind(ins: Instr) -> str:
+    """'pointwise' (1x1, stride 1, no padding, groups 1), 'depthwise', or '' for a conv2d_nhwc"""
+    if ins.op != "conv2d_nhwc" or ins.kind != "op" or len(ins.ints) < 9:
+        return ""
+    sh, sw, ph, pw, _, _, groups = ins.ints[:7]
+    w = ins.inputs[1]
+    if groups == 1 and w is not None and len(w.shape) == 5 and w.shape[1] == w.shape[2] == 1 and \
+            (sh, sw, ph, pw) == (1, 1, 0, 0):
+        return "pointwise"
+    return "depthwise" if groups > 1 and ins.ints[8] == 0 else ""
+
+
+def _act_floats(ins: Instr) -> list[float]:
+    return [*ins.floats, 0.0, 0.0][:2] if ins.ints[7] == 2 else [0.0, 0.0]
+
+
+def fuse_mbconv(graph: Graph) -> int:
+    """[1x1 expand ->] depthwise -> 1x1 project (channels-last, after the layout pass) -> one
+    mbconv_nhwc, placed where the projection was, when each intermediate has no other reader and
+    is neither a graph output nor viewed. Returns how many blocks were fused."""
+    uses, outputs, producer = _dataflow(graph)
+
+    def private(v: Value | None, ins: Instr) -> bool:
+        """v is only ins's product, read once"""
+        return v is not None and v.alias_of is None and uses.get(v, 0) == 1 and v not in outputs and \
+            producer.get(v) is ins
+
+    removed: set[int] = set()
+    fused = 0
+    for proj in graph.instrs:
+        if _conv_nhwc_kind(proj) != "pointwise":
+            continue
+        d = proj.inputs[0]
+        dw = producer.get(d) if d is not None else None
+        if dw is None or _conv_nhwc_kind(dw) != "depthwise" or not private(d, dw) or dw.device != proj.device:
+            continue
+        x = dw.inputs[0]
+        exp = producer.get(x) if x is not None else None
+        if exp is not None and (_conv_nhwc_kind(exp) != "pointwise" or not private(x, exp) or exp.device != dw.device
+                                or exp.ints[8] != proj.ints[8]):
+            exp = None
+        ins_e = (list(exp.inputs) + [None] * 3)[:3] if exp is not None else [dw.inputs[0], None, None]
+        bias = (list(dw.inputs) + [None] * 3)[2], (list(proj.inputs) + [None] * 3)[2]
+        proj.inputs = [ins_e[0], ins_e[1], ins_e[2], dw.inputs[1], bias[0], proj.inputs[1], bias[1]]
+        acts = [exp.ints[7] if exp is not None else 0, dw.ints[7], proj.ints[7]]
+        floats = (_act_floats(exp) if exp is not None else [0.0, 0.0]) + _act_floats(dw) + _act_floats(proj)
+        proj.ints = [*dw.ints[:6], *acts, proj.ints[8]]
+        proj.floats = floats
+        proj.op = "mbconv_nhwc"
+        removed.add(id(dw))
+        if exp is not None:
+            removed.add(id(exp))
+        fused += 1
+    graph.instrs = [i for i in graph.instrs if id(i) not in removed]
+    return fused

@@ -13,6 +13,7 @@
 
 void oa_neon_dw(const oa_dw_plane_t *p);
 void oa_neon_dwc(const oa_dwc_t *p, int64_t t0, int64_t t1);
+void oa_neon_dwc_row(const oa_dwc_t *p, const float *const *rows, float *yr);
 
 #if defined(__aarch64__)
 #define MR 8
@@ -119,7 +120,8 @@ void oa_neon_gemv(int64_t m, int64_t n, int64_t k, const float *x, int64_t ldx, 
 }
 
 const oa_fast_isa_t oa_neon_isa = {"neon", MR, 8, 4, oa_neon_gemm, oa_neon_gemm_ind, oa_pack_transposed, oa_neon_gemv,
-                                   oa_neon_dw, oa_neon_dwc};
+                                   oa_neon_dw, oa_neon_dwc,
+                                   oa_neon_dwc_row};
 
 #else
 typedef int oa_neon_unused_t; /* ISO C: no empty translation unit */

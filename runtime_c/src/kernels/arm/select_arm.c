@@ -17,6 +17,7 @@ OA_NEON_PREPARE(addmm)
 OA_NEON_PREPARE(conv2d)
 OA_NEON_PREPARE(conv2d_winograd)
 OA_NEON_PREPARE(conv2d_nhwc)
+OA_NEON_PREPARE(mbconv_nhwc)
 
 #else
 typedef int oa_arm_unused_t; /* ISO C: no empty translation unit */

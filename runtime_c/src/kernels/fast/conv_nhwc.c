@@ -85,7 +85,7 @@ oa_status_t oa_fast_conv2d_nhwc_prepare_isa(const oa_op_call_t *call, const oa_k
   const int32_t threads = (int32_t)plan->params[F_THREADS];
   if (q.block % I->nr) return OA_ERR_UNSUPPORTED; /* panels narrower than (or not a multiple of) NR */
   if (q.g > 1) {
-    if (q.g != q.c || q.o != q.c) return OA_ERR_UNSUPPORTED;
+    if (q.g != q.c || q.o != q.c || q.kh > OA_DWC_MAX_KH) return OA_ERR_UNSUPPORTED;
     plan->params[F_PATH] = PATH_DW;
     return OA_OK;
   }
@@ -142,11 +142,7 @@ static void run_dw(const oa_fast_isa_t *isa, const nhwc_geo_t *q, const float *x
   j.p.dw = q->dw;
   j.p.oh = q->oh;
   j.p.ow = q->ow;
-  /* interior columns: ow * sw - pw >= 0 and ow * sw - pw + (kw - 1) * dw <= w - 1 */
-  const int64_t lo = oa_cdiv(q->pw, q->sw), last = q->w - 1 + q->pw - (q->kw - 1) * q->dw;
-  const int64_t hi = last < 0 ? lo : oa_min64(last / q->sw + 1, q->ow);
-  j.p.ow_lo = oa_min64(lo, q->ow);
-  j.p.ow_hi = oa_max64(hi, j.p.ow_lo);
+  oa_dwc_interior(&j.p);
   j.p.epi = *epi;
   oa_parallel_for(pool, q->n * q->oh, 1, dw_job_rows, &j);
 }

@@ -4,6 +4,7 @@
  *   fast/gemm.c      blocking, packing of B, threading, the portable micro-kernels (any CPU)
  *   fast/ops.c       linear / matmul / addmm / conv2d built on it (prepare + run)
  *   fast/conv_nhwc.c conv2d_nhwc (channels-last): 1x1 as one GEMM, others im2col rows + GEMM
+ *   fast/mbconv.c    mbconv_nhwc: expand -> depthwise -> project fused, row band by row band
  *   fast/dwconv.c    depthwise convolution (portable instances of dwconv_tmpl.inc, planar, and
  *                    dwconv_nhwc_tmpl.inc, channels-last)
  *   x86/..._avx2.c     6x16 AVX2+FMA micro-kernel, GEMV and depthwise (compiled with -mavx2 -mfma,
@@ -88,6 +89,17 @@ typedef struct oa_dwc {
   oa_uk_epi_t epi;      /* act, lo, hi */
 } oa_dwc_t;
 typedef void (*oa_dwc_fn)(const oa_dwc_t *p, int64_t t0, int64_t t1);
+/* Set ow_lo / ow_hi from the geometry: output columns whose every tap is inside the row. */
+static inline void oa_dwc_interior(oa_dwc_t *p) {
+  const int64_t lo = (p->pw + p->sw - 1) / p->sw, last = p->w_in - 1 + p->pw - (p->kw - 1) * p->dw;
+  const int64_t hi = last < 0 ? lo : (last / p->sw + 1 < p->ow ? last / p->sw + 1 : p->ow);
+  p->ow_lo = lo < p->ow ? lo : p->ow;
+  p->ow_hi = hi > p->ow_lo ? hi : p->ow_lo;
+}
+/* One output row yr from the input rows of its kernel rows (rows[kh], NULL outside the image). */
+typedef void (*oa_dwc_row_fn)(const oa_dwc_t *p, const float *const *rows, float *yr);
+/* kernel heights the channels-last depthwise kernels take (taller ones: the reference kernel) */
+#define OA_DWC_MAX_KH 16
 
 typedef struct oa_fast_isa {
   const char *name;
@@ -99,6 +111,7 @@ typedef struct oa_fast_isa {
   oa_gemv_fn gemv;
   oa_dw_fn dw;
   oa_dwc_fn dwc;     /* channels-last depthwise */
+  oa_dwc_row_fn dwc_row;
 } oa_fast_isa_t;
 
 enum { OA_ISA_PORTABLE = 0, OA_ISA_AVX2 = 1, OA_ISA_NEON = 2, OA_ISA_COUNT = 3 };
@@ -179,6 +192,7 @@ void oa_portable_gemv(int64_t m, int64_t n, int64_t k, const float *x, int64_t l
                       const float *bias, float *y, int64_t ldy, const oa_uk_epi_t *epi);
 void oa_portable_dw(const oa_dw_plane_t *p);
 void oa_portable_dwc(const oa_dwc_t *p, int64_t t0, int64_t t1);
+void oa_portable_dwc_row(const oa_dwc_t *p, const float *const *rows, float *yr);
 
 /* ---- Winograd convolution (fast/winograd.c; transforms in winograd_tmpl.inc) ---------------- */
 
@@ -220,6 +234,8 @@ oa_status_t oa_fast_addmm_prepare_isa(const oa_op_call_t *call, const oa_kernel_
 oa_status_t oa_fast_conv2d_prepare_isa(const oa_op_call_t *call, const oa_kernel_env_t *env, oa_op_plan_t *plan,
                                        int32_t isa);
 oa_status_t oa_fast_conv2d_nhwc_prepare_isa(const oa_op_call_t *call, const oa_kernel_env_t *env, oa_op_plan_t *plan,
+                                            int32_t isa);
+oa_status_t oa_fast_mbconv_nhwc_prepare_isa(const oa_op_call_t *call, const oa_kernel_env_t *env, oa_op_plan_t *plan,
                                             int32_t isa);
 oa_status_t oa_fast_conv2d_winograd_prepare_isa(const oa_op_call_t *call, const oa_kernel_env_t *env,
                                                 oa_op_plan_t *plan, int32_t isa);

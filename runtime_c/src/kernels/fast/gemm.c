@@ -432,7 +432,8 @@ static void pack_all_panels(void *ctx, int64_t q0, int64_t q1) {
 /* ---- the ISA table --------------------------------------------------------------------------- */
 
 static const oa_fast_isa_t portable_isa = {"portable",         4, PNR, 1, oa_portable_gemm, oa_portable_gemm_ind,
-                                           oa_pack_transposed, oa_portable_gemv, oa_portable_dw, oa_portable_dwc};
+                                           oa_pack_transposed, oa_portable_gemv, oa_portable_dw, oa_portable_dwc,
+                                           oa_portable_dwc_row};
 #if defined(OA_HAVE_AVX2_KERNELS)
 extern const oa_fast_isa_t oa_avx2_isa;
 #endif

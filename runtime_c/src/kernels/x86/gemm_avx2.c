@@ -8,6 +8,7 @@
 
 void oa_avx2_dw(const oa_dw_plane_t *p);
 void oa_avx2_dwc(const oa_dwc_t *p, int64_t t0, int64_t t1);
+void oa_avx2_dwc_row(const oa_dwc_t *p, const float *const *rows, float *yr);
 
 /* relu / clamp keeping NaN: max_ps(a, b) returns b when either is NaN */
 static inline __m256 act8(__m256 v, const oa_uk_epi_t *e) {
@@ -93,20 +94,9 @@ static inline void store_transposed(float *c, int64_t cs_c, __m256 *lo, __m256 *
   __m256 c30 = _mm256_setzero_ps(), c31 = _mm256_setzero_ps();                                               \
   __m256 c40 = _mm256_setzero_ps(), c41 = _mm256_setzero_ps();                                               \
   __m256 c50 = _mm256_setzero_ps(), c51 = _mm256_setzero_ps();                                               \
-  for (int64_t p = kc >> 2; p > 0; p--) {                                                                    \
-    OA_STEP(BROW(0), 0);                                                                                     \
-    OA_STEP(BROW(1), 1);                                                                                     \
-    OA_STEP(BROW(2), 2);                                                                                     \
-    OA_STEP(BROW(3), 3);                                                                                     \
-    a0 += 4;                                                                                                 \
-    a1 += 4;                                                                                                 \
-    a2 += 4;                                                                                                 \
-    a3 += 4;                                                                                                 \
-    a4 += 4;                                                                                                 \
-    a5 += 4;                                                                                                 \
-    BSTEP(4);                                                                                                \
-  }                                                                                                          \
-  for (int64_t p = kc & 3; p > 0; p--) {                                                                     \
+  /* one k step per iteration: unrolled by 4, gcc 12 kept two accumulators on the stack (12 acc +            \
+   * 2 B + 1 broadcast leave one spare ymm register): 1.2x slower on MobileNetV2's 1x1 GEMMs */              \
+  for (int64_t p = kc; p > 0; p--) {                                                                         \
     OA_STEP(BROW(0), 0);                                                                                     \
     a0++;                                                                                                    \
     a1++;                                                                                                    \
@@ -146,8 +136,8 @@ static inline void store_transposed(float *c, int64_t cs_c, __m256 *lo, __m256 *
   _mm256_storeu_ps(tmp + 88, c51);                                                                           \
   oa_uk_store_tile(tmp, 16, c, rs_c, cs_c, mr, nr, flags, epi)
 
-/* one k step: 2 B vectors, 6 broadcasts of A (constant offsets from pointers that advance once
- * per 4 steps: 8 general registers, 12 accumulators + 2 B + 1 broadcast = 15 ymm registers) */
+/* one k step: 2 B vectors, 6 broadcasts of A (8 general registers, 12 accumulators + 2 B + 1
+ * broadcast = 15 ymm registers) */
 #define OA_STEP(brow, o)                                                 \
   do {                                                                   \
     const float *bq = (brow);                                            \
@@ -295,4 +285,5 @@ static void pack_t16(const void *ctx, int64_t k0, int64_t kc, int64_t j0, int64_
 }
 
 const oa_fast_isa_t oa_avx2_isa = {"avx2", 6, 16, 8, oa_avx2_gemm_6x16, oa_avx2_gemm_6x16_ind, pack_t16, oa_avx2_gemv,
-                                   oa_avx2_dw, oa_avx2_dwc};
+                                   oa_avx2_dw, oa_avx2_dwc,
+                                   oa_avx2_dwc_row};

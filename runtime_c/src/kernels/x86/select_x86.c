@@ -29,6 +29,7 @@ OA_AVX2_PREPARE(addmm)
 OA_AVX2_PREPARE(conv2d)
 OA_AVX2_PREPARE(conv2d_winograd)
 OA_AVX2_PREPARE(conv2d_nhwc)
+OA_AVX2_PREPARE(mbconv_nhwc)
 
 #else
 typedef int oa_x86_unused_t; /* ISO C: no empty translation unit */

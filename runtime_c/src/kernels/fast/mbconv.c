@@ -1,0 +1,224 @@
+/* mbconv_nhwc, the fused inverted-residual block ([1x1 expand ->] depthwise -> 1x1 project,
+ * kernels/mbconv.h), row band by row band so the expanded tensors never leave the cache.
+ *
+ * Unfused, MobileNetV2's expanded tensors (6x the block's channels: 96 x 112 x 112 floats is
+ * 4.8 MB) are written by the expansion, read and the depthwise output written by the depthwise
+ * convolution, and read again by the projection: on this class of core that traffic, not the
+ * arithmetic, bounds the early layers. Here each thread walks bands of output rows of one image:
+ *   1. the input rows the band's depthwise taps read are expanded (one GEMM over those rows'
+ *      pixels, weights pre-packed in panels as in conv2d_nhwc) into a window of rows; rows the
+ *      previous band expanded already are moved to the window's front, not recomputed;
+ *   2. the depthwise kernel computes the band's rows from window rows (dwconv_nhwc_tmpl.inc);
+ *   3. one GEMM projects the band (rows x OW pixels) into the output.
+ * Window and band buffers are sized to stay within about 512 KB per thread; a band has at least
+ * 64 pixels (7x7 maps: the whole image) so the GEMMs have rows to fill their tiles. Images are
+ * split into row chunks between threads (a chunk recomputes the expansion of the few rows above
+ * it); every output element is computed by the same operations whatever the split. */
+#include <string.h>
+
+#include "../../cpu/threadpool.h"
+#include "../mbconv.h"
+#include "fast.h"
+#include "fast_plan.h"
+
+/* plan->params past F_K */
+enum { M_BAND = F_K + 1, M_CHUNKS, M_SLOTS, M_SLOT_FLOATS };
+
+#define BAND_BYTES ((int64_t)512 * 1024)
+#define BAND_MIN_PIXELS 64
+
+typedef struct mb_geo {
+  int64_t n, h, w, c, e, o, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw, block;
+  int has_expand;
+  int64_t band, win_rows, chunks, slots;
+  int64_t boff_floats, win_floats, dwb_floats, gemm_floats, slot_floats;
+} mb_geo_t;
+
+/* the block's sizes and the scratch layout for `threads`; 0 when unreasonably large */
+static int mb_geo(const oa_mbconv_parts_t *m, const oa_fast_isa_t *isa, int32_t threads, mb_geo_t *g) {
+  const oa_tensor_t *x = m->in[MB_EXPAND][0], *y = m->out[MB_PROJECT][0];
+  const int64_t *d = m->ints[MB_DW];
+  memset(g, 0, sizeof *g);
+  g->n = x->shape[0];
+  g->h = x->shape[1];
+  g->w = x->shape[2];
+  g->c = x->shape[3];
+  g->e = m->depthwise.shape[3];
+  g->o = y->shape[3];
+  g->oh = y->shape[1];
+  g->ow = y->shape[2];
+  g->kh = m->in[MB_DW][1]->shape[0];
+  g->kw = m->in[MB_DW][1]->shape[1];
+  g->sh = d[0];
+  g->sw = d[1];
+  g->ph = d[2];
+  g->pw = d[3];
+  g->dh = d[4];
+  g->dw = d[5];
+  g->block = m->ints[MB_PROJECT][8];
+  g->has_expand = m->has_expand;
+  const int64_t span = (g->kh - 1) * g->dh + 1, row = g->w * g->e, orow = g->ow * g->e;
+  g->band = oa_max64(1, oa_min64(g->oh, oa_cdiv(BAND_MIN_PIXELS, oa_max64(g->ow, 1))));
+  for (;;) {
+    g->win_rows = oa_min64((g->band - 1) * g->sh + span, g->h);
+    g->win_floats = g->has_expand ? oa_round16(oa_cap_mul(g->win_rows, row)) : 0;
+    g->dwb_floats = oa_round16(oa_cap_mul(g->band, orow));
+    const int64_t bytes = oa_cap_mul(oa_cap_add(g->win_floats, g->dwb_floats), (int64_t)sizeof(float));
+    if (g->band == 1 || (bytes >= 0 && bytes <= BAND_BYTES)) break;
+    g->band = g->band / 2;
+  }
+  const int64_t tasks_per_image = g->n >= threads ? 1 : oa_min64(g->oh, oa_cdiv(threads, g->n));
+  g->chunks = tasks_per_image;
+  g->slots = oa_min64(threads, g->n * g->chunks);
+  oa_gemm_blocking_t blk;
+  oa_gemm_plan(isa, BAND_MIN_PIXELS, g->o, g->e, g->e, 1, 1, &blk); /* DIRECT: slot scratch fixed */
+  g->gemm_floats = blk.scratch_floats;
+  g->boff_floats = oa_round16(oa_cap_mul(oa_max64(g->c, g->e), 2));
+  g->slot_floats = oa_cap_add(oa_cap_add(g->win_floats, g->dwb_floats), g->gemm_floats);
+  return g->boff_floats >= 0 && g->slot_floats >= 0 && g->win_rows >= 0;
+}
+
+oa_status_t oa_fast_mbconv_nhwc_prepare_isa(const oa_op_call_t *call, const oa_kernel_env_t *env, oa_op_plan_t *plan,
+                                            int32_t isa) {
+  oa_status_t st = oa_fast_begin(plan, env, isa);
+  if (st) return st;
+  const oa_fast_isa_t *I = oa_fast_isa(isa);
+  oa_mbconv_parts_t m;
+  if (oa_mbconv_split(call, &m, NULL)) return OA_ERR_UNSUPPORTED;
+  mb_geo_t g;
+  if (!mb_geo(&m, I, (int32_t)plan->params[F_THREADS], &g)) return OA_ERR_UNSUPPORTED;
+  /* weights in panels that are a multiple of NR wide; kernel heights the depthwise kernel takes */
+  if (g.block <= 0 || g.block % I->nr || g.kh > OA_DWC_MAX_KH) return OA_ERR_UNSUPPORTED;
+  if (m.depthwise.numel == 0 || call->outputs[0]->numel == 0) {
+    plan->params[F_PATH] = 0;
+    return OA_OK;
+  }
+  plan->params[F_PATH] = 1;
+  plan->params[M_BAND] = g.band;
+  plan->params[M_CHUNKS] = g.chunks;
+  plan->params[M_SLOTS] = g.slots;
+  plan->params[M_SLOT_FLOATS] = g.slot_floats;
+  return oa_fast_set_scratch(plan, oa_cap_add(g.boff_floats, oa_cap_mul(g.slots, g.slot_floats)));
+}
+
+typedef struct mb_job {
+  const oa_fast_isa_t *isa;
+  const oa_mbconv_parts_t *m;
+  const mb_geo_t *g;
+  const int64_t *boff;
+  float *scratch; /* slot s at scratch + s * slot_floats */
+  oa_dwc_t dwp;
+  oa_uk_epi_t epi_e, epi_p;
+} mb_job_t;
+
+/* C[rows, n] = act(A[rows, k] * Bpanels + bias): one single-threaded GEMM of the block */
+static void gemm(const mb_job_t *j, int64_t rows, int64_t n, int64_t k, const float *a, const oa_tensor_t *w,
+                 const oa_tensor_t *bias, const oa_uk_epi_t *epi, float *c, float *scratch) {
+  oa_gemm_args_t args = {.m = rows, .n = n, .k = k, .a = a, .lda = k, .b = (const float *)w->data,
+                         .boff = j->boff, .bblock = j->g->block, .c = c, .rs_c = n, .cs_c = 1,
+                         .bias_col = bias ? (const float *)bias->data : NULL, .act = epi->act, .lo = epi->lo,
+                         .hi = epi->hi};
+  oa_gemm_blocking_t blk;
+  oa_gemm_plan(j->isa, rows, n, k, k, 1, 1, &blk);
+  oa_gemm_run(j->isa, &blk, &args, scratch, NULL);
+}
+
+/* output rows [r0, r1) of image n, band by band */
+static void run_chunk(const mb_job_t *j, int64_t n, int64_t r0, int64_t r1, float *slot) {
+  const mb_geo_t *g = j->g;
+  const oa_mbconv_parts_t *m = j->m;
+  float *win = slot, *dwb = slot + g->win_floats, *gs = dwb + g->dwb_floats;
+  const float *x = (const float *)m->in[MB_EXPAND][0]->data + n * g->h * g->w * g->c;
+  float *y = (float *)m->out[MB_PROJECT][0]->data;
+  const int64_t row = g->w * g->e;
+  int64_t win_lo = 0, win_hi = -1; /* input rows the window holds */
+  const float *rows[OA_DWC_MAX_KH];
+  for (int64_t b0 = r0; b0 < r1; b0 += g->band) {
+    const int64_t b1 = oa_min64(b0 + g->band, r1);
+    const int64_t lo = oa_max64(b0 * g->sh - g->ph, 0);
+    const int64_t hi = oa_min64((b1 - 1) * g->sh - g->ph + (g->kh - 1) * g->dh, g->h - 1);
+    if (g->has_expand && lo <= hi) {
+      /* keep the rows the last band expanded, expand the others */
+      int64_t first = lo;
+      if (lo >= win_lo && lo <= win_hi) {
+        memmove(win, win + (lo - win_lo) * row, (size_t)((win_hi - lo + 1) * row) * sizeof(float));
+        first = win_hi + 1;
+      }
+      if (first <= hi)
+        gemm(j, (hi - first + 1) * g->w, g->e, g->c, x + first * g->w * g->c, m->in[MB_EXPAND][1],
+             m->in[MB_EXPAND][2], &j->epi_e, win + (first - lo) * row, gs);
+      win_lo = lo;
+      win_hi = hi;
+    }
+    for (int64_t oh = b0; oh < b1; oh++) {
+      for (int64_t kh = 0; kh < g->kh; kh++) {
+        const int64_t ih = oh * g->sh - g->ph + kh * g->dh;
+        rows[kh] = ih < 0 || ih >= g->h ? NULL : g->has_expand ? win + (ih - lo) * row : x + ih * g->w * g->c;
+      }
+      j->isa->dwc_row(&j->dwp, rows, dwb + (oh - b0) * g->ow * g->e);
+    }
+    gemm(j, (b1 - b0) * g->ow, g->o, g->e, dwb, m->in[MB_PROJECT][1], m->in[MB_PROJECT][2], &j->epi_p,
+         y + (n * g->oh + b0) * g->ow * g->o, gs);
+  }
+}
+
+static void mb_slots(void *ctx, int64_t s0, int64_t s1) {
+  const mb_job_t *j = (const mb_job_t *)ctx;
+  const mb_geo_t *g = j->g;
+  const int64_t tasks = g->n * g->chunks;
+  for (int64_t s = s0; s < s1; s++) {
+    float *slot = j->scratch + s * g->slot_floats;
+    for (int64_t t = s * tasks / g->slots; t < (s + 1) * tasks / g->slots; t++) {
+      const int64_t n = t / g->chunks, ch = t % g->chunks;
+      run_chunk(j, n, ch * g->oh / g->chunks, (ch + 1) * g->oh / g->chunks, slot);
+    }
+  }
+}
+
+oa_status_t oa_fast_mbconv_nhwc_run(const oa_op_call_t *call, const oa_op_plan_t *plan, void *scratch,
+                                    const oa_kernel_env_t *env, oa_diag_t *diag) {
+  (void)diag;
+  if (!plan->params[F_PATH]) return OA_OK;
+  oa_mbconv_parts_t m;
+  if (oa_mbconv_split(call, &m, NULL)) return OA_ERR_INVALID_PROGRAM; /* validated at prepare */
+  const oa_fast_isa_t *isa = oa_fast_isa_of(plan);
+  mb_geo_t g;
+  mb_geo(&m, isa, (int32_t)plan->params[F_THREADS], &g);
+  mb_job_t j;
+  j.isa = isa;
+  j.m = &m;
+  j.g = &g;
+  int64_t *boff = (int64_t *)scratch;
+  for (int64_t p = 0; p < oa_max64(g.c, g.e); p++) boff[p] = p * g.block;
+  j.boff = boff;
+  j.scratch = (float *)scratch + g.boff_floats;
+  const oa_op_call_t *dwc = &m.calls[MB_DW];
+  memset(&j.dwp, 0, sizeof j.dwp);
+  j.dwp.w = (const float *)m.in[MB_DW][1]->data;
+  j.dwp.bias = m.in[MB_DW][2] ? (const float *)m.in[MB_DW][2]->data : NULL;
+  j.dwp.h = g.h;
+  j.dwp.w_in = g.w;
+  j.dwp.c = g.e;
+  j.dwp.kh = g.kh;
+  j.dwp.kw = g.kw;
+  j.dwp.sh = g.sh;
+  j.dwp.sw = g.sw;
+  j.dwp.ph = g.ph;
+  j.dwp.pw = g.pw;
+  j.dwp.dh = g.dh;
+  j.dwp.dw = g.dw;
+  j.dwp.oh = g.oh;
+  j.dwp.ow = g.ow;
+  oa_dwc_interior(&j.dwp);
+  j.dwp.epi = oa_fast_epi_of(dwc, dwc->ints[7]);
+  j.epi_e = oa_fast_epi_of(&m.calls[MB_EXPAND], m.calls[MB_EXPAND].ints[7]);
+  j.epi_p = oa_fast_epi_of(&m.calls[MB_PROJECT], m.calls[MB_PROJECT].ints[7]);
+  oa_parallel_for(env->pool, g.slots, 1, mb_slots, &j);
+  return OA_OK;
+}
+
+oa_status_t oa_portable_mbconv_nhwc_prepare(const oa_op_call_t *call, const oa_kernel_env_t *env,
+                                            oa_op_plan_t *plan, oa_diag_t *diag) {
+  (void)diag;
+  return oa_fast_mbconv_nhwc_prepare_isa(call, env, plan, OA_ISA_PORTABLE);
+}
