@@ -94,17 +94,21 @@ static inline void store_transposed(float *c, int64_t cs_c, __m256 *lo, __m256 *
   __m256 c30 = _mm256_setzero_ps(), c31 = _mm256_setzero_ps();                                               \
   __m256 c40 = _mm256_setzero_ps(), c41 = _mm256_setzero_ps();                                               \
   __m256 c50 = _mm256_setzero_ps(), c51 = _mm256_setzero_ps();                                               \
-  /* one k step per iteration: unrolled by 4, gcc 12 kept two accumulators on the stack (12 acc +            \
-   * 2 B + 1 broadcast leave one spare ymm register): 1.2x slower on MobileNetV2's 1x1 GEMMs */              \
-  for (int64_t p = kc; p > 0; p--) {                                                                         \
+  /* two k steps per iteration: unrolled by 4, gcc 12 kept two accumulators on the stack (12                 \
+   * accumulators + 2 B + 1 broadcast leave one spare ymm register), 1.2x slower on 1x1 GEMMs */             \
+  for (int64_t p = kc >> 1; p > 0; p--) {                                                                    \
     OA_STEP(BROW(0), 0);                                                                                     \
-    a0++;                                                                                                    \
-    a1++;                                                                                                    \
-    a2++;                                                                                                    \
-    a3++;                                                                                                    \
-    a4++;                                                                                                    \
-    a5++;                                                                                                    \
-    BSTEP(1);                                                                                                \
+    OA_STEP(BROW(1), 1);                                                                                     \
+    a0 += 2;                                                                                                 \
+    a1 += 2;                                                                                                 \
+    a2 += 2;                                                                                                 \
+    a3 += 2;                                                                                                 \
+    a4 += 2;                                                                                                 \
+    a5 += 2;                                                                                                 \
+    BSTEP(2);                                                                                                \
+  }                                                                                                          \
+  if (kc & 1) {                                                                                              \
+    OA_STEP(BROW(0), 0);                                                                                     \
   }                                                                                                          \
   if (mr == 6 && nr == 16 && cs_c == 1) {                                                                    \
     store_row(c, c00, c01, flags, epi, 0);                                                                   \
