@@ -18,8 +18,8 @@
  * for on several shapes with random inputs (--seed), through the device's own memory and copies,
  * and compares the outputs with the runtime's reference CPU kernels (a CPU device with
  * reference_only = 1): |got - want| <= atol + rtol * |want| with rtol = atol = 1e-6 for
- * elementwise ops and rtol 1e-4 / atol 1e-5 for ops that sum (conv2d, conv2d_winograd, linear,
- * matmul, softmax, avg_pool2d, layer_norm); integers and bools exactly. Claimed ops without a generator, and dtypes
+ * elementwise ops and rtol 1e-4 / atol 1e-5 for ops that sum (the convolutions, linear, matmul,
+ * softmax, avg_pool2d, layer_norm); integers and bools exactly. Claimed ops without a generator, and dtypes
  * the reference kernels of this build lack, are reported as SKIP. */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
@@ -51,7 +51,7 @@ static const char *const k_ops[] = {
     "layer_norm", "group_norm", "upsample_nearest2d", "upsample_bilinear2d", "softmax", "log_softmax", "sum",
     "mean", "amax", "amin", "prod", "any", "all", "var", "argmax", "argmin", "cumsum", "copy", "permute",
     "expand", "slice", "select", "cat", "split", "pad", "flip", "repeat", "embedding", "index_select", "gather",
-    "sdpa", "conv2d_winograd",
+    "sdpa", "conv2d_winograd", "conv2d_nhwc", "mbconv_nhwc",
 };
 #define N_OPS (sizeof k_ops / sizeof k_ops[0])
 
@@ -1201,7 +1201,7 @@ done:
 /* ---- op generators ------------------------------------------------------------------------------------------ */
 
 #define MAX_CASES 12
-#define MAX_IN 4
+#define MAX_IN 8
 #define MAX_OUT 3
 
 typedef struct tspec {
@@ -1218,7 +1218,7 @@ typedef struct op_case {
   tspec_t in[MAX_IN], out[MAX_OUT];
   int64_t ints[16];
   uint32_t n_ints;
-  double floats[4];
+  double floats[8];
   uint32_t n_floats;
 } op_case_t;
 
@@ -1357,6 +1357,40 @@ static int gen_conv2d_winograd(int32_t dtype, op_case_t *c) {
   return n;
 }
 
+/* conv2d_nhwc inputs input [N, H, W, C], weight [kH, kW, C/g, O] (block 0) or packed panels
+ * [ceil(O / block), kH, kW, C, block], bias?; ints stride, pad, dilation (h, w), groups, act,
+ * block; floats act_min, act_max */
+static int gen_conv2d_nhwc(int32_t dtype, op_case_t *c) {
+  (void)dtype;
+  int n = 0;
+  c[n++] = mk("1x1 [1, 6, 8, 5] -> 20, packed in 16s, bias", IN(S(1, 6, 8, 5), weight(S(2, 1, 1, 5, 16), 5),
+              weight(S(20), 5)), OUT(S(1, 6, 8, 20)), INTS(1, 1, 0, 0, 1, 1, 1, 0, 16), NOFLOATS);
+  c[n++] = mk("3x3 stride 2, pad 1, packed, bias, fused relu", IN(S(1, 9, 9, 3), weight(S(1, 3, 3, 3, 16), 27),
+              weight(S(8), 27)), OUT(S(1, 5, 5, 8)), INTS(2, 2, 1, 1, 1, 1, 1, 1, 16), NOFLOATS);
+  c[n++] = mk("depthwise 3x3 [1, 7, 7, 12], bias, fused clamp", IN(S(1, 7, 7, 12), weight(S(3, 3, 1, 12), 9),
+              weight(S(12), 9)), OUT(S(1, 7, 7, 12)), INTS(1, 1, 1, 1, 1, 1, 12, 2, 0), FLOATS(-0.25, 0.25));
+  c[n++] = mk("3x3 [2, 5, 5, 4] -> 6, weights [kH, kW, C, O]", IN(S(2, 5, 5, 4), weight(S(3, 3, 4, 6), 36)),
+              OUT(S(2, 3, 3, 6)), INTS(1, 1, 0, 0, 1, 1, 1, 0, 0), NOFLOATS);
+  return n;
+}
+
+/* mbconv_nhwc inputs input, expand weight? / bias?, dw weight [kH, kW, 1, E] / bias?, project
+ * weight / bias? (expand and project packed in panels of `block`); ints dw stride, pad, dilation
+ * (h, w), expand / dw / project act, block; floats min, max of each act */
+static int gen_mbconv_nhwc(int32_t dtype, op_case_t *c) {
+  (void)dtype;
+  int n = 0;
+  c[n++] = mk("[1, 9, 9, 8]: expand to 24, relu6, dw 3x3 pad 1, relu6, project to 8",
+              IN(S(1, 9, 9, 8), weight(S(2, 1, 1, 8, 16), 8), weight(S(24), 8), weight(S(3, 3, 1, 24), 9),
+                 weight(S(24), 9), weight(S(1, 1, 1, 24, 16), 24), weight(S(8), 24)),
+              OUT(S(1, 9, 9, 8)), INTS(1, 1, 1, 1, 1, 1, 2, 2, 0, 16), FLOATS(0, 6, 0, 6, 0, 0));
+  c[n++] = mk("[1, 10, 10, 16], no expansion, dw stride 2, relu, project to 12",
+              IN(S(1, 10, 10, 16), absent(), absent(), weight(S(3, 3, 1, 16), 9), absent(),
+                 weight(S(1, 1, 1, 16, 16), 16), absent()),
+              OUT(S(1, 5, 5, 12)), INTS(2, 2, 1, 1, 1, 1, 0, 1, 0, 16), NOFLOATS);
+  return n;
+}
+
 /* linear ints: act; floats act_min, act_max */
 static int gen_linear(int32_t dtype, op_case_t *c) {
   (void)dtype;
@@ -1447,6 +1481,8 @@ static const gen_t k_gens[] = {
     {"mul", DT_NUM | DT(OA_DTYPE_BOOL), 0, gen_mul},
     {"conv2d", DT_F32, 1, gen_conv2d},
     {"conv2d_winograd", DT_F32, 1, gen_conv2d_winograd},
+    {"conv2d_nhwc", DT_F32, 1, gen_conv2d_nhwc},
+    {"mbconv_nhwc", DT_F32, 1, gen_mbconv_nhwc},
     {"linear", DT_F32, 1, gen_linear},
     {"matmul", DT_F32, 1, gen_matmul},
     {"softmax", DT_F32, 1, gen_softmax},
