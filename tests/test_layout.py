@@ -153,3 +153,19 @@ def test_stack_edges_get_permutes_back() -> None:
 def test_bad_layout_names_the_choices() -> None:
     with pytest.raises(ExportError, match="layout 'nchwc' is not one of auto, nchw, nhwc"):
         oa.export(TinyResNet().eval(), (torch.randn(1, 3, 5, 5),), layout="nchwc")
+
+
+def test_auto_keeps_nchw_when_an_accelerator_is_preferred() -> None:
+    """devices implement conv2d (NCHW): with one preferred, auto does not move the stack"""
+    from openaccel.exporter import layout
+    from openaccel.ir import Graph, Instr, Value
+
+    x = Value("x", torch.float32, (1, 4, 6, 6))
+    w = Value("w", torch.float32, (4, 1, 3, 3), data=torch.randn(4, 1, 3, 3))
+    y = Value("y", torch.float32, (1, 4, 6, 6))
+    g = Graph(name="forward", inputs=[x], outputs=[y])
+    g.instrs = [Instr(op="conv2d", inputs=[x, w, None], outputs=[y], ints=[1, 1, 1, 1, 1, 1, 4, 0])]
+    assert layout.wanted(g, "auto") and not layout.wanted(g, "auto", accelerators=True)
+    assert layout.wanted(g, "nhwc", accelerators=True)
+    assert layout.rewrite(g, "auto", accelerators=True) == 0 and g.instrs[0].op == "conv2d"
+    assert layout.rewrite(g, "auto") == 1 and [i.op for i in g.instrs] == ["permute", "conv2d_nhwc", "permute"]

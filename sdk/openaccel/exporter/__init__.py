@@ -87,7 +87,8 @@ def export(model: torch.nn.Module | torch.export.ExportedProgram,
              exporter/winograd.py); False keeps every convolution direct.
     layout:  "auto" (default), "nhwc" or "nchw": where convolution stacks run channels-last
              (conv2d_nhwc, permutes at the stack's edges; exporter/layout.py). auto picks NHWC
-             when the model has depthwise convolutions (MobileNet-style networks)."""
+             when the model has depthwise convolutions (MobileNet-style networks) and `prefer`
+             names no device but the CPU."""
     example = tuple(example_inputs)
     if dynamic_shapes is not None:
         raise ExportError("dynamic_shapes are not supported yet: export with static example shapes")
@@ -130,7 +131,8 @@ def export(model: torch.nn.Module | torch.export.ExportedProgram,
     step("Winograd convolutions", lambda: winograd.rewrite(graph, target, winograd_convs))
     step("fuse residual adds", lambda: fuse_residual_adds(graph))
     step("fuse activations", lambda: fuse_activations(graph))
-    step("channels-last layout", lambda: layout_pass.rewrite(graph, layout))
+    accelerators = any(k != "cpu" for k in (prefer or ["cpu"]))
+    step("channels-last layout", lambda: layout_pass.rewrite(graph, layout, accelerators))
     step("fuse inverted-residual blocks", lambda: fuse_mbconv(graph))
     profiles = load_profiles(devices)
     placement = step("place ops on devices", lambda: place(graph, profiles, list(prefer or ["cpu"])))

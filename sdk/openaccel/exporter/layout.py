@@ -24,9 +24,12 @@ Grouped convolutions other than depthwise, convolutions with weights computed at
 1-D convolutions (which write through a view) stay NCHW.
 
 `mode`: "nchw" (off), "nhwc" (every eligible convolution), "auto" (on when the graph has a
-depthwise convolution). Measured on MobileNetV2 (x86_64 AVX2, one thread, `oa_run --bench`
-alternating the two files): NHWC 1.1-1.3x faster than NCHW, the pixel-heavy early layers about
-even, the 14x14 and 7x7 ones faster.
+depthwise convolution and the export prefers no device but the CPU: accelerators implement the
+NCHW op set, and conv2d_nhwc / mbconv_nhwc would keep those layers on the CPU).
+
+Measured on MobileNetV2 (x86_64 AVX2, one thread, `oa_run --bench` alternating the files): NHWC
+1.1-1.3x faster than NCHW (the pixel-heavy early layers about even, the 14x14 and 7x7 ones
+faster); with the inverted-residual blocks fused (exporter/fuse.py) another 1.15x.
 """
 
 from __future__ import annotations
@@ -113,19 +116,21 @@ def _viewed(graph: Graph) -> set[Value]:
     return seen
 
 
-def wanted(graph: Graph, mode: str) -> bool:
+def wanted(graph: Graph, mode: str, accelerators: bool = False) -> bool:
+    """Whether to run the pass. `accelerators`: the export prefers a device other than the CPU;
+    devices implement the NCHW op set (conv2d), so "auto" keeps NCHW for them."""
     if mode not in MODES:
         raise ExportError(f"layout {mode!r} is not one of {', '.join(MODES)}")
-    if mode == "nchw":
+    if mode == "nchw" or (mode == "auto" and accelerators):
         return False
     if mode == "nhwc":
         return True
     return any(_conv_eligible(i) and _is_depthwise(i) for i in graph.instrs)
 
 
-def rewrite(graph: Graph, mode: str = "auto") -> int:
+def rewrite(graph: Graph, mode: str = "auto", accelerators: bool = False) -> int:
     """Move convolution stacks to NHWC; returns how many convolutions moved."""
-    if not wanted(graph, mode):
+    if not wanted(graph, mode, accelerators):
         return 0
     # pass 1: which instructions run in NHWC (in execution order: an op joins when its inputs did)
     moved: set[int] = set()
