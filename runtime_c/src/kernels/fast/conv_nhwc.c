@@ -125,25 +125,10 @@ static void run_dw(const oa_fast_isa_t *isa, const nhwc_geo_t *q, const float *x
                    float *y, const oa_uk_epi_t *epi, struct oa_threadpool *pool) {
   dw_job_t j;
   j.fn = isa->dwc;
-  j.p.x = x;
-  j.p.w = w;
-  j.p.bias = bias;
-  j.p.y = y;
-  j.p.h = q->h;
-  j.p.w_in = q->w;
-  j.p.c = q->c;
-  j.p.kh = q->kh;
-  j.p.kw = q->kw;
-  j.p.sh = q->sh;
-  j.p.sw = q->sw;
-  j.p.ph = q->ph;
-  j.p.pw = q->pw;
-  j.p.dh = q->dh;
-  j.p.dw = q->dw;
-  j.p.oh = q->oh;
-  j.p.ow = q->ow;
+  j.p = (oa_dwc_t){.x = x, .w = w, .bias = bias, .y = y, .h = q->h, .w_in = q->w, .c = q->c, .kh = q->kh,
+                   .kw = q->kw, .sh = q->sh, .sw = q->sw, .ph = q->ph, .pw = q->pw, .dh = q->dh, .dw = q->dw,
+                   .oh = q->oh, .ow = q->ow, .epi = *epi};
   oa_dwc_interior(&j.p);
-  j.p.epi = *epi;
   oa_parallel_for(pool, q->n * q->oh, 1, dw_job_rows, &j);
 }
 

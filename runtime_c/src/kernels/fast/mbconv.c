@@ -193,22 +193,10 @@ oa_status_t oa_fast_mbconv_nhwc_run(const oa_op_call_t *call, const oa_op_plan_t
   j.boff = boff;
   j.scratch = (float *)scratch + g.boff_floats;
   const oa_op_call_t *dwc = &m.calls[MB_DW];
-  memset(&j.dwp, 0, sizeof j.dwp);
-  j.dwp.w = (const float *)m.in[MB_DW][1]->data;
-  j.dwp.bias = m.in[MB_DW][2] ? (const float *)m.in[MB_DW][2]->data : NULL;
-  j.dwp.h = g.h;
-  j.dwp.w_in = g.w;
-  j.dwp.c = g.e;
-  j.dwp.kh = g.kh;
-  j.dwp.kw = g.kw;
-  j.dwp.sh = g.sh;
-  j.dwp.sw = g.sw;
-  j.dwp.ph = g.ph;
-  j.dwp.pw = g.pw;
-  j.dwp.dh = g.dh;
-  j.dwp.dw = g.dw;
-  j.dwp.oh = g.oh;
-  j.dwp.ow = g.ow;
+  j.dwp = (oa_dwc_t){.w = (const float *)m.in[MB_DW][1]->data,
+                     .bias = m.in[MB_DW][2] ? (const float *)m.in[MB_DW][2]->data : NULL, .h = g.h, .w_in = g.w,
+                     .c = g.e, .kh = g.kh, .kw = g.kw, .sh = g.sh, .sw = g.sw, .ph = g.ph, .pw = g.pw, .dh = g.dh,
+                     .dw = g.dw, .oh = g.oh, .ow = g.ow};
   oa_dwc_interior(&j.dwp);
   j.dwp.epi = oa_fast_epi_of(dwc, dwc->ints[7]);
   j.epi_e = oa_fast_epi_of(&m.calls[MB_EXPAND], m.calls[MB_EXPAND].ints[7]);
