@@ -21,9 +21,6 @@ typedef struct oa_mbconv_parts {
   int has_expand;
 } oa_mbconv_parts_t;
 
-static const char *const oa_mbconv_part_names[MB_PARTS] = {"expand (inputs 1, 2)", "depthwise (inputs 3, 4)",
-                                                            "project (inputs 5, 6)"};
-
 /* an intermediate float32 [n, h, w, c] tensor (n, h, w from a validated tensor, c <= 2^30); 0 when
  * its size would pass 2^50 elements */
 static inline int oa_mbconv_tensor(oa_tensor_t *t, const char *name, int64_t n, int64_t h, int64_t w, int64_t c) {

@@ -8,6 +8,10 @@ oa_status_t oa_ref_conv2d_nhwc_prepare(const oa_op_call_t *call, const oa_kernel
 oa_status_t oa_ref_conv2d_nhwc_run(const oa_op_call_t *call, const oa_op_plan_t *plan, void *scratch,
                                    const oa_kernel_env_t *env, oa_diag_t *diag);
 
+/* the parts as messages name them */
+static const char *const part_names[MB_PARTS] = {"expand (inputs 1, 2)", "depthwise (inputs 3, 4)",
+                                                 "project (inputs 5, 6)"};
+
 /* scratch: the expanded tensor (when there is an expansion), then the depthwise output */
 static int64_t scratch_floats(const oa_mbconv_parts_t *m) {
   return (m->has_expand ? m->expanded.numel : 0) + m->depthwise.numel;
@@ -24,7 +28,7 @@ oa_status_t oa_ref_mbconv_nhwc_prepare(const oa_op_call_t *call, const oa_kernel
     oa_op_plan_t part;
     memset(&part, 0, sizeof part);
     if ((st = oa_ref_conv2d_nhwc_prepare(&m.calls[p], env, &part, diag)))
-      return oa_diag_context(diag, st, "%s", oa_mbconv_part_names[p]);
+      return oa_diag_context(diag, st, "%s", part_names[p]);
   }
   const int64_t f = scratch_floats(&m);
   if (f > ((int64_t)1 << 50) || (uint64_t)f > SIZE_MAX / sizeof(float))
