@@ -48,9 +48,9 @@ typedef struct oa_uk_epi {
  * one after the other, columns past nc zero. */
 typedef void (*oa_pack_fn)(const void *ctx, int64_t k0, int64_t kc, int64_t j0, int64_t nc, int32_t nr, float *dst);
 
-/* One MR x NR tile: acc = A[0:mr, 0:kc] * Bpanel[0:kc, 0:NR]; rows >= mr re-read row mr - 1 (A
- * is never read out of bounds), columns >= nr are zero padding; only [mr, nr] is stored, at
- * c + i * rs_c + j * cs_c. */
+/* One MR x NR tile: acc = A[0:mr, 0:kc] * Bpanel[0:kc, 0:NR]; rows >= mr of A are never read
+ * (kernels re-read row mr - 1 or skip them), columns >= nr are zero padding; only [mr, nr] is
+ * stored, at c + i * rs_c + j * cs_c. */
 typedef void (*oa_ukernel_fn)(int64_t kc, const float *a, int64_t lda, const float *b, float *c, int64_t rs_c,
                               int64_t cs_c, int32_t mr, int32_t nr, uint32_t flags, const oa_uk_epi_t *epi);
 

@@ -17,25 +17,54 @@ static inline __m256 act8(__m256 v, const oa_uk_epi_t *e) {
   return v;
 }
 
-/* one row of a full tile: accumulate / bias, activation, store */
-static inline void store_row(float *c, __m256 x0, __m256 x1, uint32_t flags, const oa_uk_epi_t *e, int32_t i) {
+/* the first n (0..8) lanes */
+static inline __m256i lanes(int32_t n) {
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+/* Columns [0, nr) of tile row i (nr <= 8 * NV; x1 unused when NV == 1): accumulate or bias,
+ * activation, store. Full rows use plain loads and stores, cut ones masked ones (nothing past
+ * column nr is read or written). */
+static inline void store_row(float *c, __m256 x0, __m256 x1, int NV, int32_t nr, uint32_t flags,
+                             const oa_uk_epi_t *e, int32_t i) {
+  if (nr == 8 * NV) {
+    if (flags & OA_UK_ACCUM) {
+      x0 = _mm256_add_ps(x0, _mm256_loadu_ps(c));
+      if (NV > 1) x1 = _mm256_add_ps(x1, _mm256_loadu_ps(c + 8));
+    } else if (e->bias) {
+      const __m256 b = _mm256_set1_ps(e->bias[i]);
+      x0 = _mm256_add_ps(x0, b);
+      if (NV > 1) x1 = _mm256_add_ps(x1, b);
+    } else if (e->bias_col) {
+      x0 = _mm256_add_ps(x0, _mm256_loadu_ps(e->bias_col));
+      if (NV > 1) x1 = _mm256_add_ps(x1, _mm256_loadu_ps(e->bias_col + 8));
+    }
+    if (flags & OA_UK_LAST) {
+      x0 = act8(x0, e);
+      if (NV > 1) x1 = act8(x1, e);
+    }
+    _mm256_storeu_ps(c, x0);
+    if (NV > 1) _mm256_storeu_ps(c + 8, x1);
+    return;
+  }
+  const __m256i m0 = lanes(nr < 8 ? nr : 8), m1 = lanes(nr > 8 ? nr - 8 : 0);
   if (flags & OA_UK_ACCUM) {
-    x0 = _mm256_add_ps(x0, _mm256_loadu_ps(c));
-    x1 = _mm256_add_ps(x1, _mm256_loadu_ps(c + 8));
+    x0 = _mm256_add_ps(x0, _mm256_maskload_ps(c, m0));
+    if (NV > 1) x1 = _mm256_add_ps(x1, _mm256_maskload_ps(c + 8, m1));
   } else if (e->bias) {
     const __m256 b = _mm256_set1_ps(e->bias[i]);
     x0 = _mm256_add_ps(x0, b);
-    x1 = _mm256_add_ps(x1, b);
+    if (NV > 1) x1 = _mm256_add_ps(x1, b);
   } else if (e->bias_col) {
-    x0 = _mm256_add_ps(x0, _mm256_loadu_ps(e->bias_col));
-    x1 = _mm256_add_ps(x1, _mm256_loadu_ps(e->bias_col + 8));
+    x0 = _mm256_add_ps(x0, _mm256_maskload_ps(e->bias_col, m0));
+    if (NV > 1) x1 = _mm256_add_ps(x1, _mm256_maskload_ps(e->bias_col + 8, m1));
   }
   if (flags & OA_UK_LAST) {
     x0 = act8(x0, e);
-    x1 = act8(x1, e);
+    if (NV > 1) x1 = act8(x1, e);
   }
-  _mm256_storeu_ps(c, x0);
-  _mm256_storeu_ps(c + 8, x1);
+  _mm256_maskstore_ps(c, m0, x0);
+  if (NV > 1) _mm256_maskstore_ps(c + 8, m1, x1);
 }
 
 /* 8x8 transpose of r0..r7 (in place) */
@@ -80,14 +109,13 @@ static inline void store_transposed(float *c, int64_t cs_c, __m256 *lo, __m256 *
   }
 }
 
-/* the tile loop, with B row p at BROW(p) */
-#define OA_GEMM_6X16(BROW, BSTEP)                                                                            \
-  const float *a0 = a;                                                                                       \
-  const float *a1 = a + (mr > 1 ? 1 : mr - 1) * lda;                                                         \
-  const float *a2 = a + (mr > 2 ? 2 : mr - 1) * lda;                                                         \
-  const float *a3 = a + (mr > 3 ? 3 : mr - 1) * lda;                                                         \
-  const float *a4 = a + (mr > 4 ? 4 : mr - 1) * lda;                                                         \
-  const float *a5 = a + (mr > 5 ? 5 : mr - 1) * lda;                                                         \
+/* The tile loop for exactly MR rows and NV vectors of columns (compile-time constants: the
+ * unused accumulators and rows compile away), with B row p at BROW(p). Cut tiles (the last rows
+ * of M, the last 8 or fewer columns of N) used to run the full 6x16 tile and a scalar store:
+ * MobileNet's 7x7 maps (49 rows) and 24-channel layers spent up to a third of a GEMM there. */
+#define OA_GEMM_TILE(MR, NV, BROW, BSTEP)                                                                    \
+  const float *a0 = a, *a1 = a + 1 * lda, *a2 = a + 2 * lda, *a3 = a + 3 * lda, *a4 = a + 4 * lda,           \
+              *a5 = a + 5 * lda; /* rows >= MR: never read */                                                \
   __m256 c00 = _mm256_setzero_ps(), c01 = _mm256_setzero_ps();                                               \
   __m256 c10 = _mm256_setzero_ps(), c11 = _mm256_setzero_ps();                                               \
   __m256 c20 = _mm256_setzero_ps(), c21 = _mm256_setzero_ps();                                               \
@@ -97,8 +125,8 @@ static inline void store_transposed(float *c, int64_t cs_c, __m256 *lo, __m256 *
   /* two k steps per iteration: unrolled by 4, gcc 12 kept two accumulators on the stack (12                 \
    * accumulators + 2 B + 1 broadcast leave one spare ymm register), 1.2x slower on 1x1 GEMMs */             \
   for (int64_t p = kc >> 1; p > 0; p--) {                                                                    \
-    OA_STEP(BROW(0), 0);                                                                                     \
-    OA_STEP(BROW(1), 1);                                                                                     \
+    OA_STEP(MR, NV, BROW(0), 0);                                                                             \
+    OA_STEP(MR, NV, BROW(1), 1);                                                                             \
     a0 += 2;                                                                                                 \
     a1 += 2;                                                                                                 \
     a2 += 2;                                                                                                 \
@@ -108,18 +136,18 @@ static inline void store_transposed(float *c, int64_t cs_c, __m256 *lo, __m256 *
     BSTEP(2);                                                                                                \
   }                                                                                                          \
   if (kc & 1) {                                                                                              \
-    OA_STEP(BROW(0), 0);                                                                                     \
+    OA_STEP(MR, NV, BROW(0), 0);                                                                             \
   }                                                                                                          \
-  if (mr == 6 && nr == 16 && cs_c == 1) {                                                                    \
-    store_row(c, c00, c01, flags, epi, 0);                                                                   \
-    store_row(c + rs_c, c10, c11, flags, epi, 1);                                                            \
-    store_row(c + 2 * rs_c, c20, c21, flags, epi, 2);                                                        \
-    store_row(c + 3 * rs_c, c30, c31, flags, epi, 3);                                                        \
-    store_row(c + 4 * rs_c, c40, c41, flags, epi, 4);                                                        \
-    store_row(c + 5 * rs_c, c50, c51, flags, epi, 5);                                                        \
+  if (cs_c == 1) {                                                                                           \
+    store_row(c, c00, c01, NV, nr, flags, epi, 0);                                                           \
+    if (MR > 1) store_row(c + rs_c, c10, c11, NV, nr, flags, epi, 1);                                        \
+    if (MR > 2) store_row(c + 2 * rs_c, c20, c21, NV, nr, flags, epi, 2);                                    \
+    if (MR > 3) store_row(c + 3 * rs_c, c30, c31, NV, nr, flags, epi, 3);                                    \
+    if (MR > 4) store_row(c + 4 * rs_c, c40, c41, NV, nr, flags, epi, 4);                                    \
+    if (MR > 5) store_row(c + 5 * rs_c, c50, c51, NV, nr, flags, epi, 5);                                    \
     return;                                                                                                  \
   }                                                                                                          \
-  if (mr == 6 && nr == 16 && rs_c == 1 && !epi->bias_col) {                                                 \
+  if (MR == 6 && NV == 2 && nr == 16 && rs_c == 1 && !epi->bias_col) {                                      \
     __m256 lo[8] = {c00, c10, c20, c30, c40, c50, _mm256_setzero_ps(), _mm256_setzero_ps()};                  \
     __m256 hi[8] = {c01, c11, c21, c31, c41, c51, _mm256_setzero_ps(), _mm256_setzero_ps()};                  \
     store_transposed(c, cs_c, lo, hi, flags, epi);                                                           \
@@ -138,33 +166,27 @@ static inline void store_transposed(float *c, int64_t cs_c, __m256 *lo, __m256 *
   _mm256_storeu_ps(tmp + 72, c41);                                                                           \
   _mm256_storeu_ps(tmp + 80, c50);                                                                           \
   _mm256_storeu_ps(tmp + 88, c51);                                                                           \
-  oa_uk_store_tile(tmp, 16, c, rs_c, cs_c, mr, nr, flags, epi)
+  oa_uk_store_tile(tmp, 16, c, rs_c, cs_c, MR, nr, flags, epi)
 
-/* one k step: 2 B vectors, 6 broadcasts of A (8 general registers, 12 accumulators + 2 B + 1
- * broadcast = 15 ymm registers) */
-#define OA_STEP(brow, o)                                                 \
-  do {                                                                   \
-    const float *bq = (brow);                                            \
-    const __m256 b0 = _mm256_loadu_ps(bq);                               \
-    const __m256 b1 = _mm256_loadu_ps(bq + 8);                           \
-    __m256 av = _mm256_broadcast_ss(a0 + (o));                           \
-    c00 = _mm256_fmadd_ps(av, b0, c00);                                  \
-    c01 = _mm256_fmadd_ps(av, b1, c01);                                  \
-    av = _mm256_broadcast_ss(a1 + (o));                                  \
-    c10 = _mm256_fmadd_ps(av, b0, c10);                                  \
-    c11 = _mm256_fmadd_ps(av, b1, c11);                                  \
-    av = _mm256_broadcast_ss(a2 + (o));                                  \
-    c20 = _mm256_fmadd_ps(av, b0, c20);                                  \
-    c21 = _mm256_fmadd_ps(av, b1, c21);                                  \
-    av = _mm256_broadcast_ss(a3 + (o));                                  \
-    c30 = _mm256_fmadd_ps(av, b0, c30);                                  \
-    c31 = _mm256_fmadd_ps(av, b1, c31);                                  \
-    av = _mm256_broadcast_ss(a4 + (o));                                  \
-    c40 = _mm256_fmadd_ps(av, b0, c40);                                  \
-    c41 = _mm256_fmadd_ps(av, b1, c41);                                  \
-    av = _mm256_broadcast_ss(a5 + (o));                                  \
-    c50 = _mm256_fmadd_ps(av, b0, c50);                                  \
-    c51 = _mm256_fmadd_ps(av, b1, c51);                                  \
+/* one k step of rows r < MR: NV B vectors, a broadcast of A per row (8 general registers, 12
+ * accumulators + 2 B + 1 broadcast = 15 ymm registers) */
+#define OA_ROW(MR, NV, r, ar, o, cr0, cr1)         \
+  if (MR > r) {                                    \
+    const __m256 av = _mm256_broadcast_ss(ar + (o)); \
+    cr0 = _mm256_fmadd_ps(av, b0, cr0);            \
+    if (NV > 1) cr1 = _mm256_fmadd_ps(av, b1, cr1); \
+  }
+#define OA_STEP(MR, NV, brow, o)                                            \
+  do {                                                                      \
+    const float *bq = (brow);                                               \
+    const __m256 b0 = _mm256_loadu_ps(bq);                                  \
+    const __m256 b1 = NV > 1 ? _mm256_loadu_ps(bq + 8) : _mm256_setzero_ps(); \
+    OA_ROW(MR, NV, 0, a0, o, c00, c01)                                      \
+    OA_ROW(MR, NV, 1, a1, o, c10, c11)                                      \
+    OA_ROW(MR, NV, 2, a2, o, c20, c21)                                      \
+    OA_ROW(MR, NV, 3, a3, o, c30, c31)                                      \
+    OA_ROW(MR, NV, 4, a4, o, c40, c41)                                      \
+    OA_ROW(MR, NV, 5, a5, o, c50, c51)                                      \
   } while (0)
 
 /* packed panel: row p at b + 16 p */
@@ -174,14 +196,57 @@ static inline void store_transposed(float *c, int64_t cs_c, __m256 *lo, __m256 *
 #define IND_ROW(o) (b + boff[o])
 #define IND_STEP(n) (boff += (n))
 
+/* one function per tile shape (MR rows x NV vectors), packed and in-place B */
+typedef void (*tile_fn)(int64_t kc, const float *a, int64_t lda, const float *b, const int64_t *boff, float *c,
+                        int64_t rs_c, int64_t cs_c, int32_t nr, uint32_t flags, const oa_uk_epi_t *epi);
+#define OA_TILE_FNS(MR, NV)                                                                                  \
+  static void tile_p##MR##x##NV(int64_t kc, const float *a, int64_t lda, const float *b, const int64_t *boff, \
+                                float *c, int64_t rs_c, int64_t cs_c, int32_t nr, uint32_t flags,            \
+                                const oa_uk_epi_t *epi) {                                                    \
+    (void)boff;                                                                                              \
+    OA_GEMM_TILE(MR, NV, PACKED_ROW, PACKED_STEP);                                                           \
+  }                                                                                                          \
+  static void tile_i##MR##x##NV(int64_t kc, const float *a, int64_t lda, const float *b, const int64_t *boff, \
+                                float *c, int64_t rs_c, int64_t cs_c, int32_t nr, uint32_t flags,            \
+                                const oa_uk_epi_t *epi) {                                                    \
+    OA_GEMM_TILE(MR, NV, IND_ROW, IND_STEP);                                                                 \
+  }
+OA_TILE_FNS(1, 1)
+OA_TILE_FNS(2, 1)
+OA_TILE_FNS(3, 1)
+OA_TILE_FNS(4, 1)
+OA_TILE_FNS(5, 1)
+OA_TILE_FNS(6, 1)
+OA_TILE_FNS(1, 2)
+OA_TILE_FNS(2, 2)
+OA_TILE_FNS(3, 2)
+OA_TILE_FNS(4, 2)
+OA_TILE_FNS(5, 2)
+OA_TILE_FNS(6, 2)
+
+/* [in place][two vectors][mr - 1] */
+static const tile_fn tiles[2][2][6] = {
+    {{tile_p1x1, tile_p2x1, tile_p3x1, tile_p4x1, tile_p5x1, tile_p6x1},
+     {tile_p1x2, tile_p2x2, tile_p3x2, tile_p4x2, tile_p5x2, tile_p6x2}},
+    {{tile_i1x1, tile_i2x1, tile_i3x1, tile_i4x1, tile_i5x1, tile_i6x1},
+     {tile_i1x2, tile_i2x2, tile_i3x2, tile_i4x2, tile_i5x2, tile_i6x2}}};
+
 void oa_avx2_gemm_6x16(int64_t kc, const float *a, int64_t lda, const float *b, float *c, int64_t rs_c, int64_t cs_c,
                        int32_t mr, int32_t nr, uint32_t flags, const oa_uk_epi_t *epi) {
-  OA_GEMM_6X16(PACKED_ROW, PACKED_STEP);
+  if (mr == 6 && nr == 16) {
+    tile_p6x2(kc, a, lda, b, NULL, c, rs_c, cs_c, nr, flags, epi);
+    return;
+  }
+  tiles[0][nr > 8][mr - 1](kc, a, lda, b, NULL, c, rs_c, cs_c, nr, flags, epi);
 }
 
 void oa_avx2_gemm_6x16_ind(int64_t kc, const float *a, int64_t lda, const float *b, const int64_t *boff, float *c,
                            int64_t rs_c, int64_t cs_c, int32_t mr, int32_t nr, uint32_t flags, const oa_uk_epi_t *epi) {
-  OA_GEMM_6X16(IND_ROW, IND_STEP);
+  if (mr == 6 && nr == 16) {
+    tile_i6x2(kc, a, lda, b, boff, c, rs_c, cs_c, nr, flags, epi);
+    return;
+  }
+  tiles[1][nr > 8][mr - 1](kc, a, lda, b, boff, c, rs_c, cs_c, nr, flags, epi);
 }
 
 static inline float hsum8(__m256 v) {
