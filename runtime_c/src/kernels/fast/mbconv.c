@@ -6,8 +6,8 @@
  * convolution, and read again by the projection: on this class of core that traffic, not the
  * arithmetic, bounds the early layers. Here each thread walks bands of output rows of one image:
  *   1. the input rows the band's depthwise taps read are expanded (one GEMM over those rows'
- *      pixels, weights pre-packed in panels as in conv2d_nhwc) into a window of rows; rows the
- *      previous band expanded already are moved to the window's front, not recomputed;
+ *      pixels, weights pre-packed in panels as in conv2d_nhwc) into a ring of rows; rows the
+ *      previous band expanded already stay in place (neither recomputed nor moved);
  *   2. the depthwise kernel computes the band's rows from window rows (dwconv_nhwc_tmpl.inc);
  *   3. one GEMM projects the band (rows x OW pixels) into the output.
  * Window and band buffers are sized to stay within about 512 KB per thread; a band has at least
@@ -138,22 +138,25 @@ static void run_chunk(const mb_job_t *j, int64_t n, int64_t r0, int64_t r1, floa
     const int64_t lo = oa_max64(b0 * g->sh - g->ph, 0);
     const int64_t hi = oa_min64((b1 - 1) * g->sh - g->ph + (g->kh - 1) * g->dh, g->h - 1);
     if (g->has_expand && lo <= hi) {
-      /* keep the rows the last band expanded, expand the others */
-      int64_t first = lo;
-      if (lo >= win_lo && lo <= win_hi) {
-        memmove(win, win + (lo - win_lo) * row, (size_t)((win_hi - lo + 1) * row) * sizeof(float));
-        first = win_hi + 1;
+      /* the window is a ring of win_rows rows (input row r in slot r % win_rows): rows the last
+       * band expanded stay where they are, the others are expanded into their slots (one GEMM
+       * per run of consecutive slots) */
+      const int64_t first = lo >= win_lo && lo <= win_hi ? win_hi + 1 : lo;
+      for (int64_t r = first; r <= hi;) {
+        const int64_t at = r % g->win_rows, n_rows = oa_min64(hi - r + 1, g->win_rows - at);
+        gemm(j, n_rows * g->w, g->e, g->c, x + r * g->w * g->c, m->in[MB_EXPAND][1], m->in[MB_EXPAND][2], &j->epi_e,
+             win + at * row, gs);
+        r += n_rows;
       }
-      if (first <= hi)
-        gemm(j, (hi - first + 1) * g->w, g->e, g->c, x + first * g->w * g->c, m->in[MB_EXPAND][1],
-             m->in[MB_EXPAND][2], &j->epi_e, win + (first - lo) * row, gs);
       win_lo = lo;
       win_hi = hi;
     }
     for (int64_t oh = b0; oh < b1; oh++) {
       for (int64_t kh = 0; kh < g->kh; kh++) {
         const int64_t ih = oh * g->sh - g->ph + kh * g->dh;
-        rows[kh] = ih < 0 || ih >= g->h ? NULL : g->has_expand ? win + (ih - lo) * row : x + ih * g->w * g->c;
+        rows[kh] = ih < 0 || ih >= g->h ? NULL
+                   : g->has_expand      ? win + (ih % g->win_rows) * row
+                                        : x + ih * g->w * g->c;
       }
       j->isa->dwc_row(&j->dwp, rows, dwb + (oh - b0) * g->ow * g->e);
     }
