@@ -123,20 +123,17 @@ static inline void store_transposed(float *c, int64_t cs_c, __m256 *lo, __m256 *
   __m256 c40 = _mm256_setzero_ps(), c41 = _mm256_setzero_ps();                                               \
   __m256 c50 = _mm256_setzero_ps(), c51 = _mm256_setzero_ps();                                               \
   /* two k steps per iteration: unrolled by 4, gcc 12 kept two accumulators on the stack (12                 \
-   * accumulators + 2 B + 1 broadcast leave one spare ymm register), 1.2x slower on 1x1 GEMMs */             \
-  for (int64_t p = kc >> 1; p > 0; p--) {                                                                    \
-    OA_STEP(MR, NV, BROW(0), 0);                                                                             \
-    OA_STEP(MR, NV, BROW(1), 1);                                                                             \
-    a0 += 2;                                                                                                 \
-    a1 += 2;                                                                                                 \
-    a2 += 2;                                                                                                 \
-    a3 += 2;                                                                                                 \
-    a4 += 2;                                                                                                 \
-    a5 += 2;                                                                                                 \
+   * accumulators + 2 B + 1 broadcast leave one spare ymm register), 1.2x slower on 1x1 GEMMs.               \
+   * The rows of A are read at a shared index (base + index addressing): one add per iteration               \
+   * for all six rows instead of one each, which the FMAs left no slots for. */                              \
+  int64_t q = 0;                                                                                             \
+  for (; q + 2 <= kc; q += 2) {                                                                              \
+    OA_STEP(MR, NV, BROW(0), q);                                                                             \
+    OA_STEP(MR, NV, BROW(1), q + 1);                                                                         \
     BSTEP(2);                                                                                                \
   }                                                                                                          \
-  if (kc & 1) {                                                                                              \
-    OA_STEP(MR, NV, BROW(0), 0);                                                                             \
+  if (q < kc) {                                                                                              \
+    OA_STEP(MR, NV, BROW(0), q);                                                                             \
   }                                                                                                          \
   if (cs_c == 1) {                                                                                           \
     store_row(c, c00, c01, NV, nr, flags, epi, 0);                                                           \
