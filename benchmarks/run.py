@@ -244,6 +244,20 @@ def time_cells(runs_by_name: dict[str, Any], runs: int, warmup: int, budget: flo
     return out
 
 
+def merge_rounds(rounds: list[dict[str, dict[str, Any]]]) -> dict[str, dict[str, Any]]:
+    """One result per engine from several rounds of time_cells: the median of the rounds' medians
+    (a thin margin is judged on more than one phase of the machine), every round's median kept."""
+    out = {}
+    for n in rounds[0]:
+        rs = [r[n] for r in rounds]
+        out[n] = {"median_ms": statistics.median(r["median_ms"] for r in rs), "min_ms": min(r["min_ms"] for r in rs),
+                  "mean_ms": statistics.fmean(r["mean_ms"] for r in rs), "max_ms": max(r["max_ms"] for r in rs),
+                  "runs": sum(r["runs"] for r in rs), "warmup_runs": rs[0]["warmup_runs"],
+                  "capped": any(r["capped"] for r in rs), "round_median_ms": [r["median_ms"] for r in rs],
+                  "outputs": [rs[0]["outputs"][0], rs[-1]["outputs"][-1]]}
+    return out
+
+
 def compare(outs: list[list[np.ndarray]], ref: list[np.ndarray], tol: float) -> dict[str, Any]:
     """Max abs error against eager over the first and the last timed call's outputs."""
     worst = 0.0
@@ -427,9 +441,15 @@ def bench_model(name: str, args: argparse.Namespace, engines: list[Engine], vers
             loaded[eng.name] = eng.load(arts[eng.name][0], inputs, args.threads)
         except Exception as e:
             row.update(status="n/a", reason=f"run failed: {first_line(e)}")
-    log(f"{name}: timing {', '.join(ENGINES[n].label for n in loaded)} (runs interleaved)")
+    log(f"{name}: timing {', '.join(ENGINES[n].label for n in loaded)} (runs interleaved"
+        + (f", {args.rounds} rounds)" if args.rounds > 1 else ")"))
     try:
-        results = time_cells({n: ld.run for n, ld in loaded.items()}, args.runs, args.warmup, args.budget)
+        rounds = []
+        for k in range(args.rounds):
+            if args.rounds > 1:
+                log(f"{name}: round {k + 1} of {args.rounds}")
+            rounds.append(time_cells({n: ld.run for n, ld in loaded.items()}, args.runs, args.warmup, args.budget))
+        results = merge_rounds(rounds)
     except Exception as e:
         results = {}
         for row in rows:
@@ -489,6 +509,11 @@ def summarize(rows: list[dict[str, Any]], models: list[str]) -> list[dict[str, A
         for r in mine:
             if r["engine"] in PEERS and r.get("status") == "ok" and oa and oa.get("status") == "ok":
                 s[f"ratio_to_{r['engine']}"] = oa["median_ms"] / r["median_ms"]
+        if best and oa and len(oa.get("round_median_ms", [])) > 1:
+            # per round: openaccel against the best peer of that round
+            per_round = [o / min(r["round_median_ms"][k] for r in peers)
+                         for k, o in enumerate(oa["round_median_ms"])]
+            s["round_ratios"] = per_round
         out.append(s)
     return out
 
@@ -532,6 +557,9 @@ def print_tables(doc: dict[str, Any], console: Any) -> None:
         else:
             colour = "green" if ratio <= 1 else "yellow" if ratio <= 1.5 else "red"
             rc = f"[{colour}]{ratio:.2f}x[/] vs {ENGINES[s['best_peer']].label}"
+            if s.get("round_ratios"):
+                rr = s["round_ratios"]
+                rc += f" ({min(rr):.2f}-{max(rr):.2f}x over {len(rr)} rounds)"
         t.add_row(s["model"], *cells, rc)
     console.print(t)
     la, lb = meta.get("loadavg_start"), meta.get("loadavg_end")
@@ -581,6 +609,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--threads", type=int, default=1, help="threads for every engine (default 1)")
     ap.add_argument("--runs", type=int, default=20, help="timed runs per cell, at most (default 20)")
     ap.add_argument("--warmup", type=int, default=3, help="warm-up runs per cell, at most (default 3)")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="repeat each model's interleaved timing this many times; the table shows the median "
+                         "of the rounds' medians and the range of openaccel / best peer (default 1)")
     ap.add_argument("--budget", type=float, default=10.0,
                     help="seconds of timed runs per cell before stopping early (default 10)")
     ap.add_argument("--small", action="store_true", help="the zoo's reduced input sizes (quick runs)")
@@ -606,8 +637,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     bad = [e for e in a.engine_list if e not in ENGINES]
     if bad:
         raise BenchError(f"unknown engine(s) {', '.join(bad)}; known: {', '.join(ENGINES)}")
-    if a.threads < 1 or a.runs < 1 or a.warmup < 1 or a.budget <= 0:
-        raise BenchError("--threads, --runs and --warmup must be >= 1 and --budget > 0")
+    if a.threads < 1 or a.runs < 1 or a.warmup < 1 or a.rounds < 1 or a.budget <= 0:
+        raise BenchError("--threads, --runs, --warmup and --rounds must be >= 1 and --budget > 0")
     return a
 
 

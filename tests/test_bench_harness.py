@@ -74,11 +74,22 @@ def test_harness_mlp_small(tmp_path: Path) -> None:
     assert s["model"] == "mlp" and s["best_peer"] in engines and s["ratio_to_best_peer"] > 0
 
 
+def test_rounds_merge_into_the_median_of_medians() -> None:
+    def cell(med: float, lo: float, hi: float) -> dict[str, object]:
+        return {"median_ms": med, "min_ms": lo, "mean_ms": med, "max_ms": hi, "runs": 3, "warmup_runs": 1,
+                "capped": False, "outputs": [["first"], ["last"]]}
+
+    merged = bench.merge_rounds([{"a": cell(2.0, 1.5, 3.0)}, {"a": cell(5.0, 4.0, 9.0)}, {"a": cell(3.0, 2.5, 4.0)}])
+    a = merged["a"]
+    assert a["median_ms"] == 3.0 and a["min_ms"] == 1.5 and a["max_ms"] == 9.0 and a["runs"] == 9
+    assert a["round_median_ms"] == [2.0, 5.0, 3.0]
+
+
 @pytest.mark.slow
 def test_harness_reports_unexportable_models(tmp_path: Path) -> None:
     """An engine that cannot export a model is a 'n/a (reason)' cell, and the run goes on."""
     p = _run([str(BENCH / "run.py"), "--models", "mlp,gpt", "--small", "--runs", "1", "--warmup", "1",
-              "--budget", "1", "--engines", "eager,openaccel", "--no-rss", "--no-oa-run",
+              "--budget", "1", "--engines", "eager,openaccel", "--no-rss", "--no-oa-run", "--rounds", "2",
               "--out", str(tmp_path), "--json", "-"])
     assert p.returncode == 0, p.stderr[-3000:]
     doc = json.loads(p.stdout)  # with --json - the tables go to stderr
@@ -86,6 +97,9 @@ def test_harness_reports_unexportable_models(tmp_path: Path) -> None:
     rows = {(r["model"], r["engine"]): r for r in doc["results"]}
     assert rows[("mlp", "openaccel")]["status"] == "ok"
     assert rows[("gpt", "eager")]["status"] == "ok"
+    assert len(rows[("mlp", "openaccel")]["round_median_ms"]) == 2  # --rounds 2
+    mlp = next(s for s in doc["summary"] if s["model"] == "mlp")
+    assert len(mlp["round_ratios"]) == 2 and "over 2 rounds" in p.stderr
     gpt = rows[("gpt", "openaccel")]
     if gpt["status"] != "ok":  # until every op of the GPT has a kernel
         assert gpt["reason"].startswith("export failed: UnsupportedOpError") and "aten." in gpt["reason"]
