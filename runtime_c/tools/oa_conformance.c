@@ -51,7 +51,7 @@ static const char *const k_ops[] = {
     "layer_norm", "group_norm", "upsample_nearest2d", "upsample_bilinear2d", "softmax", "log_softmax", "sum",
     "mean", "amax", "amin", "prod", "any", "all", "var", "argmax", "argmin", "cumsum", "copy", "permute",
     "expand", "slice", "select", "cat", "split", "pad", "flip", "repeat", "embedding", "index_select", "gather",
-    "sdpa", "conv2d_winograd", "conv2d_nhwc", "mbconv_nhwc",
+    "sdpa", "conv2d_winograd", "conv2d_nhwc", "mbconv_nhwc", "linear_packed",
 };
 #define N_OPS (sizeof k_ops / sizeof k_ops[0])
 
@@ -1391,6 +1391,18 @@ static int gen_mbconv_nhwc(int32_t dtype, op_case_t *c) {
   return n;
 }
 
+/* linear_packed inputs input [..., K], weight [ceil(N / block), K, block] (N: the output's last
+ * dim), bias? [N]; ints act, block; floats act_min, act_max */
+static int gen_linear_packed(int32_t dtype, op_case_t *c) {
+  (void)dtype;
+  int n = 0;
+  c[n++] = mk("[40, 8] -> 20 features in panels of 16, bias", IN(S(40, 8), weight(S(2, 8, 16), 8), weight(S(20), 8)),
+              OUT(S(40, 20)), INTS(0, 16), NOFLOATS);
+  c[n++] = mk("3-D [2, 3, 32] -> 16, fused relu", IN(S(2, 3, 32), weight(S(1, 32, 16), 32)), OUT(S(2, 3, 16)),
+              INTS(1, 16), NOFLOATS);
+  return n;
+}
+
 /* linear ints: act; floats act_min, act_max */
 static int gen_linear(int32_t dtype, op_case_t *c) {
   (void)dtype;
@@ -1484,6 +1496,7 @@ static const gen_t k_gens[] = {
     {"conv2d_nhwc", DT_F32, 1, gen_conv2d_nhwc},
     {"mbconv_nhwc", DT_F32, 1, gen_mbconv_nhwc},
     {"linear", DT_F32, 1, gen_linear},
+    {"linear_packed", DT_F32, 1, gen_linear_packed},
     {"matmul", DT_F32, 1, gen_matmul},
     {"softmax", DT_F32, 1, gen_softmax},
     {"max_pool2d", DT_NUM, 0, gen_max_pool2d},

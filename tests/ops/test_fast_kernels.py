@@ -38,7 +38,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from openaccel.exporter import layout, winograd
+from openaccel.exporter import layout, pack, winograd
 from openaccel.exporter.memory_plan import plan_memory
 from openaccel.exporter.serialize import serialize
 from openaccel.ir import Graph, Instr, Value
@@ -99,6 +99,16 @@ def linear(m: int | tuple[int, ...], k: int, n: int, act: int, bias: bool = True
     ins = [("in", x), ("const", w)] + ([("const", b)] if b is not None else [])
     return Case(f"linear_{'x'.join(map(str, lead))}_{k}_{n}_act{act}{'' if bias else '_nobias'}", "linear", ins,
                 ints, floats, act_fn(act)(F.linear(x, w, b)), k)
+
+
+def linear_packed(m: int | tuple[int, ...], k: int, n: int, act: int, bias: bool = True, nan: bool = False) -> Case:
+    """linear_packed: the linear case with W packed as the exporter packs it (exporter/pack.py)"""
+    case = linear(m, k, n, act, bias, nan)
+    case.ins[1] = ("const", pack.pack_linear_weight(case.ins[1][1]))
+    case.ints = [case.ints[0], pack.BLOCK]
+    case.op = "linear_packed"
+    case.name = case.name.replace("linear_", "linear_packed_", 1)
+    return case
 
 
 def matmul(sa: tuple[int, ...], sb: tuple[int, ...]) -> Case:
@@ -187,6 +197,12 @@ def linear_cases() -> list[Case]:
     fs: list[Callable[[int], Case]] = [functools.partial(linear, m, k, n) for m, k, n in shapes]
     fs += [functools.partial(linear, 12, 40, 18, bias=False), functools.partial(linear, 7, 31, 17, nan=True),
            functools.partial(linear, 45, 40, 18, bias=False), functools.partial(linear, 41, 31, 17, nan=True)]
+    # pre-packed weights (exporter/pack.py): N tails of a panel (17, 20, 33 features), M tails of a
+    # tile, K odd and past a K block, few rows, 3-D input, no bias, NaN
+    packed = [(128, 256, 40), (33, 3, 17), (7, 17, 20), (1, 5, 16), (40, 300, 33), ((2, 40), 31, 48), (6, 1, 1)]
+    fs += [functools.partial(linear_packed, m, k, n) for m, k, n in packed]
+    fs += [functools.partial(linear_packed, 45, 40, 18, bias=False),
+           functools.partial(linear_packed, 41, 31, 17, nan=True)]
     return _acts(fs)
 
 

@@ -2,7 +2,8 @@
 
     torch.export -> to_edge (core ATen) -> import -> fold constants -> fold batch norm
     -> remove dead code -> lower to openaccel ops -> Winograd convolutions -> fuse residual adds
-    -> fuse activations -> channels-last layout -> fuse inverted-residual blocks -> place
+    -> fuse activations -> pack linear weights -> channels-last layout -> fuse inverted-residual
+    blocks -> place
     -> plan memory -> bundle tests -> serialize
 """
 
@@ -21,6 +22,7 @@ from ..errors import ExportError, UnsupportedOpError
 from ..program import Program
 from . import fold, winograd
 from . import layout as layout_pass
+from . import pack as pack_pass
 from .fuse import fuse_activations, fuse_mbconv, fuse_residual_adds
 from .fx_import import import_program, source_of
 from .lower import lower_graph
@@ -132,6 +134,7 @@ def export(model: torch.nn.Module | torch.export.ExportedProgram,
     step("fuse residual adds", lambda: fuse_residual_adds(graph))
     step("fuse activations", lambda: fuse_activations(graph))
     accelerators = any(k != "cpu" for k in (prefer or ["cpu"]))
+    step("pack linear weights", lambda: pack_pass.rewrite(graph, accelerators))
     step("channels-last layout", lambda: layout_pass.rewrite(graph, layout, accelerators))
     step("fuse inverted-residual blocks", lambda: fuse_mbconv(graph))
     profiles = load_profiles(devices)

@@ -12,6 +12,7 @@
   }
 
 OA_NEON_PREPARE(linear)
+OA_NEON_PREPARE(linear_packed)
 OA_NEON_PREPARE(matmul)
 OA_NEON_PREPARE(addmm)
 OA_NEON_PREPARE(conv2d)

@@ -227,6 +227,8 @@ typedef struct oa_wino_isa {
 /* Shared prepare of the optimized variants (fast/ops.c); `isa` is an OA_ISA_* id. */
 oa_status_t oa_fast_linear_prepare_isa(const oa_op_call_t *call, const oa_kernel_env_t *env, oa_op_plan_t *plan,
                                        int32_t isa);
+oa_status_t oa_fast_linear_packed_prepare_isa(const oa_op_call_t *call, const oa_kernel_env_t *env,
+                                              oa_op_plan_t *plan, int32_t isa);
 oa_status_t oa_fast_matmul_prepare_isa(const oa_op_call_t *call, const oa_kernel_env_t *env, oa_op_plan_t *plan,
                                        int32_t isa);
 oa_status_t oa_fast_addmm_prepare_isa(const oa_op_call_t *call, const oa_kernel_env_t *env, oa_op_plan_t *plan,

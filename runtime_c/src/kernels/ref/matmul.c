@@ -1,4 +1,5 @@
-/* Reference matrix products: linear, matmul (mm/bmm with batch broadcast), addmm.
+/* Reference matrix products: linear (and linear_packed: the weight in panels), matmul (mm/bmm
+ * with batch broadcast), addmm.
  *
  * All three accumulate in double and round once to float32: they are the ground truth optimized
  * GEMM kernels are compared with (tests use rtol/atol 1e-4 for K up to a few hundred). */
@@ -9,8 +10,8 @@
 
 /* ---- linear --------------------------------------------------------------------------------- */
 
-/* plan->params layout for linear */
-enum { L_M, L_N, L_K, L_HAS_BIAS, L_ACT };
+/* plan->params layout for linear and linear_packed */
+enum { L_M, L_N, L_K, L_HAS_BIAS, L_ACT, L_BLOCK };
 
 static double apply_act(double v, int64_t act, double lo, double hi) {
   if (act == 1) return v < 0.0 ? 0.0 : v; /* keeps NaN, as torch.relu */
@@ -18,9 +19,9 @@ static double apply_act(double v, int64_t act, double lo, double hi) {
   return v;
 }
 
-oa_status_t oa_ref_linear_prepare(const oa_op_call_t *call, const oa_kernel_env_t *env, oa_op_plan_t *plan,
-                                  oa_diag_t *diag) {
-  (void)env;
+/* linear: weight [N, K]; linear_packed (block > 0): weight [ceil(N / block), K, block], N from
+ * the output */
+static oa_status_t linear_prepare(const oa_op_call_t *call, oa_op_plan_t *plan, oa_diag_t *diag, int packed) {
   oa_status_t st;
   if ((st = oa_check_arity(call, 2, 3, 1, 0, 0, diag))) return st;
   if ((st = oa_check_present(call, 0, "input 0 (input)", diag)) || (st = oa_check_present(call, 1, "input 1 (weight)", diag)))
@@ -31,8 +32,22 @@ oa_status_t oa_ref_linear_prepare(const oa_op_call_t *call, const oa_kernel_env_
   if ((st = oa_check_same_dtype(call, w, x, "input 1 (weight)", diag))) return st;
   if ((st = oa_check_same_dtype(call, out, x, "output 0", diag))) return st;
   if ((st = oa_check_ndim(call, x, 1, OA_MAX_DIMS, "input 0 (input)", diag))) return st;
-  if ((st = oa_check_ndim(call, w, 2, 2, "input 1 (weight)", diag))) return st;
-  int64_t n = w->shape[0], k = w->shape[1];
+  if ((st = oa_check_ndim(call, w, packed ? 3 : 2, packed ? 3 : 2, "input 1 (weight)", diag))) return st;
+  int64_t n = w->shape[0], k = w->shape[1], block = 0;
+  if (packed) {
+    block = call->n_ints > 1 ? call->ints[1] : 0;
+    if (block < 1 || block > 256 || w->shape[2] != block)
+      return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM,
+                          "argument block = %lld: expected 1..256 and equal to the weight's last dim %lld",
+                          (long long)block, (long long)w->shape[2]);
+    if ((st = oa_check_ndim(call, out, x->ndim, x->ndim, "output 0", diag))) return st;
+    n = out->shape[out->ndim - 1];
+    if (w->shape[0] != (n + block - 1) / block)
+      return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM,
+                          "input 1 (weight) ('%s'): %lld panels of %lld for %lld output features, expected %lld",
+                          w->name, (long long)w->shape[0], (long long)block, (long long)n,
+                          (long long)((n + block - 1) / block));
+  }
   if (x->shape[x->ndim - 1] != k)
     return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM,
                         "input 0 (input) ('%s'): last dim %lld does not match weight's in_features %lld", x->name,
@@ -61,7 +76,20 @@ oa_status_t oa_ref_linear_prepare(const oa_op_call_t *call, const oa_kernel_env_
   plan->params[L_K] = k;
   plan->params[L_HAS_BIAS] = b != NULL;
   plan->params[L_ACT] = act;
+  plan->params[L_BLOCK] = block;
   return OA_OK;
+}
+
+oa_status_t oa_ref_linear_prepare(const oa_op_call_t *call, const oa_kernel_env_t *env, oa_op_plan_t *plan,
+                                  oa_diag_t *diag) {
+  (void)env;
+  return linear_prepare(call, plan, diag, 0);
+}
+
+oa_status_t oa_ref_linear_packed_prepare(const oa_op_call_t *call, const oa_kernel_env_t *env, oa_op_plan_t *plan,
+                                         oa_diag_t *diag) {
+  (void)env;
+  return linear_prepare(call, plan, diag, 1);
 }
 
 /* Dot product in double with four partial sums (breaks the add dependency chain). */
@@ -78,6 +106,20 @@ static double dot_f32(const float *a, const float *b, int64_t k) {
   return (s0 + s1) + (s2 + s3);
 }
 
+/* The same with b read every `bs` floats (a column of a weight panel). */
+static double dot_f32_strided(const float *a, const float *b, int64_t bs, int64_t k) {
+  double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+  int64_t p = 0;
+  for (; p + 4 <= k; p += 4) {
+    s0 += (double)a[p] * b[p * bs];
+    s1 += (double)a[p + 1] * b[(p + 1) * bs];
+    s2 += (double)a[p + 2] * b[(p + 2) * bs];
+    s3 += (double)a[p + 3] * b[(p + 3) * bs];
+  }
+  for (; p < k; p++) s0 += (double)a[p] * b[p * bs];
+  return (s0 + s1) + (s2 + s3);
+}
+
 oa_status_t oa_ref_linear_run(const oa_op_call_t *call, const oa_op_plan_t *plan, void *scratch,
                               const oa_kernel_env_t *env, oa_diag_t *diag) {
   (void)scratch;
@@ -88,12 +130,14 @@ oa_status_t oa_ref_linear_run(const oa_op_call_t *call, const oa_op_plan_t *plan
   const float *b = plan->params[L_HAS_BIAS] ? (const float *)call->inputs[2]->data : NULL;
   float *y = (float *)call->outputs[0]->data;
   int64_t m = plan->params[L_M], n = plan->params[L_N], k = plan->params[L_K], act = plan->params[L_ACT];
+  const int64_t bl = plan->params[L_BLOCK];
   double lo = call->n_floats > 0 ? call->floats[0] : 0.0;
   double hi = call->n_floats > 1 ? call->floats[1] : 0.0;
   for (int64_t i = 0; i < m; i++) {
     const float *xr = x + i * k;
     for (int64_t j = 0; j < n; j++) {
-      double acc = dot_f32(xr, w + j * k, k);
+      /* linear_packed: output feature j is column j % bl of panel j / bl */
+      double acc = bl ? dot_f32_strided(xr, w + (j / bl) * k * bl + j % bl, bl, k) : dot_f32(xr, w + j * k, k);
       if (b) acc += b[j];
       y[i * n + j] = (float)apply_act(acc, act, lo, hi);
     }

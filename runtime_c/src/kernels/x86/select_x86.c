@@ -24,6 +24,7 @@ static int has_avx2(const oa_kernel_env_t *env) {
   }
 
 OA_AVX2_PREPARE(linear)
+OA_AVX2_PREPARE(linear_packed)
 OA_AVX2_PREPARE(matmul)
 OA_AVX2_PREPARE(addmm)
 OA_AVX2_PREPARE(conv2d)
