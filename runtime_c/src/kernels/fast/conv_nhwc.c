@@ -68,9 +68,6 @@ static int is_1x1(const nhwc_geo_t *q) {
   return q->kh == 1 && q->kw == 1 && q->sh == 1 && q->sw == 1 && q->ph == 0 && q->pw == 0;
 }
 
-/* floats before the GEMM scratch: the B row offsets (k int64) */
-static int64_t boff_floats(const nhwc_geo_t *q) { return oa_round16(oa_cap_mul(q->k, 2)); }
-
 oa_status_t oa_fast_conv2d_nhwc_prepare_isa(const oa_op_call_t *call, const oa_kernel_env_t *env, oa_op_plan_t *plan,
                                             int32_t isa) {
   oa_status_t st = oa_fast_begin(plan, env, isa);
@@ -93,7 +90,7 @@ oa_status_t oa_fast_conv2d_nhwc_prepare_isa(const oa_op_call_t *call, const oa_k
   if (is_1x1(&q)) {
     oa_gemm_plan(I, q.m, q.o, q.k, q.c, 1, threads, &blk);
     plan->params[F_PATH] = PATH_1X1;
-    return oa_fast_set_scratch(plan, oa_cap_add(boff_floats(&q), blk.scratch_floats));
+    return oa_fast_set_scratch(plan, oa_cap_add(oa_row_offsets_floats(q.k), blk.scratch_floats));
   }
   /* im2col blocks: rows a multiple of MR, the block within IM2COL_BLOCK_FLOATS */
   int64_t rows = oa_min64(IM2COL_MAX_ROWS, IM2COL_BLOCK_FLOATS / oa_max64(q.k, 1)) / I->mr * I->mr;
@@ -106,7 +103,7 @@ oa_status_t oa_fast_conv2d_nhwc_prepare_isa(const oa_op_call_t *call, const oa_k
   plan->params[F_ROWS] = rows;
   plan->params[F_BLOCKS] = blocks;
   plan->params[F_SLOTS] = slots;
-  return oa_fast_set_scratch(plan, oa_cap_add(boff_floats(&q), oa_cap_mul(per_slot, slots)));
+  return oa_fast_set_scratch(plan, oa_cap_add(oa_row_offsets_floats(q.k), oa_cap_mul(per_slot, slots)));
 }
 
 /* ---- depthwise ----------------------------------------------------------------------------- */
@@ -219,9 +216,8 @@ oa_status_t oa_fast_conv2d_nhwc_run(const oa_op_call_t *call, const oa_op_plan_t
     run_dw(isa, &q, x, w, bias, y, &epi, env->pool);
     return OA_OK;
   }
-  int64_t *boff = (int64_t *)scratch;
-  for (int64_t p = 0; p < q.k; p++) boff[p] = p * (q.block ? q.block : q.o);
-  float *rest = (float *)scratch + boff_floats(&q);
+  const int64_t *boff = (const int64_t *)scratch;
+  float *rest = oa_row_offsets(scratch, q.k, q.block ? q.block : q.o);
   oa_gemm_args_t g = {.m = q.m, .n = q.o, .k = q.k, .a = x, .lda = q.c, .b = w, .boff = boff, .bblock = q.block, .c = y,
                       .rs_c = q.o, .cs_c = 1, .bias_col = bias, .act = epi.act, .lo = epi.lo, .hi = epi.hi};
   if (path == PATH_1X1) {

@@ -34,6 +34,16 @@ static inline int64_t oa_cap_add(int64_t a, int64_t b) {
 /* floats rounded up to 64 bytes (-1 stays -1) */
 static inline int64_t oa_round16(int64_t f) { return f < 0 ? -1 : (f + 15) / 16 * 16; }
 
+/* The row-offset table of a B read in place (oa_gemm_args_t.boff: row p at p * stride floats;
+ * pre-packed weight panels: stride = the panel width) at the start of the scratch: its size in
+ * floats (k int64, 64-byte rounded), and filling it, which returns the scratch after it. */
+static inline int64_t oa_row_offsets_floats(int64_t k) { return oa_round16(oa_cap_mul(k, 2)); }
+static inline float *oa_row_offsets(void *scratch, int64_t k, int64_t stride) {
+  int64_t *boff = (int64_t *)scratch;
+  for (int64_t p = 0; p < k; p++) boff[p] = p * stride;
+  return (float *)scratch + oa_row_offsets_floats(k);
+}
+
 /* plan->scratch_bytes = floats, or OA_ERR_UNSUPPORTED when unreasonable */
 static inline oa_status_t oa_fast_set_scratch(oa_op_plan_t *plan, int64_t floats) {
   if (floats < 0 || floats > MAX_SCRATCH_FLOATS || (uint64_t)floats > (SIZE_MAX - 64) / sizeof(float))

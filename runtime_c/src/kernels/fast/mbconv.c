@@ -73,7 +73,7 @@ static int mb_geo(const oa_mbconv_parts_t *m, const oa_fast_isa_t *isa, int32_t 
   oa_gemm_blocking_t blk;
   oa_gemm_plan(isa, BAND_MIN_PIXELS, g->o, g->e, g->e, 1, 1, &blk); /* DIRECT: slot scratch fixed */
   g->gemm_floats = blk.scratch_floats;
-  g->boff_floats = oa_round16(oa_cap_mul(oa_max64(g->c, g->e), 2));
+  g->boff_floats = oa_row_offsets_floats(oa_max64(g->c, g->e));
   g->slot_floats = oa_cap_add(oa_cap_add(g->win_floats, g->dwb_floats), g->gemm_floats);
   return g->boff_floats >= 0 && g->slot_floats >= 0 && g->win_rows >= 0;
 }
@@ -191,10 +191,8 @@ oa_status_t oa_fast_mbconv_nhwc_run(const oa_op_call_t *call, const oa_op_plan_t
   j.isa = isa;
   j.m = &m;
   j.g = &g;
-  int64_t *boff = (int64_t *)scratch;
-  for (int64_t p = 0; p < oa_max64(g.c, g.e); p++) boff[p] = p * g.block;
-  j.boff = boff;
-  j.scratch = (float *)scratch + g.boff_floats;
+  j.boff = (const int64_t *)scratch;
+  j.scratch = oa_row_offsets(scratch, oa_max64(g.c, g.e), g.block);
   const oa_op_call_t *dwc = &m.calls[MB_DW];
   j.dwp = (oa_dwc_t){.w = (const float *)m.in[MB_DW][1]->data,
                      .bias = m.in[MB_DW][2] ? (const float *)m.in[MB_DW][2]->data : NULL, .h = g.h, .w_in = g.w,

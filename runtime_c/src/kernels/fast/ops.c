@@ -52,19 +52,23 @@ static void linear_dims(const oa_op_call_t *call, int64_t *m, int64_t *n, int64_
   *m = *k ? x->numel / *k : (*n ? out->numel / *n : 0);
 }
 
+/* plan->params M, N, K of linear / linear_packed; 1 (and PATH_EMPTY) when the output is empty */
+static int linear_plan_dims(oa_op_plan_t *plan, int64_t m, int64_t n, int64_t k) {
+  plan->params[F_M] = m;
+  plan->params[F_N] = n;
+  plan->params[F_K] = k;
+  if (m != 0 && n != 0) return 0;
+  plan->params[F_PATH] = PATH_EMPTY;
+  return 1;
+}
+
 oa_status_t oa_fast_linear_prepare_isa(const oa_op_call_t *call, const oa_kernel_env_t *env, oa_op_plan_t *plan,
                                        int32_t isa) {
   oa_status_t st = oa_fast_begin(plan, env, isa);
   if (st) return st;
   int64_t m, n, k;
   linear_dims(call, &m, &n, &k);
-  plan->params[F_M] = m;
-  plan->params[F_N] = n;
-  plan->params[F_K] = k;
-  if (m == 0 || n == 0) {
-    plan->params[F_PATH] = PATH_EMPTY;
-    return OA_OK;
-  }
+  if (linear_plan_dims(plan, m, n, k)) return OA_OK;
   if (m <= GEMV_MAX_ROWS) {
     plan->params[F_PATH] = PATH_GEMV;
     return OA_OK;
@@ -128,18 +132,12 @@ oa_status_t oa_fast_linear_packed_prepare_isa(const oa_op_call_t *call, const oa
   const oa_tensor_t *w = call->inputs[1], *out = call->outputs[0];
   const int64_t n = out->shape[out->ndim - 1], k = w->shape[1], block = call->ints[1];
   const int64_t m = n ? out->numel / n : 0;
-  plan->params[F_M] = m;
-  plan->params[F_N] = n;
-  plan->params[F_K] = k;
-  if (m == 0 || n == 0) {
-    plan->params[F_PATH] = PATH_EMPTY;
-    return OA_OK;
-  }
+  if (linear_plan_dims(plan, m, n, k)) return OA_OK;
   if (block % oa_fast_isa(isa)->nr) return OA_ERR_UNSUPPORTED; /* panels narrower than NR */
   oa_gemm_blocking_t blk;
   oa_gemm_plan(oa_fast_isa(isa), m, n, k, k, 1, (int32_t)plan->params[F_THREADS], &blk);
   plan->params[F_PATH] = PATH_GEMM;
-  return oa_fast_set_scratch(plan, oa_cap_add(oa_round16(oa_cap_mul(k, 2)), blk.scratch_floats));
+  return oa_fast_set_scratch(plan, oa_cap_add(oa_row_offsets_floats(k), blk.scratch_floats));
 }
 
 oa_status_t oa_fast_linear_packed_run(const oa_op_call_t *call, const oa_op_plan_t *plan, void *scratch,
@@ -150,15 +148,14 @@ oa_status_t oa_fast_linear_packed_run(const oa_op_call_t *call, const oa_op_plan
   const int64_t m = plan->params[F_M], n = plan->params[F_N], k = plan->params[F_K], block = call->ints[1];
   const oa_tensor_t *tb = call->n_inputs > 2 ? call->inputs[2] : NULL;
   const oa_uk_epi_t epi = oa_fast_epi_of(call, call->ints[0]);
-  int64_t *boff = (int64_t *)scratch; /* row p of a panel is p * block floats from its start */
-  for (int64_t p = 0; p < k; p++) boff[p] = p * block;
+  float *gemm_scratch = oa_row_offsets(scratch, k, block);
   oa_gemm_blocking_t blk;
   oa_gemm_plan(isa, m, n, k, k, 1, (int32_t)plan->params[F_THREADS], &blk);
   oa_gemm_args_t g = {.m = m, .n = n, .k = k, .a = (const float *)call->inputs[0]->data, .lda = k,
-                      .b = (const float *)call->inputs[1]->data, .boff = boff, .bblock = block,
+                      .b = (const float *)call->inputs[1]->data, .boff = (const int64_t *)scratch, .bblock = block,
                       .c = (float *)call->outputs[0]->data, .rs_c = n, .cs_c = 1,
                       .bias_col = tb ? (const float *)tb->data : NULL, .act = epi.act, .lo = epi.lo, .hi = epi.hi};
-  oa_gemm_run(isa, &blk, &g, (float *)scratch + oa_round16(k * 2), env->pool);
+  oa_gemm_run(isa, &blk, &g, gemm_scratch, env->pool);
   return OA_OK;
 }
 
