@@ -220,6 +220,14 @@ def conv_cases() -> list[Case]:
     fs: list[Callable[[int], Case]] = [functools.partial(conv, *a, **kw) for a, kw in [
         ((1, 3, 8, 8, 4, 3, 3), {"pad": 1}),
         ((2, 5, 9, 11, 7, 3, 3), {"pad": 1}),
+        # strips (output rows of 24 pixels or more, kW > stride): a 3-channel stem with cut tiles,
+        # weights in place, two images and a cut panel, a tall kernel with a row stride of 2 and
+        # 12 channels, padding wider than the kernel
+        ((1, 3, 50, 61, 32, 3, 3), {"stride": 2, "pad": 1}),
+        ((1, 3, 49, 50, 24, 3, 3), {"stride": 2, "pad": 1, "block": 0}),
+        ((2, 5, 7, 30, 20, 3, 3), {"pad": 1}),
+        ((1, 12, 9, 50, 8, 5, 3), {"stride": (1, 2), "pad": (2, 1)}),
+        ((1, 2, 4, 30, 3, 3, 3), {"pad": 3, "nan": True}),
         ((1, 16, 17, 19, 13, 3, 3), {"pad": 1}),
         ((1, 40, 6, 7, 9, 3, 3), {"pad": 1}),                       # K = 360: two K blocks
         ((1, 64, 14, 14, 10, 3, 3), {"pad": 1}),                    # K = 576: three K blocks
@@ -270,7 +278,7 @@ def dw_cases() -> list[Case]:
 
 def nhwc_cases() -> list[Case]:
     """conv2d_nhwc: 1x1 (one GEMM over the pixels, A and B in place: output channels around NR,
-    channels past 256 and 1024-float rows), im2col blocks (a stem, strides, dilation, padding
+    channels past 256 and 1024-float rows), strips (wide output rows), im2col blocks (a stem, strides, dilation, padding
     larger than the kernel, more pixels than one block), and depthwise (channels around the
     vector widths 4 / 8 with scalar tails, interior groups of four pixels and border pixels,
     strides 1-3, 5x5, dilation, 7 x 7 maps)."""
@@ -287,6 +295,14 @@ def nhwc_cases() -> list[Case]:
         ((1, 3, 23, 23, 32, 3, 3), {"stride": 2, "pad": 1}),        # MobileNet's stem
         ((1, 3, 23, 23, 24, 3, 3), {"stride": 2, "pad": 1, "block": 0}),
         ((2, 5, 9, 11, 7, 3, 3), {"pad": 1}),
+        # strips (output rows of 24 pixels or more, kW > stride): a 3-channel stem with cut tiles,
+        # weights in place, two images and a cut panel, a tall kernel with a row stride of 2 and
+        # 12 channels, padding wider than the kernel
+        ((1, 3, 50, 61, 32, 3, 3), {"stride": 2, "pad": 1}),
+        ((1, 3, 49, 50, 24, 3, 3), {"stride": 2, "pad": 1, "block": 0}),
+        ((2, 5, 7, 30, 20, 3, 3), {"pad": 1}),
+        ((1, 12, 9, 50, 8, 5, 3), {"stride": (1, 2), "pad": (2, 1)}),
+        ((1, 2, 4, 30, 3, 3, 3), {"pad": 3, "nan": True}),
         ((1, 16, 17, 19, 13, 3, 3), {"pad": 1}),                    # 323 pixels: two im2col blocks
         ((1, 40, 6, 7, 9, 3, 3), {"pad": 1}),                       # K = 360
         ((1, 8, 6, 6, 4, 1, 1), {"stride": 2}),

@@ -13,6 +13,14 @@
  *     weights, one GEMM over every pixel; nothing is packed or copied.
  *     This is why MobileNet-style networks run channels-last: in NCHW the pixels are B's columns,
  *     packed on every run, and a 7 x 7 map fills 49 of 64 columns of 16-wide panels.
+ *   - convolutions with one group whose kernel windows overlap along a row (kW > stride), wide
+ *     output rows and a small input row (the 3-channel stem of image models): per output row a
+ *     "strip" of the input it reads, [columns][kH][C] zero-padded, and a GEMM that reads A
+ *     straight from the strip: output pixel ow's taps ordered (kw, kh, c) are the K floats at
+ *     ow * stride * kH * C, so A's rows overlap and nothing is copied per tap; the (small)
+ *     weights are copied into that row order on every run (exported (kh, kw, c)).
+ *     The im2col gather copied each input float kH * kW / stride^2 times (2.25x for a 3x3
+ *     stride-2 stem), in 3-float pieces for 3 channels.
  *   - other convolutions with one group: blocks of output pixels, each gathered into an im2col
  *     A block ([rows, kH * kW * C]: one contiguous run of kW * C floats per kernel row when the
  *     taps are inside the image) by the thread that then runs its single-threaded GEMM.
@@ -26,13 +34,19 @@
 #include "fast.h"
 #include "fast_plan.h"
 
-enum { PATH_EMPTY = 0, PATH_1X1 = 1, PATH_IM2COL = 2, PATH_DW = 3 };
-/* plan->params past F_K: im2col rows per block, number of blocks, slots */
+enum { PATH_EMPTY = 0, PATH_1X1 = 1, PATH_IM2COL = 2, PATH_DW = 3, PATH_STRIP = 4 };
+/* plan->params past F_K: im2col rows per block (strip: floats of a strip), number of blocks, slots */
 enum { F_ROWS = F_K + 1, F_BLOCKS, F_SLOTS };
 
 /* an im2col block holds at most this many floats (64 KB: stays in L2 next to the B panel) */
 #define IM2COL_BLOCK_FLOATS ((int64_t)16384)
 #define IM2COL_MAX_ROWS 256
+/* strips: at most this many floats (stays in L1/L2 while its row's GEMM runs), output rows at
+ * least this wide (a GEMM per output row; narrow rows leave the micro-kernel's row tiles empty) */
+#define STRIP_MAX_FLOATS ((int64_t)8192)
+/* the weights are copied into the strip's K order on every run: only small ones */
+#define STRIP_MAX_WEIGHTS ((int64_t)16384)
+#define STRIP_MIN_COLS 24
 
 typedef struct nhwc_geo {
   int64_t n, c, h, w, o, kh, kw, sh, sw, ph, pw, dh, dw, g, oh, ow, act;
@@ -68,6 +82,19 @@ static int is_1x1(const nhwc_geo_t *q) {
   return q->kh == 1 && q->kw == 1 && q->sh == 1 && q->sw == 1 && q->ph == 0 && q->pw == 0;
 }
 
+/* floats a row of the weights takes, all panels (what the reordered copy holds per K row) */
+static int64_t strip_weight_width(const nhwc_geo_t *q) { return q->block ? oa_cdiv(q->o, q->block) * q->block : q->o; }
+
+/* floats of one output row's strip ([columns][kH][C]), or 0 when the strip path does not apply */
+static int64_t strip_floats(const nhwc_geo_t *q) {
+  if (q->g != 1 || q->dh != 1 || q->dw != 1 || q->kw <= q->sw || q->ow < STRIP_MIN_COLS) return 0;
+  if (oa_cap_mul(q->k, strip_weight_width(q)) > STRIP_MAX_WEIGHTS) return 0;
+  const int64_t f = oa_cap_mul(oa_cap_mul((q->ow - 1) * q->sw + q->kw, q->kh), q->c);
+  return f > 0 && f <= STRIP_MAX_FLOATS ? f : 0;
+}
+/* A's row stride in a strip: the next output pixel starts stride columns later */
+static int64_t strip_lda(const nhwc_geo_t *q) { return q->sw * q->kh * q->c; }
+
 oa_status_t oa_fast_conv2d_nhwc_prepare_isa(const oa_op_call_t *call, const oa_kernel_env_t *env, oa_op_plan_t *plan,
                                             int32_t isa) {
   oa_status_t st = oa_fast_begin(plan, env, isa);
@@ -91,6 +118,16 @@ oa_status_t oa_fast_conv2d_nhwc_prepare_isa(const oa_op_call_t *call, const oa_k
     oa_gemm_plan(I, q.m, q.o, q.k, q.c, 1, threads, &blk);
     plan->params[F_PATH] = PATH_1X1;
     return oa_fast_set_scratch(plan, oa_cap_add(oa_row_offsets_floats(q.k), blk.scratch_floats));
+  }
+  const int64_t strip = strip_floats(&q);
+  if (strip > 0) {
+    oa_gemm_plan(I, q.ow, q.o, q.k, strip_lda(&q), 1, 1, &blk);
+    plan->params[F_PATH] = PATH_STRIP;
+    plan->params[F_ROWS] = strip;
+    plan->params[F_SLOTS] = oa_min64(threads, q.n * q.oh);
+    const int64_t per_slot = oa_cap_add(oa_round16(strip), blk.scratch_floats);
+    const int64_t shared = oa_cap_add(oa_row_offsets_floats(q.k), oa_round16(q.k * strip_weight_width(&q)));
+    return oa_fast_set_scratch(plan, oa_cap_add(shared, oa_cap_mul(per_slot, plan->params[F_SLOTS])));
   }
   /* im2col blocks: rows a multiple of MR, the block within IM2COL_BLOCK_FLOATS */
   int64_t rows = oa_min64(IM2COL_MAX_ROWS, IM2COL_BLOCK_FLOATS / oa_max64(q.k, 1)) / I->mr * I->mr;
@@ -136,8 +173,9 @@ typedef struct im2col_job {
   const nhwc_geo_t *q;
   const float *x;
   oa_gemm_args_t g; /* shared fields; a, m, c set per block */
+  oa_gemm_blocking_t blk; /* strips: the blocking of every row's GEMM */
   float *scratch;   /* slot s at scratch + s * per_slot */
-  int64_t rows, blocks, slots, per_slot;
+  int64_t rows, blocks, slots, per_slot; /* strips: rows = floats of a strip */
 } im2col_job_t;
 
 /* A rows [r0, r1) of the im2col matrix: per output pixel, per kernel row, kW * C floats (one
@@ -174,6 +212,65 @@ static void gather(const nhwc_geo_t *q, const float *x, int64_t r0, int64_t r1, 
         oh = 0;
         n++;
       }
+    }
+  }
+}
+
+/* ---- strips -------------------------------------------------------------------------------- */
+
+/* output row (n, oh)'s strip: column col (input column col - pw), kernel row kh: the C floats of
+ * that input pixel, zeros outside the image */
+static void build_strip(const nhwc_geo_t *q, const float *x, int64_t n, int64_t oh, float *s) {
+  const int64_t c = q->c, cols = (q->ow - 1) * q->sw + q->kw, step = q->kh * c;
+  /* columns [0, c0) and [c1, cols) are padding */
+  const int64_t c0 = oa_min64(cols, q->pw), c1 = oa_max64(c0, oa_min64(cols, q->pw + q->w));
+  for (int64_t kh = 0; kh < q->kh; kh++) {
+    const int64_t ih = oh * q->sh - q->ph + kh;
+    const int inside = ih >= 0 && ih < q->h;
+    float *d = s + kh * c;
+    const float *src = inside ? x + ((n * q->h + ih) * q->w + (c0 - q->pw)) * c : x;
+    for (int64_t col = 0; col < cols; col++, d += step) {
+      if (!inside || col < c0 || col >= c1) {
+        memset(d, 0, (size_t)c * sizeof(float));
+      } else if (c == 3) {
+        d[0] = src[0];
+        d[1] = src[1];
+        d[2] = src[2];
+        src += 3;
+      } else {
+        memcpy(d, src, (size_t)c * sizeof(float));
+        src += c;
+      }
+    }
+  }
+}
+
+/* The weights with their rows in the strip's K order (kw, kh, c) (exported (kh, kw, c)): the
+ * same layout (panels of `block` columns, or [K][O] when block is 0), `width` floats a row. */
+static void strip_weights(const nhwc_geo_t *q, const float *w, float *dst) {
+  const int64_t width = q->block ? q->block : q->o, panels = q->block ? oa_cdiv(q->o, q->block) : 1;
+  for (int64_t pn = 0; pn < panels; pn++) {
+    const float *src = w + pn * q->k * width;
+    for (int64_t kw = 0; kw < q->kw; kw++)
+      for (int64_t kh = 0; kh < q->kh; kh++)
+        for (int64_t ci = 0; ci < q->c; ci++, dst += width)
+          memcpy(dst, src + ((kh * q->kw + kw) * q->c + ci) * width, (size_t)width * sizeof(float));
+  }
+}
+
+/* slot s: a static share of the output rows, its own strip and GEMM scratch */
+static void strip_slots(void *ctx, int64_t s0, int64_t s1) {
+  const im2col_job_t *j = (const im2col_job_t *)ctx;
+  const nhwc_geo_t *q = j->q;
+  const int64_t rows = q->n * q->oh;
+  for (int64_t s = s0; s < s1; s++) {
+    float *strip = j->scratch + s * j->per_slot, *gs = strip + oa_round16(j->rows);
+    for (int64_t r = s * rows / j->slots; r < (s + 1) * rows / j->slots; r++) {
+      build_strip(q, j->x, r / q->oh, r % q->oh, strip);
+      oa_gemm_args_t g = j->g;
+      g.a = strip;
+      g.c = j->g.c + r * q->ow * q->o;
+      oa_gemm_run(j->isa, &j->blk, &g, gs, NULL);
     }
   }
 }
@@ -231,6 +328,19 @@ oa_status_t oa_fast_conv2d_nhwc_run(const oa_op_call_t *call, const oa_op_plan_t
   j.q = &q;
   j.x = x;
   j.g = g;
+  if (path == PATH_STRIP) {
+    strip_weights(&q, w, rest);
+    j.g.b = rest;
+    j.g.m = q.ow;
+    j.g.lda = strip_lda(&q);
+    j.scratch = rest + oa_round16(q.k * strip_weight_width(&q));
+    j.rows = plan->params[F_ROWS];
+    j.slots = plan->params[F_SLOTS];
+    oa_gemm_plan(isa, q.ow, q.o, q.k, j.g.lda, 1, 1, &j.blk);
+    j.per_slot = oa_round16(j.rows) + j.blk.scratch_floats;
+    oa_parallel_for(env->pool, j.slots, 1, strip_slots, &j);
+    return OA_OK;
+  }
   j.g.lda = q.k;
   j.scratch = rest;
   j.rows = plan->params[F_ROWS];

@@ -3,7 +3,7 @@
  *
  *   fast/gemm.c      blocking, packing of B, threading, the portable micro-kernels (any CPU)
  *   fast/ops.c       linear / matmul / addmm / conv2d built on it (prepare + run)
- *   fast/conv_nhwc.c conv2d_nhwc (channels-last): 1x1 as one GEMM, others im2col rows + GEMM
+ *   fast/conv_nhwc.c conv2d_nhwc (channels-last): 1x1 as one GEMM, others strips or im2col rows + GEMM
  *   fast/mbconv.c    mbconv_nhwc: expand -> depthwise -> project fused, row band by row band
  *   fast/dwconv.c    depthwise convolution (portable instances of dwconv_tmpl.inc, planar, and
  *                    dwconv_nhwc_tmpl.inc, channels-last)
