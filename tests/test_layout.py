@@ -81,9 +81,9 @@ def test_depthwise_network_runs_channels_last() -> None:
     prog, ops = _export(model, x, "tiny_mobilenet")
     # the stem stays a convolution, each block becomes one fused mbconv_nhwc
     assert ops["conv2d_nhwc"] == 1 and ops["mbconv_nhwc"] == 3 and ops["conv2d"] == 0, ops
-    # one permute into the stack (the graph input), one out of it (before the mean): the residual
-    # adds and activations stay inside
-    assert ops["permute"] == 2, ops
+    # one permute into the stack (the graph input) and none out of it: the residual adds and
+    # activations stay inside, the mean over H and W reduces the NHWC map
+    assert ops["permute"] == 1, ops
     _check(prog, model, x)
     check_on_boards(CACHE / "layout" / "tiny_mobilenet.oab", "tiny_mobilenet")
     prog_nchw, ops_nchw = _export(model, x, "tiny_mobilenet_nchw", layout="nchw")
@@ -145,6 +145,35 @@ def test_stack_edges_get_permutes_back() -> None:
     assert ops["conv2d_nhwc"] == 2, ops
     _check(prog, model, x)
     check_on_boards(CACHE / "layout" / "layout_mixed.oab", "layout_mixed", ["qemu-aarch64"])
+
+
+class Pooled(nn.Module):
+    """Global poolings at the end of a stack: a mean with keepdim that a flatten views (the
+    torchvision head), a max without keepdim, a sum with its dims listed W first (a graph output
+    kept 4-D), and a mean over H alone (not global: that value is permuted back)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Conv2d(5, 12, 1)
+        self.dw = nn.Conv2d(12, 12, 3, padding=1, groups=12)
+        self.head = nn.Linear(12, 3)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        y = torch.relu(self.dw(self.a(x)))
+        return (self.head(y.mean((2, 3), keepdim=True).flatten(1)), y.amax((2, 3)), y.sum((3, 2), keepdim=True),
+                y.mean(2))
+
+
+def test_global_pooling_reads_the_nhwc_map() -> None:
+    torch.manual_seed(5)
+    model, x = Pooled().eval(), torch.randn(2, 5, 7, 6)
+    prog, ops = _export(model, x, "layout_pooled")
+    reduce_dims = sorted(tuple(dict(i.args)["dims"]) for i in prog.instructions if i.op in ("mean", "amax", "sum"))
+    # three global poolings over W and H of NHWC; the mean over H alone reads NCHW
+    assert reduce_dims == [(1, 2), (1, 2), (1, 2), (2,)], reduce_dims
+    assert ops["permute"] == 2, ops  # the input in, the map back out for mean(2)
+    _check(prog, model, x)
+    check_on_boards(CACHE / "layout" / "layout_pooled.oab", "layout_pooled", ["qemu-aarch64"])
 
 
 def test_bad_layout_names_the_choices() -> None:

@@ -14,7 +14,11 @@ What moves to NHWC:
   weights of groups = 1 are packed here into the GEMM's B panels ([ceil(C_out / 16), kH, kW,
   C_in, 16], pack_weights), depthwise ones stored [kH, kW, 1, C];
 - elementwise and binary ops whose tensor inputs are all NHWC with the output's shape (or single
-  elements), so residual adds and activations between convolutions stay in the stack.
+  elements), so residual adds and activations between convolutions stay in the stack;
+- mean / sum / amax / amin over H and W of an NHWC value (global pooling at the stack's end):
+  they reduce W and H of the NHWC value instead, and with keepdim the [N, C, 1, 1] result is a
+  view of the [N, 1, 1, C] one (same bytes), so the feature map is not permuted back (MobileNetV2:
+  a 7 x 7 x 1280 permute, 0.15 ms).
 A value some other instruction, a graph output or a view needs in NCHW gets one `permute` back,
 right after it is computed; a convolution input that exists only in NCHW gets one `permute` in
 (shared by every convolution reading it). Graph inputs and outputs keep their layout, so the
@@ -91,6 +95,18 @@ def _elementwise_eligible(ins: Instr, nhwc: set[Value]) -> bool:
     return found
 
 
+SPATIAL_REDUCTIONS = ("mean", "sum", "amax", "amin")
+
+
+def _spatial_reduction(ins: Instr, nhwc: set[Value]) -> bool:
+    """a reduction over exactly H and W (dims 2, 3) of an NHWC stack value"""
+    if ins.kind != "op" or ins.op not in SPATIAL_REDUCTIONS or len(ins.inputs) != 1 or len(ins.outputs) != 1:
+        return False
+    x, out = ins.inputs[0], ins.outputs[0]
+    return (x is not None and x in nhwc and len(x.shape) == 4 and out.alias_of is None
+            and x.dtype == out.dtype and sorted(ins.ints[1:]) == [2, 3])
+
+
 def pack_weights(w: torch.Tensor, block: int = BLOCK) -> torch.Tensor:
     """[O, C, kH, kW] conv2d weights -> conv2d_nhwc's [ceil(O / block), kH, kW, C, block] panels
     (output channels past O are zero)."""
@@ -135,10 +151,14 @@ def rewrite(graph: Graph, mode: str = "auto", accelerators: bool = False) -> int
     # pass 1: which instructions run in NHWC (in execution order: an op joins when its inputs did)
     moved: set[int] = set()
     nhwc: set[Value] = set()   # NCHW values computed in NHWC instead
+    reductions: set[int] = set()  # moved, reading NHWC; their outputs keep their layout
     for ins in graph.instrs:
         if _conv_eligible(ins) or _elementwise_eligible(ins, nhwc):
             moved.add(id(ins))
             nhwc.add(ins.outputs[0])
+        elif _spatial_reduction(ins, nhwc):
+            moved.add(id(ins))
+            reductions.add(id(ins))
     if not moved:
         return 0
     # values still needed in NCHW: read by an instruction that stays, a graph output, a view
@@ -163,6 +183,18 @@ def rewrite(graph: Graph, mode: str = "auto", accelerators: bool = False) -> int
 
     for ins in graph.instrs:
         if id(ins) not in moved:
+            out_instrs.append(ins)
+            continue
+        if id(ins) in reductions:
+            x, out = ins.inputs[0], ins.outputs[0]
+            assert x is not None
+            ins.inputs = [form[x]]
+            ins.ints = [ins.ints[0], 1, 2]
+            if ins.ints[0]:  # keepdim: [N, 1, 1, C], which [N, C, 1, 1] views
+                n, c = out.shape[0], out.shape[1]
+                res = Value(name=f"{out.name}.nhwc", dtype=out.dtype, shape=(n, 1, 1, c))
+                out.alias_of, out.alias_offset = res, 0
+                ins.outputs = [res]
             out_instrs.append(ins)
             continue
         new_inputs: list[Value | None] = []
