@@ -81,9 +81,11 @@ def test_depthwise_network_runs_channels_last() -> None:
     prog, ops = _export(model, x, "tiny_mobilenet")
     # the stem stays a convolution, each block becomes one fused mbconv_nhwc
     assert ops["conv2d_nhwc"] == 1 and ops["mbconv_nhwc"] == 3 and ops["conv2d"] == 0, ops
-    # one permute into the stack (the graph input) and none out of it: the residual adds and
-    # activations stay inside, the mean over H and W reduces the NHWC map
-    assert ops["permute"] == 1, ops
+    # no permute: the stem reads the NCHW image in place (input_nchw), the residual adds and
+    # activations stay inside the stack, the mean over H and W reduces the NHWC map
+    assert ops["permute"] == 0, ops
+    stem = next(i for i in prog.instructions if i.op == "conv2d_nhwc")
+    assert dict(stem.args).get("input_nchw") == 1, stem.args
     _check(prog, model, x)
     check_on_boards(CACHE / "layout" / "tiny_mobilenet.oab", "tiny_mobilenet")
     prog_nchw, ops_nchw = _export(model, x, "tiny_mobilenet_nchw", layout="nchw")
@@ -117,7 +119,8 @@ def test_network_without_depthwise_stays_nchw_unless_asked() -> None:
     _, ops = _export(model, x, "tiny_resnet", winograd_convs=False)
     assert ops["conv2d"] == 2 and ops["conv2d_nhwc"] == 0, ops
     prog, ops = _export(model, x, "tiny_resnet_nhwc", winograd_convs=False, layout="nhwc")
-    assert ops["conv2d_nhwc"] == 2 and ops["permute"] == 2, ops
+    # the first conv reads the 3-channel input in NCHW; the result is permuted back
+    assert ops["conv2d_nhwc"] == 2 and ops["permute"] == 1, ops
     _check(prog, model, x)
 
 

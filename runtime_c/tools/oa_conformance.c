@@ -1357,9 +1357,9 @@ static int gen_conv2d_winograd(int32_t dtype, op_case_t *c) {
   return n;
 }
 
-/* conv2d_nhwc inputs input [N, H, W, C], weight [kH, kW, C/g, O] (block 0) or packed panels
- * [ceil(O / block), kH, kW, C, block], bias?; ints stride, pad, dilation (h, w), groups, act,
- * block; floats act_min, act_max */
+/* conv2d_nhwc inputs input [N, H, W, C] ([N, C, H, W] with input_nchw), weight [kH, kW, C/g, O]
+ * (block 0) or packed panels [ceil(O / block), kH, kW, C, block], bias?; ints stride, pad,
+ * dilation (h, w), groups, act, block, input_nchw?; floats act_min, act_max */
 static int gen_conv2d_nhwc(int32_t dtype, op_case_t *c) {
   (void)dtype;
   int n = 0;
@@ -1371,6 +1371,9 @@ static int gen_conv2d_nhwc(int32_t dtype, op_case_t *c) {
               weight(S(12), 9)), OUT(S(1, 7, 7, 12)), INTS(1, 1, 1, 1, 1, 1, 12, 2, 0), FLOATS(-0.25, 0.25));
   c[n++] = mk("3x3 [2, 5, 5, 4] -> 6, weights [kH, kW, C, O]", IN(S(2, 5, 5, 4), weight(S(3, 3, 4, 6), 36)),
               OUT(S(2, 3, 3, 6)), INTS(1, 1, 0, 0, 1, 1, 1, 0, 0), NOFLOATS);
+  c[n++] = mk("3x3 stride 2 reading an NCHW input [1, 3, 9, 9] (input_nchw), packed, bias",
+              IN(S(1, 3, 9, 9), weight(S(1, 3, 3, 3, 16), 27), weight(S(8), 27)), OUT(S(1, 5, 5, 8)),
+              INTS(2, 2, 1, 1, 1, 1, 1, 0, 16, 1), NOFLOATS);
   return n;
 }
 

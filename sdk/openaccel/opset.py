@@ -124,9 +124,11 @@ _op("conv2d", ("input", "weight", "bias?"),
     floats=("act_min", "act_max"), family="conv",
     doc="NCHW input, weight [C_out, C_in/groups, kH, kW], bias [C_out]; fused act (1-D convs run as 2-D)")
 _op("conv2d_nhwc", ("input", "weight", "bias?"),
-    ints=("stride_h", "stride_w", "pad_h", "pad_w", "dilation_h", "dilation_w", "groups", "act", "block"),
+    ints=("stride_h", "stride_w", "pad_h", "pad_w", "dilation_h", "dilation_w", "groups", "act", "block",
+          "input_nchw"),
     floats=("act_min", "act_max"), family="conv",
-    doc="channels-last conv2d (the exporter's layout pass, exporter/layout.py): input [N, H, W, C_in], "
+    doc="channels-last conv2d (the exporter's layout pass, exporter/layout.py): input [N, H, W, C_in] "
+    "(or [N, C_in, H, W] with input_nchw = 1: a network's image input read without a permute), "
     "bias [C_out], output [N, OH, OW, C_out]; fused act. weight [kH, kW, C_in/groups, C_out] (block 0), or "
     "with block > 0 (groups 1) packed in panels of `block` output channels, [ceil(C_out / block), kH, kW, "
     "C_in, block], zero past C_out. The CPU kernels run groups = 1 (block a multiple of their NR) and "

@@ -38,6 +38,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from openaccel.errors import OpenAccelError
 from openaccel.exporter import layout, pack, winograd
 from openaccel.exporter.memory_plan import plan_memory
 from openaccel.exporter.serialize import serialize
@@ -143,16 +144,17 @@ def conv(n: int, c: int, h: int, w: int, o: int, kh: int, kw: int, stride: Any =
 
 def conv_nhwc(n: int, c: int, h: int, w: int, o: int, kh: int, kw: int, stride: Any = 1, pad: Any = 0,
               dil: Any = 1, groups: int = 1, act: int = 0, bias: bool = True, nan: bool = False,
-              block: int | None = None) -> Case:
+              block: int | None = None, nchw_in: bool = False) -> Case:
     """conv2d_nhwc: the conv2d case with input, weights and output channels-last; weights packed
-    in panels of `block` (default: 16 for groups = 1, as the exporter does; 0 = [kH, kW, C, O])"""
+    in panels of `block` (default: 16 for groups = 1, as the exporter does; 0 = [kH, kW, C, O]);
+    nchw_in: the input stays NCHW (input_nchw = 1)"""
     case = conv(n, c, h, w, o, kh, kw, stride, pad, dil, groups, act, bias, nan)
     (_, x), (_, wt) = case.ins[0], case.ins[1]
     block = (layout.BLOCK if groups == 1 else 0) if block is None else block
-    case.ins[0] = ("in", x.permute(0, 2, 3, 1).contiguous())
+    case.ins[0] = ("in", x if nchw_in else x.permute(0, 2, 3, 1).contiguous())
     case.ins[1] = ("const", layout.pack_weights(wt, block) if block else wt.permute(2, 3, 1, 0).contiguous())
-    case.ints = [*case.ints, block]
-    case.name += f"_b{block}"
+    case.ints = [*case.ints, block, *([1] if nchw_in else [])]
+    case.name += f"_b{block}" + ("_nchw_in" if nchw_in else "")
     case.want = case.want.permute(0, 2, 3, 1).contiguous()
     case.name = case.name.replace("conv_", "nhwc_", 1)
     case.op = "conv2d_nhwc"
@@ -295,6 +297,13 @@ def nhwc_cases() -> list[Case]:
         ((2, 5, 7, 30, 20, 3, 3), {"pad": 1}),
         ((1, 12, 9, 50, 8, 5, 3), {"stride": (1, 2), "pad": (2, 1)}),
         ((1, 2, 4, 30, 3, 3, 3), {"pad": 3, "nan": True}),
+        # an NCHW input (input_nchw): strips, im2col blocks (narrow rows), and 1x1 (declined: the
+        # reference kernel runs)
+        ((1, 3, 50, 61, 32, 3, 3), {"stride": 2, "pad": 1, "nchw_in": True}),
+        ((2, 4, 9, 33, 20, 3, 3), {"pad": 1, "block": 0, "nchw_in": True}),
+        ((2, 3, 23, 23, 24, 3, 3), {"stride": 2, "pad": 1, "nchw_in": True}),
+        ((1, 2, 13, 12, 3, 3, 2), {"stride": (2, 1), "pad": (3, 1), "dil": (3, 2), "nchw_in": True}),
+        ((1, 3, 5, 6, 8, 1, 1), {"nchw_in": True}),
         ((1, 16, 17, 19, 13, 3, 3), {"pad": 1}),                    # 323 pixels: two im2col blocks
         ((1, 40, 6, 7, 9, 3, 3), {"pad": 1}),                       # K = 360
         ((1, 8, 6, 6, 4, 1, 1), {"stride": 2}),
@@ -516,3 +525,21 @@ def test_targets(family: str, target: str) -> None:
 def test_case_names_unique() -> None:
     names = [c.name for f in FAMILIES for c in program(f)[1]]
     assert len(names) == len(set(names)), [n for n in names if names.count(n) > 1]
+
+
+@pytest.mark.parametrize("input_nchw,shape,match", [
+    (2, (1, 5, 6, 3), r"argument input_nchw = 2 is out of range \(expected 0 to 1\)"),
+    # input_nchw = 1 reads [N, C, H, W]: this NHWC-shaped input has 5 "channels", the weights 3
+    (1, (1, 5, 6, 3), r"conv2d_nhwc\): input 1 \(weight\).*expected 5 input channels per group"),
+])
+def test_conv_nhwc_bad_input_layout_rejected(input_nchw: int, shape: tuple[int, ...], match: str) -> None:
+    """conv2d_nhwc's input_nchw argument is validated by every kernel (the reference prepare runs
+    first), naming the argument and the shape it implies"""
+    x = Value("x", torch.float32, shape)
+    w = Value("w", torch.float32, (1, 3, 3, 3, 16), data=torch.zeros(1, 3, 3, 3, 16))
+    y = Value("y", torch.float32, (1, 5, 6, 8))
+    g = Graph(name="forward", inputs=[x], outputs=[y])
+    g.instrs = [Instr(op="conv2d_nhwc", inputs=[x, w], outputs=[y], ints=[1, 1, 1, 1, 1, 1, 1, 0, 16, input_nchw])]
+    buf = serialize(g, plan_memory(g), [], target="host", required_features=[])
+    with pytest.raises(OpenAccelError, match=match):
+        HostSession(buf).run([np.zeros(shape, np.float32)])

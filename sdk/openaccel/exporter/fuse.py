@@ -115,8 +115,8 @@ def fuse_residual_adds(graph: Graph) -> int:
 
 def _conv_nhwc_kind(ins: Instr) -> str:
     """'pointwise' (1x1, stride 1, no padding, groups 1), 'depthwise', or '' for a conv2d_nhwc"""
-    if ins.op != "conv2d_nhwc" or ins.kind != "op" or len(ins.ints) < 9:
-        return ""
+    if ins.op != "conv2d_nhwc" or ins.kind != "op" or len(ins.ints) < 9 or any(ins.ints[9:10]):
+        return ""  # (input_nchw: the blocks read channels-last inputs)
     sh, sw, ph, pw, _, _, groups = ins.ints[:7]
     w = ins.inputs[1]
     if groups == 1 and w is not None and len(w.shape) == 5 and w.shape[1] == w.shape[2] == 1 and \

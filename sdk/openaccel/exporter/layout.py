@@ -21,7 +21,9 @@ What moves to NHWC:
   a 7 x 7 x 1280 permute, 0.15 ms).
 A value some other instruction, a graph output or a view needs in NCHW gets one `permute` back,
 right after it is computed; a convolution input that exists only in NCHW gets one `permute` in
-(shared by every convolution reading it). Graph inputs and outputs keep their layout, so the
+(shared by every convolution reading it), except for a spatial convolution over a few channels
+(the stem reading the RGB image): conv2d_nhwc reads it in NCHW (input_nchw = 1) as it gathers
+its strips anyway (MobileNetV2: no 3 x 224 x 224 permute, 0.13 ms). Graph inputs and outputs keep their layout, so the
 program's signature does not change.
 
 Grouped convolutions other than depthwise, convolutions with weights computed at run time and
@@ -50,6 +52,9 @@ MODES = ("auto", "nchw", "nhwc")
 BLOCK = 16
 TO_NHWC = [0, 2, 3, 1]
 TO_NCHW = [0, 3, 1, 2]
+# a groups = 1 convolution with a kernel larger than 1x1 over at most this many input channels
+# reads an NCHW input in place (input_nchw) instead of through a permute
+NCHW_INPUT_MAX_CHANNELS = 4
 
 
 def _nhwc_shape(shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -181,6 +186,12 @@ def rewrite(graph: Graph, mode: str = "auto", accelerators: bool = False) -> int
         form[v] = t
         return t
 
+    def reads_nchw(ins: Instr, j: int, v: Value) -> bool:
+        """the convolution's input v (only in NCHW so far) is read in place: input_nchw"""
+        w = ins.inputs[1]
+        return (ins.op == "conv2d" and j == 0 and ins.ints[6] == 1 and w is not None
+                and v.shape[1] <= NCHW_INPUT_MAX_CHANNELS and tuple(w.shape[2:]) != (1, 1))
+
     for ins in graph.instrs:
         if id(ins) not in moved:
             out_instrs.append(ins)
@@ -203,6 +214,8 @@ def rewrite(graph: Graph, mode: str = "auto", accelerators: bool = False) -> int
                 new_inputs.append(v)
             elif v in form:
                 new_inputs.append(form[v])
+            elif reads_nchw(ins, j, v):
+                new_inputs.append(v)
             else:  # a convolution input that exists only in NCHW: one permute in, shared
                 t = twin(v)
                 out_instrs.append(permute(v, t, TO_NHWC, ins))
@@ -217,6 +230,8 @@ def rewrite(graph: Graph, mode: str = "auto", accelerators: bool = False) -> int
                                        shape=tuple(data.shape), data=data)
             new_inputs[1] = weights[id(w)]
             ins.ints = [*(list(ins.ints) + [0] * 8)[:8], 0 if depthwise else BLOCK]
+            if new_inputs[0] is ins.inputs[0]:
+                ins.ints.append(1)  # input_nchw
             ins.op = "conv2d_nhwc"
             convs += 1
         out = ins.outputs[0]

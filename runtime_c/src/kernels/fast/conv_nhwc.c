@@ -27,6 +27,8 @@
  *   - depthwise (one input channel per group, as many outputs): dwconv_nhwc_tmpl.inc, channels
  *     in the vector lanes.
  * Other grouped convolutions decline (the reference kernel runs; the exporter does not emit them).
+ * input_nchw = 1 (the input [N, C, H, W]: a network's image input, exporter/layout.py): strips
+ * and im2col blocks gather from it directly; 1x1 and depthwise decline.
  * The reference kernel's prepare has validated the call before any of this runs. */
 #include <string.h>
 
@@ -50,16 +52,18 @@ enum { F_ROWS = F_K + 1, F_BLOCKS, F_SLOTS };
 
 typedef struct nhwc_geo {
   int64_t n, c, h, w, o, kh, kw, sh, sw, ph, pw, dh, dw, g, oh, ow, act;
+  int64_t in_nchw; /* the input is [N, C, H, W] (input_nchw = 1): strips and im2col gather from it */
   int64_t block; /* weights in panels of `block` output channels, or 0: [kH, kW, C/g, O] */
   int64_t m, k; /* GEMM rows (output pixels) and depth (kh * kw * c) */
 } nhwc_geo_t;
 
 static void nhwc_geo(const oa_op_call_t *call, nhwc_geo_t *q) {
   const oa_tensor_t *x = call->inputs[0], *w = call->inputs[1], *out = call->outputs[0];
+  q->in_nchw = call->n_ints > 9 ? call->ints[9] : 0;
   q->n = x->shape[0];
-  q->h = x->shape[1];
-  q->w = x->shape[2];
-  q->c = x->shape[3];
+  q->h = x->shape[q->in_nchw ? 2 : 1];
+  q->w = x->shape[q->in_nchw ? 3 : 2];
+  q->c = x->shape[q->in_nchw ? 1 : 3];
   q->block = call->n_ints > 8 ? call->ints[8] : 0;
   q->kh = w->shape[q->block ? 1 : 0];
   q->kw = w->shape[q->block ? 2 : 1];
@@ -108,6 +112,8 @@ oa_status_t oa_fast_conv2d_nhwc_prepare_isa(const oa_op_call_t *call, const oa_k
   }
   const int32_t threads = (int32_t)plan->params[F_THREADS];
   if (q.block % I->nr) return OA_ERR_UNSUPPORTED; /* panels narrower than (or not a multiple of) NR */
+  /* an NCHW input: only the paths that gather the input (1x1 reads it in place as A) */
+  if (q.in_nchw && (q.g > 1 || is_1x1(&q))) return OA_ERR_UNSUPPORTED;
   if (q.g > 1) {
     if (q.g != q.c || q.o != q.c || q.kh > OA_DWC_MAX_KH) return OA_ERR_UNSUPPORTED;
     plan->params[F_PATH] = PATH_DW;
@@ -178,11 +184,34 @@ typedef struct im2col_job {
   int64_t rows, blocks, slots, per_slot; /* strips: rows = floats of a strip */
 } im2col_job_t;
 
+/* gather() from an NCHW input: one strided read per tap and channel (input_nchw is for inputs
+ * with a few channels) */
+static void gather_nchw(const nhwc_geo_t *q, const float *x, int64_t r0, int64_t r1, float *a) {
+  const int64_t plane = q->oh * q->ow, hw = q->h * q->w;
+  for (int64_t r = r0; r < r1; r++) {
+    const int64_t n = r / plane, oh = r % plane / q->ow, ow = r % q->ow;
+    float *dst = a + (r - r0) * q->k;
+    for (int64_t kh = 0; kh < q->kh; kh++) {
+      const int64_t ih = oh * q->sh - q->ph + kh * q->dh;
+      for (int64_t kw = 0; kw < q->kw; kw++, dst += q->c) {
+        const int64_t iw = ow * q->sw - q->pw + kw * q->dw;
+        const int inside = ih >= 0 && ih < q->h && iw >= 0 && iw < q->w;
+        const float *src = inside ? x + n * q->c * hw + ih * q->w + iw : x;
+        for (int64_t ci = 0; ci < q->c; ci++) dst[ci] = inside ? src[ci * hw] : 0.0f;
+      }
+    }
+  }
+}
+
 /* A rows [r0, r1) of the im2col matrix: per output pixel, per kernel row, kW * C floats (one
  * memcpy when the row's taps are inside the image and not dilated; per tap otherwise) */
 static void gather(const nhwc_geo_t *q, const float *x, int64_t r0, int64_t r1, float *a) {
   const int64_t c = q->c, run = q->kw * c, plane = q->oh * q->ow;
   int64_t n = r0 / plane, oh = r0 % plane / q->ow, ow = r0 % q->ow;
+  if (q->in_nchw) {
+    gather_nchw(q, x, r0, r1, a);
+    return;
+  }
   for (int64_t r = r0; r < r1; r++) {
     const int64_t iw0 = ow * q->sw - q->pw;
     const int inside_w = q->dw == 1 && iw0 >= 0 && iw0 + q->kw <= q->w;
@@ -228,6 +257,25 @@ static void build_strip(const nhwc_geo_t *q, const float *x, int64_t n, int64_t 
     const int64_t ih = oh * q->sh - q->ph + kh;
     const int inside = ih >= 0 && ih < q->h;
     float *d = s + kh * c;
+    if (q->in_nchw) { /* channel ci of input column iw at plane ci, row ih */
+      const int64_t hw = q->h * q->w;
+      const float *src = inside ? x + n * c * hw + ih * q->w + (c0 - q->pw) : x;
+      for (int64_t col = 0; col < cols; col++, d += step) {
+        if (!inside || col < c0 || col >= c1) {
+          memset(d, 0, (size_t)c * sizeof(float));
+          continue;
+        }
+        if (c == 3) {
+          d[0] = src[0];
+          d[1] = src[hw];
+          d[2] = src[2 * hw];
+        } else {
+          for (int64_t ci = 0; ci < c; ci++) d[ci] = src[ci * hw];
+        }
+        src++;
+      }
+      continue;
+    }
     const float *src = inside ? x + ((n * q->h + ih) * q->w + (c0 - q->pw)) * c : x;
     for (int64_t col = 0; col < cols; col++, d += step) {
       if (!inside || col < c0 || col >= c1) {

@@ -24,7 +24,7 @@
 /* plan->params layout (shared by conv2d and conv_transpose2d) */
 enum {
   P_N, P_C, P_H, P_W, P_O, P_OH, P_OW, P_KH, P_KW, P_SH, P_SW, P_PH, P_PW, P_DH, P_DW, P_G, P_HAS_BIAS, P_ACT,
-  P_NHWC, P_BLOCK
+  P_NHWC, P_BLOCK, P_IN_NCHW
 };
 
 /* Where the dims are: conv2d's NCHW input and [O, C/g, kH, kW] weight, conv_transpose2d's
@@ -68,6 +68,12 @@ static oa_status_t conv_common(const oa_op_call_t *call, oa_op_plan_t *plan, uin
   if (block < 0 || block > CONV_MAX_BLOCK)
     return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "argument block = %lld is out of range (expected 0 to %lld)",
                         (long long)block, (long long)CONV_MAX_BLOCK);
+  /* conv2d_nhwc with input_nchw = 1: the input is [N, C, H, W] (a network's image input read in
+   * place instead of permuted); the weights and the output stay channels-last */
+  const int64_t in_nchw = layout == LAYOUT_NHWC ? iarg(call, 9) : 0;
+  if (in_nchw < 0 || in_nchw > 1)
+    return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "argument input_nchw = %lld is out of range (expected 0 to 1)",
+                        (long long)in_nchw);
   if ((st = oa_check_ndim(call, x, 4, 4, "input 0 (input)", diag))) return st;
   if ((st = oa_check_ndim(call, w, block ? 5 : 4, block ? 5 : 4, "input 1 (weight)", diag))) return st;
   if (block && (st = oa_check_ndim(call, out, 4, 4, "output 0", diag))) return st;
@@ -76,8 +82,8 @@ static oa_status_t conv_common(const oa_op_call_t *call, oa_op_plan_t *plan, uin
     int64_t lo = (i == 2 || i == 3) ? 0 : 1;
     if ((st = check_arg(call, i, names[i], lo, CONV_ARG_MAX, diag))) return st;
   }
-  const int nhwc = layout == LAYOUT_NHWC;
-  const int64_t c = x->shape[nhwc ? 3 : 1], g = iarg(call, 6);
+  const int nhwc = layout == LAYOUT_NHWC, x_nhwc = nhwc && !in_nchw;
+  const int64_t c = x->shape[x_nhwc ? 3 : 1], g = iarg(call, 6);
   /* weight dims: output channels (conv), input channels per group, kernel rows and columns */
   const int wd_o = nhwc ? 3 : 0, wd_cg = nhwc ? 2 + (block > 0) : 1, wd_kh = nhwc ? (block > 0) : 2;
   const int wd_kw = nhwc ? 1 + (block > 0) : 3;
@@ -131,9 +137,10 @@ static oa_status_t conv_common(const oa_op_call_t *call, oa_op_plan_t *plan, uin
                         w->name, oa_shape_str(w, s, sizeof s));
   plan->params[P_N] = x->shape[0];
   plan->params[P_C] = c;
-  plan->params[P_H] = x->shape[nhwc ? 1 : 2];
-  plan->params[P_W] = x->shape[nhwc ? 2 : 3];
+  plan->params[P_H] = x->shape[x_nhwc ? 1 : 2];
+  plan->params[P_W] = x->shape[x_nhwc ? 2 : 3];
   plan->params[P_NHWC] = nhwc;
+  plan->params[P_IN_NCHW] = in_nchw;
   plan->params[P_BLOCK] = block;
   plan->params[P_O] = o;
   plan->params[P_KH] = kh;
@@ -309,6 +316,8 @@ oa_status_t oa_ref_conv2d_nhwc_run(const oa_op_call_t *call, const oa_op_plan_t 
   const int64_t kh_n = p[P_KH], kw_n = p[P_KW], sh = p[P_SH], sw = p[P_SW], ph = p[P_PH], pw = p[P_PW];
   const int64_t dh = p[P_DH], dw = p[P_DW], groups = p[P_G], act = p[P_ACT], block = p[P_BLOCK];
   const int64_t cg = c / groups, og = o / groups;
+  /* channel stride of the input: 1 channels-last, a plane with input_nchw */
+  const int64_t xs = p[P_IN_NCHW] ? h * wd : 1;
   const float *x = (const float *)call->inputs[0]->data;
   const float *w = (const float *)call->inputs[1]->data;
   const float *bias = p[P_HAS_BIAS] ? (const float *)call->inputs[2]->data : NULL;
@@ -327,12 +336,13 @@ oa_status_t oa_ref_conv2d_nhwc_run(const oa_op_call_t *call, const oa_op_plan_t 
             for (int64_t kw = 0; kw < kw_n; kw++) {
               const int64_t iw = ow * sw - pw + kw * dw;
               if (iw < 0 || iw >= wd) continue;
-              const float *x_px = x + ((n * h + ih) * wd + iw) * c + c0;
+              const float *x_px = p[P_IN_NCHW] ? x + ((n * c + c0) * h + ih) * wd + iw
+                                                : x + ((n * h + ih) * wd + iw) * c + c0;
               /* w[kh][kw][ic][oc], or panel oc / block of [kh][kw][ic][block] */
               const int64_t tap = kh * kw_n + kw, ws = block ? block : o;
               const float *w_tap = block ? w + ((oc / block) * kh_n * kw_n + tap) * cg * block + oc % block
                                          : w + tap * cg * o + oc;
-              for (int64_t ic = 0; ic < cg; ic++) acc += (double)x_px[ic] * (double)w_tap[ic * ws];
+              for (int64_t ic = 0; ic < cg; ic++) acc += (double)x_px[ic * xs] * (double)w_tap[ic * ws];
             }
           }
           y_px[oc] = oa_fused_act_to_float(acc, act, lo, hi);
