@@ -321,6 +321,17 @@ static inline void one_tile(const gemm_ctx_t *x, const float *ai, int64_t lda, i
   }
 }
 
+/* Rows of the row tile at i of a block ending at ie: MR, except that fewer than MR / 2 rows are
+ * not left to a tile of their own: the last MR + r rows become two tiles of about equal size. A
+ * 1-row tile of the 6x16 kernel waits on its two accumulators' FMA latency (4 cycles a k step
+ * for a sixth of the work); MobileNet's 7x7 maps are 49 rows: ... 6, 6, 4, 3 instead of ... 6,
+ * 6, 6, 1. Every element is computed by the same operations whatever the tile's row count. */
+static inline int32_t tile_rows(int64_t i, int64_t ie, int32_t mr) {
+  const int64_t left = ie - i;
+  if (left <= mr) return (int32_t)left;
+  return left < mr + mr / 2 ? (int32_t)((left + 1) / 2) : mr;
+}
+
 /* Row tiles [i0, i1) x panels of columns [j0, j0 + ncur) for K block kb. `bp` is the first
  * packed panel (panel stride kc * NR), or NULL in DIRECT mode.
  * Loop order: row blocks of <= A_BLOCK_BYTES of A (stays in L2), then either
@@ -362,8 +373,8 @@ static void compute_block(const gemm_ctx_t *x, float *slot, int64_t kb, int64_t 
   for (int64_t ib = i0; ib < i1; ib += mc) {
     const int64_t ie = min64(ib + mc, i1);
     if (b_in_l1 || (panels && 2 * cdiv(ncur, nr) >= cdiv(ie - ib, mr))) {
-      for (int64_t i = ib; i < ie; i += mr) {
-        const int32_t mcur = (int32_t)min64(mr, ie - i);
+      for (int64_t i = ib; i < ie; i += tile_rows(i, ie, mr)) {
+        const int32_t mcur = tile_rows(i, ie, mr);
         int64_t lda;
         const float *ai = a_tile(x, abuf, pack_one, i, k0, kcur, mcur, &lda);
         for (int64_t q = 0; q < ncur; q += nr) one_tile(x, ai, lda, i, mcur, j0, q, ncur, k0, kcur, bp, pbuf, qcut, flags);
@@ -371,8 +382,8 @@ static void compute_block(const gemm_ctx_t *x, float *slot, int64_t kb, int64_t 
       continue;
     }
     for (int64_t q = 0; q < ncur; q += nr) {
-      for (int64_t i = ib; i < ie; i += mr) {
-        const int32_t mcur = (int32_t)min64(mr, ie - i);
+      for (int64_t i = ib; i < ie; i += tile_rows(i, ie, mr)) {
+        const int32_t mcur = tile_rows(i, ie, mr);
         int64_t lda;
         const float *ai = a_tile(x, abuf, pack_one, i, k0, kcur, mcur, &lda);
         one_tile(x, ai, lda, i, mcur, j0, q, ncur, k0, kcur, bp, pbuf, qcut, flags);
