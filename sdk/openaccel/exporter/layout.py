@@ -23,8 +23,8 @@ A value some other instruction, a graph output or a view needs in NCHW gets one 
 right after it is computed; a convolution input that exists only in NCHW gets one `permute` in
 (shared by every convolution reading it), except for a spatial convolution over a few channels
 (the stem reading the RGB image): conv2d_nhwc reads it in NCHW (input_nchw = 1) as it gathers
-its strips anyway (MobileNetV2: no 3 x 224 x 224 permute, 0.13 ms). Graph inputs and outputs keep their layout, so the
-program's signature does not change.
+its strips anyway (MobileNetV2: no 3 x 224 x 224 permute, 0.13 ms). Graph inputs and outputs
+keep their layout, so the program's signature does not change.
 
 Grouped convolutions other than depthwise, convolutions with weights computed at run time and
 1-D convolutions (which write through a view) stay NCHW.
