@@ -17,20 +17,17 @@ from __future__ import annotations
 import torch
 
 from ..ir import Graph, Value
+from .layout import BLOCK, pack_weights
 
-BLOCK = 16
 # the runtime's GEMV threshold (runtime_c/src/kernels/fast/ops.c: GEMV_MAX_ROWS)
 GEMV_MAX_ROWS = 32
 
 
 def pack_linear_weight(w: torch.Tensor, block: int = BLOCK) -> torch.Tensor:
     """[N, K] -> [ceil(N / block), K, block]: panel q holds output features q * block + j in
-    column j, zero past N."""
+    column j, zero past N (conv2d_nhwc's panels of a 1x1 convolution with K input channels)."""
     n, k = w.shape
-    nb = -(-n // block)
-    padded = torch.zeros(nb * block, k, dtype=w.dtype)
-    padded[:n] = w
-    return padded.reshape(nb, block, k).permute(0, 2, 1).contiguous()
+    return pack_weights(w.reshape(n, k, 1, 1), block).reshape(-(-n // block), k, block)
 
 
 def rewrite(graph: Graph, accelerators: bool = False) -> int:

@@ -206,12 +206,12 @@ static void gather_nchw(const nhwc_geo_t *q, const float *x, int64_t r0, int64_t
 /* A rows [r0, r1) of the im2col matrix: per output pixel, per kernel row, kW * C floats (one
  * memcpy when the row's taps are inside the image and not dilated; per tap otherwise) */
 static void gather(const nhwc_geo_t *q, const float *x, int64_t r0, int64_t r1, float *a) {
-  const int64_t c = q->c, run = q->kw * c, plane = q->oh * q->ow;
-  int64_t n = r0 / plane, oh = r0 % plane / q->ow, ow = r0 % q->ow;
   if (q->in_nchw) {
     gather_nchw(q, x, r0, r1, a);
     return;
   }
+  const int64_t c = q->c, run = q->kw * c, plane = q->oh * q->ow;
+  int64_t n = r0 / plane, oh = r0 % plane / q->ow, ow = r0 % q->ow;
   for (int64_t r = r0; r < r1; r++) {
     const int64_t iw0 = ow * q->sw - q->pw;
     const int inside_w = q->dw == 1 && iw0 >= 0 && iw0 + q->kw <= q->w;
@@ -247,49 +247,45 @@ static void gather(const nhwc_geo_t *q, const float *x, int64_t r0, int64_t r1, 
 
 /* ---- strips -------------------------------------------------------------------------------- */
 
+/* One kernel row of a strip: columns [c0, c1) from the input pixels at src (channels cs floats
+ * apart, pixels ps), zeros elsewhere (or everywhere when src is NULL: a row outside the image).
+ * Inlined with cs = 1 or ps = 1 known, so each layout gets its own loop. */
+static inline void strip_row(float *d, const float *src, int64_t cols, int64_t c0, int64_t c1, int64_t step,
+                             int64_t c, int64_t cs, int64_t ps) {
+  for (int64_t col = 0; col < cols; col++, d += step) {
+    if (!src || col < c0 || col >= c1) {
+      memset(d, 0, (size_t)c * sizeof(float));
+      continue;
+    }
+    if (c == 3) {
+      d[0] = src[0];
+      d[1] = src[cs];
+      d[2] = src[2 * cs];
+    } else if (cs == 1) {
+      memcpy(d, src, (size_t)c * sizeof(float));
+    } else {
+      for (int64_t ci = 0; ci < c; ci++) d[ci] = src[ci * cs];
+    }
+    src += ps;
+  }
+}
+
 /* output row (n, oh)'s strip: column col (input column col - pw), kernel row kh: the C floats of
  * that input pixel, zeros outside the image */
 static void build_strip(const nhwc_geo_t *q, const float *x, int64_t n, int64_t oh, float *s) {
-  const int64_t c = q->c, cols = (q->ow - 1) * q->sw + q->kw, step = q->kh * c;
+  const int64_t c = q->c, cols = (q->ow - 1) * q->sw + q->kw, step = q->kh * c, hw = q->h * q->w;
   /* columns [0, c0) and [c1, cols) are padding */
   const int64_t c0 = oa_min64(cols, q->pw), c1 = oa_max64(c0, oa_min64(cols, q->pw + q->w));
   for (int64_t kh = 0; kh < q->kh; kh++) {
     const int64_t ih = oh * q->sh - q->ph + kh;
     const int inside = ih >= 0 && ih < q->h;
-    float *d = s + kh * c;
-    if (q->in_nchw) { /* channel ci of input column iw at plane ci, row ih */
-      const int64_t hw = q->h * q->w;
-      const float *src = inside ? x + n * c * hw + ih * q->w + (c0 - q->pw) : x;
-      for (int64_t col = 0; col < cols; col++, d += step) {
-        if (!inside || col < c0 || col >= c1) {
-          memset(d, 0, (size_t)c * sizeof(float));
-          continue;
-        }
-        if (c == 3) {
-          d[0] = src[0];
-          d[1] = src[hw];
-          d[2] = src[2 * hw];
-        } else {
-          for (int64_t ci = 0; ci < c; ci++) d[ci] = src[ci * hw];
-        }
-        src++;
-      }
-      continue;
-    }
-    const float *src = inside ? x + ((n * q->h + ih) * q->w + (c0 - q->pw)) * c : x;
-    for (int64_t col = 0; col < cols; col++, d += step) {
-      if (!inside || col < c0 || col >= c1) {
-        memset(d, 0, (size_t)c * sizeof(float));
-      } else if (c == 3) {
-        d[0] = src[0];
-        d[1] = src[1];
-        d[2] = src[2];
-        src += 3;
-      } else {
-        memcpy(d, src, (size_t)c * sizeof(float));
-        src += c;
-      }
-    }
+    /* pixel (ih, c0 - pw) of image n */
+    const int64_t at = n * c * hw + (ih * q->w + c0 - q->pw) * (q->in_nchw ? 1 : c);
+    const float *src = inside ? x + at : NULL;
+    if (q->in_nchw)
+      strip_row(s + kh * c, src, cols, c0, c1, step, c, hw, 1);
+    else
+      strip_row(s + kh * c, src, cols, c0, c1, step, c, 1, c);
   }
 }
 

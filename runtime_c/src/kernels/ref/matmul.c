@@ -92,22 +92,9 @@ oa_status_t oa_ref_linear_packed_prepare(const oa_op_call_t *call, const oa_kern
   return linear_prepare(call, plan, diag, 1);
 }
 
-/* Dot product in double with four partial sums (breaks the add dependency chain). */
-static double dot_f32(const float *a, const float *b, int64_t k) {
-  double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
-  int64_t p = 0;
-  for (; p + 4 <= k; p += 4) {
-    s0 += (double)a[p] * b[p];
-    s1 += (double)a[p + 1] * b[p + 1];
-    s2 += (double)a[p + 2] * b[p + 2];
-    s3 += (double)a[p + 3] * b[p + 3];
-  }
-  for (; p < k; p++) s0 += (double)a[p] * b[p];
-  return (s0 + s1) + (s2 + s3);
-}
-
-/* The same with b read every `bs` floats (a column of a weight panel). */
-static double dot_f32_strided(const float *a, const float *b, int64_t bs, int64_t k) {
+/* Dot product in double with four partial sums (breaks the add dependency chain), b read every
+ * `bs` floats (1, or a column of a weight panel). */
+static double dot_f32(const float *a, const float *b, int64_t bs, int64_t k) {
   double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
   int64_t p = 0;
   for (; p + 4 <= k; p += 4) {
@@ -137,7 +124,8 @@ oa_status_t oa_ref_linear_run(const oa_op_call_t *call, const oa_op_plan_t *plan
     const float *xr = x + i * k;
     for (int64_t j = 0; j < n; j++) {
       /* linear_packed: output feature j is column j % bl of panel j / bl */
-      double acc = bl ? dot_f32_strided(xr, w + (j / bl) * k * bl + j % bl, bl, k) : dot_f32(xr, w + j * k, k);
+      const float *wj = bl ? w + (j / bl) * k * bl + j % bl : w + j * k;
+      double acc = dot_f32(xr, wj, bl ? bl : 1, k);
       if (b) acc += b[j];
       y[i * n + j] = (float)apply_act(acc, act, lo, hi);
     }
