@@ -179,6 +179,16 @@ def test_flash_to_bad_directory(model: Path, tmp_path: Path) -> None:
     assert r.returncode == 2 and "cannot create" in r.stderr and "Traceback" not in r.stderr, r.stderr
 
 
+def test_flash_ssh_user_part_is_never_an_ssh_option(model: Path, tmp_path: Path) -> None:
+    """ssh before 9.6 runs a ProxyCommand given in place of the user name: the address is refused
+    before ssh runs, and no marker file appears."""
+    r = subprocess.run([sys.executable, "-m", "openaccel", "flash", str(model), "--board",
+                        "ssh://-oProxyCommand=touch${IFS}MARK@127.0.0.1/x", "--target", "qemu-aarch64"],
+                       capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert r.returncode == 2 and "is not a user name" in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_unknown_board_lists_known_ones(model: Path) -> None:
     r = cli("flash", str(model), "--board", "no-such-board")
     assert r.returncode == 2 and "rpi4" in r.stderr and "visionfive2" in r.stderr

@@ -17,9 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
 
-from .boards import Board, BoardError
+from .boards import Board, BoardError, parse_dir, parse_ssh
 from .program import Program
 from .runtime.build import build_runtime
 from .targets import get_target
@@ -57,21 +56,23 @@ def _events(stdout: str) -> list[dict[str, Any]]:
 
 class SshTransport:
     def __init__(self, board: Board) -> None:
-        u = urlparse(board.transport)
-        if not u.hostname or not u.path:
-            raise BoardError(f"{board.transport}: expected ssh://user@host[:port]/dir")
+        addr = parse_ssh(board.transport)
         self.board = board
-        self.host = u.hostname
-        self.user = u.username
-        self.port = u.port or 22
-        self.dir = u.path
-        self.login = f"{self.user}@{self.host}" if self.user else self.host
+        self.host = addr.host
+        self.user = addr.user
+        self.port = addr.port
+        self.dir = addr.dir
+        self.login = addr.login
         connect = max(3, min(int(board.timeout), 20))
         self.opts = ["-o", "BatchMode=yes", "-o", f"ConnectTimeout={connect}",
                      "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3", *board.ssh_options]
 
     def describe(self) -> str:
         return f"{self.login}:{self.port}{self.dir}"
+
+    def _ssh(self, remote_cmd: str) -> list[str]:
+        # `--` ends ssh's options: the destination (validated in parse_ssh as well) is never one
+        return ["ssh", *self.opts, "-p", str(self.port), "--", self.login, remote_cmd]
 
     def _run(self, cmd: list[str], what: str, stdin: Path | None = None,
              raw: list[bytes] | None = None) -> subprocess.CompletedProcess[str]:
@@ -111,9 +112,8 @@ class SshTransport:
         return f"{last} ({where})"
 
     def prepare(self) -> None:
-        r = self._run(["ssh", *self.opts, "-p", str(self.port), self.login,
-                       f"mkdir -p {shlex.quote(self.dir)} && test -w {shlex.quote(self.dir)}"],
-                      "creating the directory on the board")
+        d = shlex.quote(self.dir)
+        r = self._run(self._ssh(f"mkdir -p {d} && test -w {d}"), "creating the directory on the board")
         if r.returncode != 0:
             raise BoardError(f"cannot create or write {self.dir} on {self.login}: "
                              f"{r.stderr.strip() or 'permission denied'}")
@@ -126,8 +126,7 @@ class SshTransport:
             size = f.stat().st_size
             cmd = (f"cat > {dest}.part && test $(wc -c < {dest}.part) -eq {size} && mv {dest}.part {dest}"
                    f" && chmod 755 {dest}")
-            r = self._run(["ssh", *self.opts, "-p", str(self.port), self.login, cmd],
-                          f"copying {f.name} to the board", stdin=f)
+            r = self._run(self._ssh(cmd), f"copying {f.name} to the board", stdin=f)
             if r.returncode != 0:
                 raise BoardError(f"copying {f.name} to the board: {self._explain(r.stderr or 'incomplete copy')}")
 
@@ -136,7 +135,7 @@ class SshTransport:
         prefix = " ".join(shlex.quote(p) for p in self.board.remote_prefix)
         quoted = " ".join(shlex.quote(a) for a in args)
         cmd = f"cd {shlex.quote(self.dir)} && {prefix} ./oa_run {quoted} --json"
-        r = self._run(["ssh", *self.opts, "-p", str(self.port), self.login, cmd], what)
+        r = self._run(self._ssh(cmd), what)
         events = _events(r.stdout)
         if not events:
             raise BoardError(f"the board did not run oa_run (exit {r.returncode}): {r.stderr.strip()[-500:]}")
@@ -148,8 +147,7 @@ class SshTransport:
     def fetch(self, name: str, dest: Path) -> None:
         raw: list[bytes] = []
         path = shlex.quote(f"{self.dir}/{name}")
-        r = self._run(["ssh", *self.opts, "-p", str(self.port), self.login, f"cat {path}"],
-                      f"reading {name} from the board", raw=raw)
+        r = self._run(self._ssh(f"cat {path}"), f"reading {name} from the board", raw=raw)
         if r.returncode != 0:
             raise BoardError(f"reading {name} from the board: {r.stderr.strip()}")
         dest.write_bytes(raw[0])
@@ -158,9 +156,7 @@ class SshTransport:
 class DirTransport:
     def __init__(self, board: Board) -> None:
         self.board = board
-        self.dir = Path(board.transport.removeprefix("dir:")).expanduser()
-        if not str(self.dir):
-            raise BoardError(f"{board.transport}: expected dir:/path")
+        self.dir = parse_dir(board.transport)
 
     def describe(self) -> str:
         return str(self.dir)

@@ -1,0 +1,119 @@
+"""Boards and transports without a model or a board: board files and transport URLs are checked
+(clear BoardErrors, no tracebacks, one broken file does not hide the others) and ssh never gets
+an option where a destination belongs."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from openaccel.boards import Board, BoardError, parse_ssh, resolve, scan_boards
+from openaccel.flash import SshTransport
+
+
+def cli(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None,
+        timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "openaccel", *args], capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, **(env or {})}, cwd=cwd)
+
+
+GOOD = 'name = "{name}"\ntarget = "qemu-aarch64"\ntransport = "dir:/tmp/{name}"\n'
+
+
+# ---- board files ---------------------------------------------------------------------------------
+@pytest.mark.parametrize("body, expect", [
+    ('timeout = "soon"', "'timeout': expected a number of seconds greater than 0, got 'soon' (a string)"),
+    ("timeout = 0", "'timeout': expected a number of seconds greater than 0, got 0"),
+    ("ssh_options = 5", "'ssh_options' must be a list of strings, got 5 (an integer)"),
+    ('remote_prefix = ["qemu-aarch64", 1]', "'remote_prefix' must be a list of strings"),
+    ('target = "qemu-foo"', "unknown target 'qemu-foo'; known targets:"),
+    ('transport = "ssh://root@127.0.0.1:99999/x"', "port '99999' is not a number from 1 to 65535"),
+    ('transport = "ftp://x/y"', "unknown transport 'ftp://x/y'"),
+    ("tiemout = 5", "unknown field(s) tiemout"),
+    ("name = ", "not valid TOML"),
+])
+def test_broken_board_file_is_a_clear_error(tmp_path: Path, body: str, expect: str) -> None:
+    fields = {"name": 'name = "bad"', "target": 'target = "qemu-aarch64"', "transport": 'transport = "dir:/tmp/x"'}
+    key = body.split("=")[0].strip()
+    fields[key] = body
+    (tmp_path / "bad.toml").write_text("\n".join(fields.values()) + "\n")
+    env = {"OPENACCEL_BOARDS": str(tmp_path)}
+    r = cli("flash", str(tmp_path / "model.oab"), "--board", "bad", env=env)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "Traceback" not in r.stderr
+    msg = " ".join(r.stderr.split())
+    assert str(tmp_path / "bad.toml") in msg and expect in msg, msg
+
+
+def test_one_broken_board_file_does_not_hide_the_others(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "good.toml").write_text(GOOD.format(name="good"))
+    (tmp_path / "broken.toml").write_text('name = "broken"\ntarget = "qemu-aarch64"\ntransport = "dir:/x"\n'
+                                          'timeout = "soon"\n')
+    (tmp_path / "garbled.toml").write_text("name = [unterminated\n")
+    monkeypatch.setenv("OPENACCEL_BOARDS", str(tmp_path))
+    assert resolve("good").transport == "dir:/tmp/good"
+    assert resolve("rpi4").target == "qemu-aarch64"  # the built-in boards too
+    with pytest.raises(BoardError, match=r"broken\.toml: 'timeout': expected a number"):
+        resolve("broken")
+    with pytest.raises(BoardError, match=r"garbled\.toml: not valid TOML"):
+        resolve("garbled")  # no readable name: known by its file name
+    with pytest.raises(BoardError) as e:
+        resolve("nope")
+    listing = str(e.value)
+    assert "known boards: good, rpi-zero2-armv7, rpi4" in listing
+    assert "not usable: broken: " in listing and "garbled: " in listing
+    good, broken = scan_boards()
+    assert "good" in good and set(broken) == {"broken", "garbled"}
+
+
+def test_a_board_file_overrides_a_built_in_one_even_when_broken(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "rpi4.toml").write_text('name = "rpi4"\ntarget = "qemu-aarch64"\ntransport = "dir:/x"\n'
+                                        "ssh_options = 5\n")
+    monkeypatch.setenv("OPENACCEL_BOARDS", str(tmp_path))
+    with pytest.raises(BoardError, match="ssh_options"):
+        resolve("rpi4")  # the user's file, not silently the built-in one it was meant to replace
+
+
+# ---- transport URLs ------------------------------------------------------------------------------
+@pytest.mark.parametrize("url, expect", [
+    ("ssh://root@127.0.0.1:99999/x", "port '99999' is not a number from 1 to 65535"),
+    ("ssh://host:port/x", "port 'port' is not a number from 1 to 65535"),
+    ("ssh://root@127.0.0.1:0/x", "port '0' is not a number"),
+    ("ssh://root@/x", "no host name"),
+    ("ssh://root@host", "no directory on the board"),
+    ("ssh://-oProxyCommand=x/y", "host '-oProxyCommand=x' is not a host name"),
+    ("ssh://a b@host/x", "user name 'a b' is not a user name"),
+    ("ssh://[zz]/x", "not a bracketed IPv6 address"),
+    ("dir:", "no directory"),
+])
+def test_bad_board_address_is_a_clear_error(url: str, expect: str) -> None:
+    r = cli("flash", "model.oab", "--board", url, "--target", "qemu-aarch64")
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert expect in " ".join(r.stderr.split()), r.stderr
+
+
+def test_good_board_addresses_parse() -> None:
+    a = parse_ssh("ssh://pi@raspberrypi.local:2222/home/pi/oa")
+    assert (a.user, a.host, a.port, a.dir, a.login) == ("pi", "raspberrypi.local", 2222, "/home/pi/oa",
+                                                        "pi@raspberrypi.local")
+    b = parse_ssh("ssh://[::1]/opt/oa")
+    assert (b.user, b.host, b.port, b.dir) == (None, "::1", 22, "/opt/oa")
+
+
+@pytest.mark.skipif(shutil.which("ssh") is None, reason="needs the ssh client")
+def test_ssh_gets_the_destination_after_double_dash(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Second line of defence: even a destination that got past the checks goes after `--`."""
+    t = SshTransport(Board("b", "", "qemu-aarch64", "ssh://root@127.0.0.1:1/x", timeout=10))
+    cmd = t._ssh("true")
+    assert cmd[cmd.index("--") + 1] == "root@127.0.0.1"
+    t.login = "-oProxyCommand=touch MARK"
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(BoardError):
+        t._run(t._ssh("true"), "probing")  # without `--`, ssh would run the ProxyCommand, then "connect" to 'true'
+    assert list(tmp_path.iterdir()) == []
