@@ -117,3 +117,19 @@ def test_ssh_gets_the_destination_after_double_dash(tmp_path: Path, monkeypatch:
     with pytest.raises(BoardError):
         t._run(t._ssh("true"), "probing")  # without `--`, ssh would run the ProxyCommand, then "connect" to 'true'
     assert list(tmp_path.iterdir()) == []
+
+
+def test_adhoc_board_needs_a_target(tmp_path: Path) -> None:
+    """A dir: or ssh: board has no file naming its CPU: without --target it is an error listing
+    the targets, never a silent x86-64 build."""
+    for spec in (f"dir:{tmp_path}", "ssh://pi@raspberrypi.local/home/pi/oa"):
+        with pytest.raises(BoardError, match=r"give --target, the board's build target .*qemu-aarch64"):
+            resolve(spec)
+        assert resolve(spec, target="qemu-armv7").target == "qemu-armv7"
+    r = cli("flash", "model.oab", "--board", f"dir:{tmp_path}")
+    assert r.returncode == 2 and "give --target" in r.stderr and "x86_64-linux" in r.stderr, r.stderr
+    with pytest.raises(BoardError, match="--target: unknown target 'qemu-foo'; known targets"):
+        resolve(f"dir:{tmp_path}", target="qemu-foo")
+    with pytest.raises(BoardError, match="--timeout: expected a number of seconds greater than 0"):
+        resolve(f"dir:{tmp_path}", target="qemu-aarch64", timeout=float("nan"))
+    assert resolve("sdcard").target == "qemu-aarch64"  # a board file names it

@@ -179,6 +179,13 @@ def test_flash_to_bad_directory(model: Path, tmp_path: Path) -> None:
     assert r.returncode == 2 and "cannot create" in r.stderr and "Traceback" not in r.stderr, r.stderr
 
 
+def test_flash_adhoc_board_without_target_is_refused(model: Path, tmp_path: Path) -> None:
+    """No silent x86-64 build for a card whose CPU nobody named."""
+    r = cli("flash", str(model), "--board", f"dir:{tmp_path}")
+    assert r.returncode == 2 and "give --target" in r.stderr and "qemu-aarch64" in r.stderr, r.stdout + r.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_flash_ssh_user_part_is_never_an_ssh_option(model: Path, tmp_path: Path) -> None:
     """ssh before 9.6 runs a ProxyCommand given in place of the user name: the address is refused
     before ssh runs, and no marker file appears."""

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 import os
-import platform
 import re
 import tomllib
 from dataclasses import dataclass, field, replace
@@ -234,8 +233,9 @@ def all_boards() -> dict[str, Board]:
 
 
 def resolve(spec: str, target: str | None = None, timeout: float | None = None) -> Board:
-    """A board by name, or an ad-hoc one from `ssh://...` / `dir:...` (target defaults to this
-    machine's architecture)."""
+    """A board by name, or an ad-hoc one from `ssh://...` / `dir:...`, which needs `target`: a
+    board's binaries are built for its CPU, and guessing this machine's would put an x86-64 binary
+    on an Arm card without a word."""
     if target is not None:
         check_target(target, "--target")
     if timeout is not None:
@@ -243,10 +243,9 @@ def resolve(spec: str, target: str | None = None, timeout: float | None = None) 
     if spec.startswith(("ssh://", "dir:")):
         check_transport(spec)
         if target is None:
-            machine = platform.machine()
-            target = {"x86_64": "x86_64-linux"}.get(machine)
-            if target is None:
-                raise BoardError(f"--board {spec}: give --target (the board's build target)")
+            known = [t for t in _known_targets() if t != "host"]
+            raise BoardError(f"--board {spec}: give --target, the board's build target (one of "
+                             f"{', '.join(known)}), or use a board file from toolchains/boards/ that names it")
         return Board(name=spec, description="ad-hoc", target=target, transport=spec,
                      timeout=timeout or DEFAULT_TIMEOUT)
     good, broken = scan_boards()
