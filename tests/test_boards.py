@@ -1,6 +1,6 @@
 """Boards and transports without a model or a board: board files and transport URLs are checked
-(clear BoardErrors, no tracebacks, one broken file does not hide the others) and ssh never gets
-an option where a destination belongs."""
+(clear BoardErrors, no tracebacks, one broken file does not hide the others), ssh never gets an
+option where a destination belongs, and a dir: board is never created out of nothing."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from openaccel.boards import Board, BoardError, parse_ssh, resolve, scan_boards
-from openaccel.flash import SshTransport
+from openaccel.flash import DirTransport, SshTransport
 
 
 def cli(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None,
@@ -133,3 +133,25 @@ def test_adhoc_board_needs_a_target(tmp_path: Path) -> None:
     with pytest.raises(BoardError, match="--timeout: expected a number of seconds greater than 0"):
         resolve(f"dir:{tmp_path}", target="qemu-aarch64", timeout=float("nan"))
     assert resolve("sdcard").target == "qemu-aarch64"  # a board file names it
+
+
+# ---- dir: boards ---------------------------------------------------------------------------------
+def dir_board(path: Path, target: str = "qemu-aarch64") -> Board:
+    return Board(name=f"dir:{path}", description="", target=target, transport=f"dir:{path}", timeout=30)
+
+
+def test_dir_board_is_not_created_out_of_nothing(tmp_path: Path) -> None:
+    """An SD card that is not mounted: its mount point is an empty directory here. Flashing to
+    dir:/media/sdcard/opt/openaccel must not create opt/openaccel on this machine's disk."""
+    mount_point = tmp_path / "media" / "sdcard"
+    mount_point.mkdir(parents=True)
+    dest = mount_point / "opt" / "openaccel"
+    with pytest.raises(BoardError, match=r"does not exist\. openaccel creates no directories .* not mounted"):
+        DirTransport(dir_board(dest)).prepare()
+    assert list(mount_point.iterdir()) == []
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(BoardError, match="is not a directory"):
+        DirTransport(dir_board(blocker)).prepare()
+    dest.mkdir(parents=True)
+    DirTransport(dir_board(dest)).prepare()  # an existing directory is fine

@@ -164,6 +164,7 @@ def test_flash_silent_host_times_out(model: Path) -> None:
 
 def test_flash_to_directory(model: Path, tmp_path: Path) -> None:
     dest = tmp_path / "sdcard" / "opt" / "openaccel"
+    dest.mkdir(parents=True)
     r = cli("flash", str(model), "--board", f"dir:{dest}", "--target", "qemu-aarch64")
     assert r.returncode == 0, r.stdout + r.stderr
     assert r.stdout.strip().splitlines()[-1] == "1 passed, 0 failed"
@@ -175,8 +176,19 @@ def test_flash_to_directory(model: Path, tmp_path: Path) -> None:
 def test_flash_to_bad_directory(model: Path, tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
-    r = cli("flash", str(model), "--board", f"dir:{blocker}/sub", "--target", "qemu-aarch64")
-    assert r.returncode == 2 and "cannot create" in r.stderr and "Traceback" not in r.stderr, r.stderr
+    r = cli("flash", str(model), "--board", f"dir:{blocker}", "--target", "qemu-aarch64")
+    assert r.returncode == 2 and "is not a directory" in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+def test_flash_to_unmounted_card_creates_nothing(model: Path, tmp_path: Path) -> None:
+    """The card is not mounted: its mount point is an empty directory on this machine's disk.
+    Flashing must not create the path under it (and fill the root file system)."""
+    mount_point = tmp_path / "media" / "sdcard"
+    mount_point.mkdir(parents=True)
+    r = cli("flash", str(model), "--board", f"dir:{mount_point}/opt/openaccel", "--target", "qemu-aarch64")
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stdout + r.stderr
+    assert "does not exist" in r.stderr and "mkdir -p" in r.stderr, r.stderr
+    assert list(mount_point.iterdir()) == []
 
 
 def test_flash_adhoc_board_without_target_is_refused(model: Path, tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import errno
 import json
+import os
 import shlex
 import shutil
 import subprocess
@@ -162,13 +163,17 @@ class DirTransport:
         return str(self.dir)
 
     def prepare(self) -> None:
-        try:
-            self.dir.mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            raise BoardError(f"cannot create {self.dir}: {e.strerror} (is the SD card / share mounted and "
-                             "writable?)") from None
+        # The directory itself must exist: creating it (or any parent) is how an SD card that is
+        # not mounted gets "flashed" into this machine's root file system under its mount point.
+        if not self.dir.exists():
+            raise BoardError(
+                f"{self.board.transport}: {self.dir} does not exist. openaccel creates no directories for "
+                "a dir: board, so that a card or share that is not mounted is never filled in its place on "
+                f"this machine's disk: mount it, or create the directory once (mkdir -p {shlex.quote(str(self.dir))})")
         if not self.dir.is_dir():
-            raise BoardError(f"{self.dir} is not a directory")
+            raise BoardError(f"{self.board.transport}: {self.dir} is not a directory")
+        if not os.access(self.dir, os.W_OK | os.X_OK):
+            raise BoardError(f"{self.board.transport}: {self.dir} is not writable (mounted read-only?)")
 
     def copy(self, files: list[Path]) -> None:
         for f in files:
