@@ -4,16 +4,20 @@ option where a destination belongs, and a dir: board is never created out of not
 
 from __future__ import annotations
 
+import ipaddress
 import os
+import re
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
 
 from openaccel.boards import Board, BoardError, parse_ssh, resolve, scan_boards
 from openaccel.flash import DirTransport, SshTransport
+from openaccel.paths import toolchains_dir
 
 
 def cli(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None,
@@ -78,6 +82,24 @@ def test_a_board_file_overrides_a_built_in_one_even_when_broken(tmp_path: Path,
     monkeypatch.setenv("OPENACCEL_BOARDS", str(tmp_path))
     with pytest.raises(BoardError, match="ssh_options"):
         resolve("rpi4")  # the user's file, not silently the built-in one it was meant to replace
+
+
+def test_no_board_file_names_an_ip_address_outside_loopback() -> None:
+    files = sorted((toolchains_dir() / "boards").glob("*.toml"))
+    assert files
+    for path in files:
+        text = path.read_text()
+        board = tomllib.loads(text)
+        if board["transport"].startswith("ssh://"):
+            host = parse_ssh(board["transport"]).host
+            try:
+                addr = ipaddress.ip_address(host)
+            except ValueError:
+                assert host.endswith((".local", ".invalid", ".example")), f"{path}: {host}"
+            else:
+                assert addr.is_loopback, f"{path}: {host}"
+        for found in re.findall(r"(?<![\w.])\d{1,3}(?:\.\d{1,3}){3}(?![\w.])", text):
+            assert ipaddress.ip_address(found).is_loopback, f"{path} names {found}"
 
 
 # ---- transport URLs ------------------------------------------------------------------------------
