@@ -1,10 +1,12 @@
 """Boards and transports without a model or a board: board files and transport URLs are checked
 (clear BoardErrors, no tracebacks, one broken file does not hide the others), ssh never gets an
-option where a destination belongs, and a dir: board is never created out of nothing."""
+option where a destination belongs, a dir: board is never created out of nothing, and build-runtime -o
+ships the stripped binary."""
 
 from __future__ import annotations
 
 import ipaddress
+import json
 import os
 import re
 import shutil
@@ -177,3 +179,19 @@ def test_dir_board_is_not_created_out_of_nothing(tmp_path: Path) -> None:
         DirTransport(dir_board(blocker)).prepare()
     dest.mkdir(parents=True)
     DirTransport(dir_board(dest)).prepare()  # an existing directory is fine
+
+
+# ---- build-runtime -o ----------------------------------------------------------------------------
+@pytest.mark.slow
+def test_build_runtime_output_is_the_stripped_binary(tmp_path: Path) -> None:
+    if shutil.which("aarch64-linux-gnu-gcc") is None or shutil.which("aarch64-linux-gnu-strip") is None:
+        pytest.skip("needs gcc-aarch64-linux-gnu")
+    r = cli("build-runtime", "--target", "qemu-aarch64", "-o", str(tmp_path / "out"), "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    shipped = tmp_path / "out" / "bin" / "oa_run"
+    unstripped = Path(doc["directory"]) / "oa_run"
+    assert shipped.stat().st_size == doc["oa_run_stripped_bytes"]["full"] < unstripped.stat().st_size
+    assert os.access(shipped, os.X_OK)
+    syms = subprocess.run(["aarch64-linux-gnu-nm", str(shipped)], capture_output=True, text=True)
+    assert "no symbols" in syms.stderr, syms.stdout[:200]

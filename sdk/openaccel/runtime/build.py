@@ -154,15 +154,30 @@ def selective_kernels_def(ops: list[str], directory: Path) -> Path:
     return path
 
 
-def stripped_size(build: RuntimeBuild, target: Target) -> int:
-    """Size in bytes of oa_run after stripping symbols (what ships to a board)."""
+def stripped_binary(build: RuntimeBuild, target: Target) -> Path:
+    """oa_run with its symbols stripped (what ships to a board), beside the build's oa_run.
+    Stripped with the target's binutils (`{triple}-strip`), this machine's `strip` for native
+    builds; written under a temporary name and renamed, so concurrent callers never see half a file."""
     strip = f"{target.triple}-strip" if target.cmake_toolchain else "strip"
     if shutil.which(strip) is None:
+        if target.cmake_toolchain:
+            raise ToolchainError(f"target {target.name} needs {strip} to strip oa_run, not found on PATH; "
+                                 f"install with: {target.install_hint()}")
         strip = "strip"
-    tmp = build.directory / "oa_run.stripped"
+    out = build.directory / "oa_run.stripped"
+    tmp = build.directory / f"oa_run.stripped.{os.getpid()}.tmp"
     shutil.copy2(build.oa_run, tmp)
-    subprocess.run([strip, str(tmp)], check=True, capture_output=True)
-    return tmp.stat().st_size
+    r = subprocess.run([strip, str(tmp)], capture_output=True, text=True)
+    if r.returncode != 0:
+        tmp.unlink(missing_ok=True)
+        raise ToolchainError(f"{strip} {build.oa_run} failed (exit {r.returncode}): {r.stderr.strip()[-500:]}")
+    os.replace(tmp, out)
+    return out
+
+
+def stripped_size(build: RuntimeBuild, target: Target) -> int:
+    """Size in bytes of oa_run after stripping symbols (what ships to a board)."""
+    return stripped_binary(build, target).stat().st_size
 
 
 def runtime_code_size(build: RuntimeBuild) -> int:
