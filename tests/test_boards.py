@@ -1,13 +1,14 @@
 """Boards and transports without a model or a board: board files and transport URLs are checked
 (clear BoardErrors, no tracebacks, one broken file does not hide the others), ssh never gets an
-option where a destination belongs, a dir: board is never created out of nothing, and build-runtime -o
-ships the stripped binary."""
+option where a destination belongs, a dir: board is never created out of nothing, a crashed runner is a
+failure, and build-runtime -o ships the stripped binary."""
 
 from __future__ import annotations
 
 import ipaddress
 import json
 import os
+import platform
 import re
 import shutil
 import subprocess
@@ -17,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from openaccel import flash as flash_mod
 from openaccel.boards import Board, BoardError, parse_ssh, resolve, scan_boards
 from openaccel.flash import DirTransport, SshTransport
 from openaccel.paths import toolchains_dir
@@ -179,6 +181,48 @@ def test_dir_board_is_not_created_out_of_nothing(tmp_path: Path) -> None:
         DirTransport(dir_board(blocker)).prepare()
     dest.mkdir(parents=True)
     DirTransport(dir_board(dest)).prepare()  # an existing directory is fine
+
+
+FAKE_TEST_LINE = ('{"event": "test", "index": 0, "name": "example_inputs", "passed": true, "max_abs_error": 0, '
+                  '"max_rel_error": 0, "atol": 1e-05, "rtol": 1e-05, "ms": 0.1}')
+
+
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="the fake runner stands in for an x86_64-linux build")
+@pytest.mark.parametrize("body, expect", [
+    ("kill -SEGV $$", r"oa_run crashed from the copy in .* \(SIGSEGV, signal 11\)"),
+    (f"echo '{FAKE_TEST_LINE}'\necho '{{\"event\": \"summary\", \"passed\": 1, \"failed\": 0}}'\nkill -ABRT $$",
+     r"oa_run crashed .* \(SIGABRT, signal 6\)"),
+    ("exit 0", "ended \\(exit status 0\\) without a test result"),
+    (f"echo '{FAKE_TEST_LINE}'\nexit 0", "ended \\(exit status 0\\) without a test result"),
+    (f"echo '{FAKE_TEST_LINE}'\necho '{{\"event\": \"summary\", \"passed\": 1, \"failed\": 0}}'\nexit 3",
+     "an inconsistent result"),
+])
+def test_dir_runner_crash_or_no_result_is_a_failure(tmp_path: Path, body: str, expect: str) -> None:
+    runner = tmp_path / "oa_run"  # the card holds a runner that crashes or reports nothing
+    runner.write_text(f"#!/bin/sh\n{body}\n")
+    runner.chmod(0o755)
+    with pytest.raises(BoardError, match=expect):
+        DirTransport(dir_board(tmp_path, target="x86_64-linux")).run_tests("model.oab")
+
+
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="the fake runner stands in for an x86_64-linux build")
+def test_dir_runner_with_a_normal_result_passes(tmp_path: Path) -> None:
+    runner = tmp_path / "oa_run"
+    runner.write_text(f"#!/bin/sh\necho '{FAKE_TEST_LINE}'\n"
+                      "echo '{\"event\": \"summary\", \"passed\": 1, \"failed\": 0}'\n")
+    runner.chmod(0o755)
+    events, how = DirTransport(dir_board(tmp_path, target="x86_64-linux")).run_tests("model.oab")
+    assert [e["event"] for e in events] == ["test", "summary"] and "natively" in how
+
+
+def test_dir_board_this_machine_cannot_run_is_reported(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from openaccel.targets import get_target
+
+    target = get_target("qemu-riscv64")
+    monkeypatch.setattr(flash_mod, "get_target", lambda _name: type(target)(
+        **{**target.__dict__, "emulator": "no-such-qemu-here"}))
+    with pytest.raises(flash_mod.NotRunHere, match=r"no-such-qemu-here is not installed .* run run_tests.sh"):
+        DirTransport(dir_board(tmp_path, target="qemu-riscv64")).run_tests("model.oab")
 
 
 # ---- build-runtime -o ----------------------------------------------------------------------------

@@ -4,7 +4,9 @@ hang: unreachable host, silent host, refused login, bad paths."""
 
 from __future__ import annotations
 
+import json
 import os
+import platform
 import shutil
 import socket
 import subprocess
@@ -13,6 +15,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -78,14 +81,21 @@ def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, object]
     proc.wait(timeout=10)
 
 
-def board_file(dirpath: Path, name: str, transport: str, key: Path) -> dict[str, str]:
+TEST_LINE = ('{"event": "test", "index": 0, "name": "example_inputs", "passed": true, "max_abs_error": 0, '
+             '"max_rel_error": 0, "atol": 1e-05, "rtol": 1e-05, "ms": 0.1}')
+SUMMARY = '{"event": "summary", "passed": 1, "failed": 0}'
+
+
+def board_file(dirpath: Path, name: str, transport: str, key: Path,
+               remote_prefix: list[str] | None = None) -> dict[str, str]:
     boards = dirpath / "boards"
     boards.mkdir(exist_ok=True)
-    opts = f'["-i", "{key}", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null"]'
+    opts = ["-i", str(key), "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null"]
+    prefix = remote_prefix if remote_prefix is not None else ["qemu-aarch64", "-cpu", "cortex-a72"]
     (boards / f"{name}.toml").write_text(
         f'name = "{name}"\ndescription = "loopback test board"\ntarget = "qemu-aarch64"\n'
-        f'transport = "{transport}"\nremote_prefix = ["qemu-aarch64", "-cpu", "cortex-a72"]\n'
-        f"ssh_options = {opts}\ntimeout = 60\n")
+        f'transport = "{transport}"\nremote_prefix = {json.dumps(prefix)}\n'
+        f"ssh_options = {json.dumps(opts)}\ntimeout = 60\n")
     return {"OPENACCEL_BOARDS": str(boards)}
 
 
@@ -206,6 +216,60 @@ def test_flash_ssh_user_part_is_never_an_ssh_option(model: Path, tmp_path: Path)
                        capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert r.returncode == 2 and "is not a user name" in r.stderr and "Traceback" not in r.stderr, r.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+def test_flash_model_without_tests_is_not_a_success(tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    path = tmp_path / "nobundle.oab"
+    oa.export(zoo.MLP((8, 4)).eval(), (torch.randn(1, 8),), bundle_tests=False).save(path)
+    card = tmp_path / "card"
+    card.mkdir()
+    r = cli("flash", str(path), "--board", f"dir:{card}", "--target", "qemu-aarch64")
+    assert r.returncode == 1 and "nothing was checked" in r.stdout, r.stdout + r.stderr
+    assert r.stdout.strip().splitlines()[-1] == "0 passed, 0 failed"
+
+
+def crashing_runtime(tmp_path: Path, body: str) -> Any:
+    from openaccel.runtime.build import RuntimeBuild
+
+    runner = tmp_path / "fake-build" / "oa_run"
+    runner.parent.mkdir()
+    runner.write_text(f"#!/bin/sh\n{body}\n")
+    runner.chmod(0o755)
+    return lambda *_a, **_k: RuntimeBuild("x86_64-linux", runner.parent, runner, runner, None, runner.parent)
+
+
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="the fake runner stands in for an x86_64-linux build")
+@pytest.mark.parametrize("body", ["kill -SEGV $$", f"echo '{TEST_LINE}'\necho '{SUMMARY}'\nkill -SEGV $$"])
+def test_flash_dir_runner_crash_is_a_failure(model: Path, tmp_path: Path, body: str,
+                                              monkeypatch: pytest.MonkeyPatch,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """The copied runner segfaults (its buffered output lost, or after printing a pass): flash
+    must say so and fail, not print '0 passed, 0 failed' and exit 0."""
+    from openaccel import cli as cli_mod
+    from openaccel import flash as flash_mod
+
+    monkeypatch.setattr(flash_mod, "build_runtime", crashing_runtime(tmp_path, body))
+    card = tmp_path / "card"
+    card.mkdir()
+    rc = cli_mod.main(["flash", str(model), "--board", f"dir:{card}", "--target", "x86_64-linux"])
+    cap = capsys.readouterr()
+    assert rc == 2, cap.out + cap.err
+    assert "crashed" in cap.err and "SIGSEGV" in cap.err and "passed" not in cap.out, cap.out + cap.err
+
+
+def test_flash_over_ssh_runner_crash_is_a_failure(sshd: dict[str, object], model: Path) -> None:
+    """The board's runner prints a passing test and then segfaults: the exit status wins. (The
+    crash is one shell down, as on a board whose login shell waits for its last command instead of
+    exec'ing it: ssh then exits 139, not 255.)"""
+    d = sshd["dir"]
+    assert isinstance(d, Path)
+    runner = f"echo '{TEST_LINE}'; echo '{SUMMARY}'; kill -SEGV $$"
+    env = board_file(d, "crashy", f"ssh://root@127.0.0.1:{sshd['port']}{d / 'board-crash'}", d / "user_key",
+                     remote_prefix=["sh", "-c", 'sh -c "$1"; exit $?', "sh", runner])
+    r = cli("flash", str(model), "--board", "crashy", env=env)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stdout + r.stderr
+    assert "crashed" in r.stderr and "SIGSEGV" in r.stderr and "passed" not in r.stdout, r.stdout + r.stderr
 
 
 def test_unknown_board_lists_known_ones(model: Path) -> None:

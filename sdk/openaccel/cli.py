@@ -336,21 +336,25 @@ def cmd_devices(a: argparse.Namespace) -> int:
 
 
 def cmd_flash(a: argparse.Namespace) -> int:
+    from rich.markup import escape
+
     from .boards import resolve
     from .flash import flash
 
     board = resolve(a.board, target=a.target, timeout=a.timeout)
-    res = flash(Path(a.file), board, lambda s: err.print(f"[dim]{s}[/]"))
+    res = flash(Path(a.file), board, lambda s: err.print(f"[dim]{escape(s)}[/]"))
     if not res.tests:
-        out.print(f"copied to {res.destination}; tests {res.ran_on}")
+        # nothing was checked: not a success (the copy is in place, the tests were not run or absent)
+        why = res.ran_on if not res.ran else "the file has no bundled tests (exported with --no-bundle?)"
+        out.print(f"[yellow]copied to {escape(res.destination)}, but nothing was checked: {escape(why)}[/]")
         print("0 passed, 0 failed")
-        return 0
+        return 1
     for t in res.tests:
         if "error" in t:
-            out.print(f"[red]FAIL[/] test {t.get('index')}: {t['error']}")
+            out.print(f"[red]FAIL[/] test {t.get('index')}: {escape(str(t['error']))}")
             continue
         tag = "[green]PASS[/]" if t.get("passed") else "[red]FAIL[/]"
-        out.print(f"{tag} {t.get('name')} on {res.board} ({res.ran_on}): max abs error "
+        out.print(f"{tag} {escape(str(t.get('name')))} on {escape(res.board)} ({escape(res.ran_on)}): max abs error "
                   f"{t.get('max_abs_error', 0):.3g} (atol {t.get('atol')}, rtol {t.get('rtol')}), "
                   f"{t.get('ms', 0):.3f} ms")
     print(f"{res.passed} passed, {res.failed} failed")

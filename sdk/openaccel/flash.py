@@ -4,6 +4,10 @@ Transports: ssh://user@host[:port]/dir (the system's ssh, key-based, BatchMode s
 ever waits for a password) and dir:/path (a mounted SD card or NFS share). Every remote step has
 a time-out, and the usual failures (unreachable, refused login, bad path, full disk) become
 BoardError messages that say what to check.
+
+What a board run reports is checked, not assumed: the runner's exit status (and the signal that
+killed it) must agree with its JSON events, and a run that crashed or ended without a result is a
+BoardError, never "0 passed".
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import json
 import os
 import shlex
 import shutil
+import signal
 import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -20,11 +25,17 @@ from pathlib import Path
 from typing import Any
 
 from .boards import Board, BoardError, parse_dir, parse_ssh
+from .errors import ToolchainError
 from .program import Program
 from .runtime.build import build_runtime
 from .targets import get_target
 
 Log = Callable[[str], None]
+RUNNER = "oa_run"
+
+
+class NotRunHere(BoardError):
+    """The files were copied to a dir: board, but this machine cannot run the board's binaries."""
 
 
 @dataclass
@@ -33,6 +44,7 @@ class FlashResult:
     destination: str
     tests: list[dict[str, Any]]
     ran_on: str
+    ran: bool = True  # False: copied, but the tests could not be run (ran_on says why)
 
     @property
     def passed(self) -> int:
@@ -49,10 +61,49 @@ def _events(stdout: str) -> list[dict[str, Any]]:
         line = line.strip()
         if line.startswith("{"):
             try:
-                out.append(json.loads(line))
+                ev = json.loads(line)
             except json.JSONDecodeError:
-                pass
+                continue
+            if isinstance(ev, dict):
+                out.append(ev)
     return out
+
+
+def _signal_name(n: int) -> str:
+    try:
+        return f"{signal.Signals(n).name}, signal {n}"
+    except ValueError:
+        return f"signal {n}"
+
+
+def _tail(text: str, lines: int = 6) -> str:
+    s = text.strip().splitlines()[-lines:]
+    return " | ".join(s)[-600:]
+
+
+def _verify(events: list[dict[str, Any]], returncode: int, killed_by: int | None, stderr: str, test: bool,
+            where: str) -> None:
+    """Raise BoardError unless oa_run's run ended normally with a result that matches its exit
+    status (0: all passed / ran, 1: some tests failed)."""
+    said = f"; its stderr: {_tail(stderr)}" if stderr.strip() else ""
+    if killed_by is not None:
+        raise BoardError(f"oa_run crashed {where} ({_signal_name(killed_by)}) before reporting a complete "
+                         f"result: the check failed{said}")
+    for e in events:
+        if e.get("event") == "error":
+            raise BoardError(f"oa_run {where}: {e.get('status')}: {e.get('message')}")
+    if test:
+        summaries = [e for e in events if e.get("event") == "summary"]
+        if not summaries:
+            raise BoardError(f"oa_run {where} ended (exit status {returncode}) without a test result{said}")
+        tests = [e for e in events if e.get("event") == "test"]
+        failed = sum(not t.get("passed") for t in tests)
+        s = summaries[-1]
+        if (s.get("passed"), s.get("failed")) != (len(tests) - failed, failed) or returncode != (1 if failed else 0):
+            raise BoardError(f"oa_run {where} reported {s.get('passed')} passed, {s.get('failed')} failed over "
+                             f"{len(tests)} test lines and exit status {returncode}: an inconsistent result{said}")
+    elif returncode != 0 or not events:
+        raise BoardError(f"oa_run {where} ended (exit status {returncode}) without a result{said}")
 
 
 class SshTransport:
@@ -132,14 +183,22 @@ class SshTransport:
                 raise BoardError(f"copying {f.name} to the board: {self._explain(r.stderr or 'incomplete copy')}")
 
     def exec(self, args: list[str], what: str) -> tuple[list[dict[str, Any]], str]:
-        """Run oa_run ARGS --json in the board directory; returns its JSON events."""
+        """Run oa_run ARGS --json in the board directory; returns its JSON events, checked."""
         prefix = " ".join(shlex.quote(p) for p in self.board.remote_prefix)
         quoted = " ".join(shlex.quote(a) for a in args)
-        cmd = f"cd {shlex.quote(self.dir)} && {prefix} ./oa_run {quoted} --json"
+        # `; exit $?` keeps the shell waiting for oa_run (no exec of the last command), so a runner
+        # killed by a signal comes back as the shell's 128+N rather than as an ssh failure
+        cmd = f"cd {shlex.quote(self.dir)} || exit 125; {prefix} ./{RUNNER} {quoted} --json; exit $?"
         r = self._run(self._ssh(cmd), what)
+        where = f"on {self.board.name} ({self.login}:{self.port}{self.dir})"
+        if r.returncode == 125:
+            raise BoardError(f"{what}: cannot enter {self.dir} on {self.login}: {_tail(r.stderr)}")
+        if r.returncode in (126, 127):
+            raise BoardError(f"{what}: the board could not start {' '.join(self.board.remote_prefix) or './' + RUNNER}"
+                             f" (exit status {r.returncode}): {_tail(r.stderr)}")
+        killed_by = r.returncode - 128 if r.returncode > 128 else None
         events = _events(r.stdout)
-        if not events:
-            raise BoardError(f"the board did not run oa_run (exit {r.returncode}): {r.stderr.strip()[-500:]}")
+        _verify(events, r.returncode, killed_by, r.stderr, "--test" in args, where)
         return events, f"{self.board.name} via ssh"
 
     def run_tests(self, model: str) -> tuple[list[dict[str, Any]], str]:
@@ -197,15 +256,25 @@ class DirTransport:
         target = get_target(self.board.target)
         try:
             prefix = target.run_prefix()
-        except Exception:
-            return [], "not run (this machine cannot run the board's binaries; run run_tests.sh on the board)"
+        except ToolchainError as e:
+            raise NotRunHere(f"this machine cannot run {target.name} binaries ({e}); run run_tests.sh on the "
+                             "board") from None
+        if prefix and shutil.which(prefix[0]) is None:
+            raise NotRunHere(f"{prefix[0]} is not installed here to run the copy ({target.install_hint()}); "
+                             "run run_tests.sh on the board")
+        runner = self.dir / RUNNER
         try:
-            r = subprocess.run([*prefix, str(self.dir / "oa_run"), *args, "--json"], capture_output=True, text=True,
-                               timeout=self.board.timeout, cwd=self.dir)
+            r = subprocess.run([*prefix, str(runner), *args, "--json"], capture_output=True, text=True,
+                               errors="replace", timeout=self.board.timeout, cwd=self.dir)
         except subprocess.TimeoutExpired:
             raise BoardError(f"{what}: the copied runner did not finish within {self.board.timeout:.0f} s") from None
+        except OSError as e:
+            raise BoardError(f"{what}: cannot start {runner}: {e.strerror} (is the card mounted noexec?)") from None
         how = f"from the copy in {self.dir} ({'under ' + prefix[0] if prefix else 'natively'})"
-        return _events(r.stdout), how
+        events = _events(r.stdout)
+        killed_by = -r.returncode if r.returncode < 0 else None
+        _verify(events, r.returncode, killed_by, r.stderr, "--test" in args, f"from the copy in {self.dir}")
+        return events, how
 
     def run_tests(self, model: str) -> tuple[list[dict[str, Any]], str]:
         return self.exec([model, "--test"], "running the tests from the copy")
@@ -234,9 +303,6 @@ def on_board(program_path: Path, board: Board, args: list[str], extra_files: lis
     transport.prepare()
     transport.copy([build.oa_run, program_path, *extra_files])
     events, how = transport.exec([program_path.name, *args], "running oa_run on the board")
-    for e in events:
-        if e.get("event") == "error":
-            raise BoardError(f"oa_run on the board: {e.get('status')}: {e.get('message')}")
     for name in fetch or []:
         assert fetch_to is not None
         transport.fetch(name, fetch_to / name)
@@ -254,9 +320,9 @@ def flash(program_path: Path, board: Board, log: Log) -> FlashResult:
     log(f"copying oa_run and {program_path.name} ({len(prog.buffer):,} bytes) ...")
     transport.copy([build.oa_run, program_path])
     log("running the bundled tests ...")
-    events, ran_on = transport.run_tests(program_path.name)
-    for e in events:
-        if e.get("event") == "error":
-            raise BoardError(f"oa_run on the board: {e.get('status')}: {e.get('message')}")
+    try:
+        events, ran_on = transport.run_tests(program_path.name)
+    except NotRunHere as e:
+        return FlashResult(board.name, transport.describe(), [], str(e), ran=False)
     tests = [e for e in events if e.get("event") == "test"]
     return FlashResult(board.name, transport.describe(), tests, ran_on)
