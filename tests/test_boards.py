@@ -1,7 +1,7 @@
 """Boards and transports without a model or a board: board files and transport URLs are checked
 (clear BoardErrors, no tracebacks, one broken file does not hide the others), ssh never gets an
-option where a destination belongs, a dir: board is never created out of nothing, a crashed runner is a
-failure, and build-runtime -o ships the stripped binary."""
+option where a destination belongs, a dir: board is never created out of nothing, copies to it are
+atomic, a crashed runner is a failure, and build-runtime -o ships the stripped binary."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import re
 import shutil
 import subprocess
 import sys
+import textwrap
 import tomllib
 from pathlib import Path
 
@@ -181,6 +182,67 @@ def test_dir_board_is_not_created_out_of_nothing(tmp_path: Path) -> None:
         DirTransport(dir_board(blocker)).prepare()
     dest.mkdir(parents=True)
     DirTransport(dir_board(dest)).prepare()  # an existing directory is fine
+
+
+def old_and_new(tmp_path: Path) -> tuple[Path, dict[str, bytes], list[tuple[Path, str]]]:
+    card = tmp_path / "card"
+    card.mkdir()
+    old = {"oa_run": b"old runner " * 100, "model.oab": b"old model " * 100}
+    for name, data in old.items():
+        (card / name).write_bytes(data)
+    src = tmp_path / "new"
+    src.mkdir()
+    (src / "oa_run").write_bytes(b"R" * 10_000)
+    (src / "model.oab").write_bytes(b"M" * 300_000)
+    return card, old, [(src / "oa_run", "oa_run"), (src / "model.oab", "model.oab")]
+
+
+def test_dir_copy_that_runs_out_of_space_keeps_the_previous_files(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    card, old, files = old_and_new(tmp_path)
+    real = shutil.copyfileobj
+
+    def copy_until_full(fsrc, fdst, length=0):  # type: ignore[no-untyped-def]
+        if fsrc.name.endswith("model.oab"):  # the runner is complete, the model hits a full card
+            fdst.write(fsrc.read(4096))
+            raise OSError(28, "No space left on device")
+        real(fsrc, fdst)
+
+    monkeypatch.setattr(flash_mod.shutil, "copyfileobj", copy_until_full)
+    with pytest.raises(BoardError, match=r"no space left on .* for model\.oab; the previous files there are unchanged"):
+        DirTransport(dir_board(card)).copy(files)
+    assert {p.name: p.read_bytes() for p in card.iterdir()} == old  # no .part left, nothing replaced
+
+
+def test_dir_copy_cut_off_by_the_file_system_keeps_the_previous_files(tmp_path: Path) -> None:
+    """The same with a real short write: a file-size limit (RLIMIT_FSIZE) makes the kernel stop
+    the model's copy after 64 KiB, as a full card does."""
+    card, old, files = old_and_new(tmp_path)
+    script = textwrap.dedent(f"""
+        import resource, signal, sys
+        from pathlib import Path
+        from openaccel.boards import Board, BoardError
+        from openaccel.flash import DirTransport
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (65536, resource.RLIM_INFINITY))
+        b = Board("card", "", "qemu-aarch64", "dir:{card}")
+        try:
+            DirTransport(b).copy([(Path(p), n) for p, n in {[(str(p), n) for p, n in files]!r}])
+        except BoardError as e:
+            print("BoardError:", e)
+            sys.exit(3)
+    """)
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 3 and "cannot write" in r.stdout and "unchanged" in r.stdout, r.stdout + r.stderr
+    assert {p.name: p.read_bytes() for p in card.iterdir()} == old
+
+
+def test_dir_copy_replaces_the_files_when_complete(tmp_path: Path) -> None:
+    card, _, files = old_and_new(tmp_path)
+    DirTransport(dir_board(card)).copy(files)
+    assert sorted(p.name for p in card.iterdir()) == ["model.oab", "oa_run", "run_tests.sh"]
+    assert (card / "model.oab").read_bytes() == files[1][0].read_bytes()
+    assert "./oa_run model.oab --test" in (card / "run_tests.sh").read_text()
 
 
 FAKE_TEST_LINE = ('{"event": "test", "index": 0, "name": "example_inputs", "passed": true, "max_abs_error": 0, '

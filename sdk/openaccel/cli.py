@@ -122,7 +122,8 @@ class _BoardRunner:
         self.board = resolve(a.board, target=a.target if a.target != "host" else None)
         self.target = _Where(self.board.name)
 
-    def _go(self, path: Path, args: list[str], extra: list[Path] | None = None, fetch: list[str] | None = None,
+    def _go(self, path: Path, args: list[str], extra: list[tuple[Path, str]] | None = None,
+            fetch: list[str] | None = None,
             fetch_to: Path | None = None) -> Any:
         from .flash import on_board
         from .runtime.runner import RunResult
@@ -143,13 +144,16 @@ class _BoardRunner:
 
     def run(self, args: list[str], timeout: float | None = None) -> Any:
         path = Path(args[0])
-        rest, extra, fetch, out_dir = [], [], [], None
+        rest: list[str] = []
+        extra: list[tuple[Path, str]] = []
+        fetch: list[str] = []
+        out_dir = None
         it = iter(args[1:])
         for x in it:
             if x == "--input":
                 spec = next(it)
                 name, _, file = spec.partition("=")
-                extra.append(Path(file))
+                extra.append((Path(file), Path(file).name))
                 rest += ["--input", f"{name}={Path(file).name}"]
             elif x == "--output-dir":
                 out_dir = Path(next(it))

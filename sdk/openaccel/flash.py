@@ -7,7 +7,9 @@ BoardError messages that say what to check.
 
 What a board run reports is checked, not assumed: the runner's exit status (and the signal that
 killed it) must agree with its JSON events, and a run that crashed or ended without a result is a
-BoardError, never "0 passed".
+BoardError, never "0 passed". Copies are two-phase: every file is written beside its final name
+(NAME.part, synced) and only when all are complete are they renamed over the previous ones, so a
+copy that fails half-way (a full card) leaves the previous good files in place.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from .runtime.build import build_runtime
 from .targets import get_target
 
 Log = Callable[[str], None]
+Upload = tuple[Path, str]  # (file here, its name in the board directory)
 RUNNER = "oa_run"
 
 
@@ -130,7 +133,7 @@ class SshTransport:
              raw: list[bytes] | None = None) -> subprocess.CompletedProcess[str]:
         """Run an ssh command with the board's time-out; `raw` receives stdout as bytes."""
         try:
-            with stdin.open("rb") if stdin is not None else open("/dev/null", "rb") as f:
+            with stdin.open("rb") if stdin is not None else open(os.devnull, "rb") as f:
                 p = subprocess.run(cmd, stdin=f, capture_output=True, timeout=self.board.timeout)
             if raw is not None:
                 raw.append(p.stdout)
@@ -170,17 +173,30 @@ class SshTransport:
             raise BoardError(f"cannot create or write {self.dir} on {self.login}: "
                              f"{r.stderr.strip() or 'permission denied'}")
 
-    def copy(self, files: list[Path]) -> None:
-        # stream each file through `cat` rather than scp: works with any sshd that has a shell
-        # (sftp-less OpenSSH, dropbear), and the size check catches a full disk
-        for f in files:
-            dest = shlex.quote(f"{self.dir}/{f.name}")
-            size = f.stat().st_size
-            cmd = (f"cat > {dest}.part && test $(wc -c < {dest}.part) -eq {size} && mv {dest}.part {dest}"
-                   f" && chmod 755 {dest}")
-            r = self._run(self._ssh(cmd), f"copying {f.name} to the board", stdin=f)
+    def copy(self, files: list[Upload]) -> None:
+        # Stream each file through `cat` rather than scp: works with any sshd that has a shell
+        # (sftp-less OpenSSH, dropbear), and the size check catches a full disk. Every file goes to
+        # NAME.part first; the renames over the previous files happen once all parts are complete.
+        parts = [shlex.quote(f"{self.dir}/{name}.part") for _, name in files]
+        try:
+            for (src, name), part in zip(files, parts, strict=True):
+                mode = "755" if name == RUNNER else "644"
+                cmd = f"cat > {part} && test $(wc -c < {part}) -eq {src.stat().st_size} && chmod {mode} {part}"
+                r = self._run(self._ssh(cmd), f"copying {name} to the board", stdin=src)
+                if r.returncode != 0:
+                    raise BoardError(f"copying {name} to the board: {self._explain(r.stderr or 'incomplete copy')}; "
+                                     "the previous files there are unchanged")
+            moves = " && ".join(f"mv -f {part} {shlex.quote(f'{self.dir}/{name}')}"
+                                for (_, name), part in zip(files, parts, strict=True))
+            r = self._run(self._ssh(f"sync && {moves}"), "replacing the files on the board")
             if r.returncode != 0:
-                raise BoardError(f"copying {f.name} to the board: {self._explain(r.stderr or 'incomplete copy')}")
+                raise BoardError(f"replacing the files in {self.dir} on the board: {self._explain(r.stderr)}")
+        except BoardError:
+            try:
+                self._run(self._ssh("rm -f " + " ".join(parts)), "removing partial copies")
+            except BoardError:
+                pass
+            raise
 
     def exec(self, args: list[str], what: str) -> tuple[list[dict[str, Any]], str]:
         """Run oa_run ARGS --json in the board directory; returns its JSON events, checked."""
@@ -213,6 +229,31 @@ class SshTransport:
         dest.write_bytes(raw[0])
 
 
+def _write_part(src: Path, part: Path) -> None:
+    """Copy src to part and make it durable (fsync) before anyone renames it into place."""
+    with src.open("rb") as fi, part.open("wb") as fo:
+        shutil.copyfileobj(fi, fo, 1 << 20)
+        fo.flush()
+        os.fsync(fo.fileno())
+    try:
+        shutil.copymode(src, part)
+    except OSError:
+        pass  # a FAT card has no modes; the copy itself is what matters
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
 class DirTransport:
     def __init__(self, board: Board) -> None:
         self.board = board
@@ -234,21 +275,50 @@ class DirTransport:
         if not os.access(self.dir, os.W_OK | os.X_OK):
             raise BoardError(f"{self.board.transport}: {self.dir} is not writable (mounted read-only?)")
 
-    def copy(self, files: list[Path]) -> None:
-        for f in files:
-            dest = self.dir / f.name
-            try:
-                shutil.copy2(f, dest)
-            except OSError as e:
-                if e.errno == errno.ENOSPC:
-                    raise BoardError(f"no space left on {self.dir} for {f.name} ({f.stat().st_size:,} bytes)") from None
-                raise BoardError(f"cannot write {dest}: {e.strerror}") from None
-            if dest.stat().st_size != f.stat().st_size:
-                raise BoardError(f"{dest} is incomplete after copying (disk full?)")
-        script = self.dir / "run_tests.sh"
-        script.write_text("#!/bin/sh\n# run on the board: the model's bundled tests\ncd \"$(dirname \"$0\")\"\n"
-                          + "".join(f"./oa_run {shlex.quote(f.name)} --test\n" for f in files if f.suffix == ".oab"))
-        script.chmod(0o755)
+    def copy(self, files: list[Upload]) -> None:
+        models = [name for _, name in files if name.endswith(".oab")]
+        script = ("#!/bin/sh\n# run on the board: the model's bundled tests\ncd \"$(dirname \"$0\")\"\n"
+                  + "".join(f"./{RUNNER} {shlex.quote(m)} --test\n" for m in models))
+        for src, _ in files:
+            if not src.is_file():
+                raise BoardError(f"{src}: no such file to copy to {self.dir}")
+        parts: list[tuple[Path, Path]] = []
+        name = ""
+        try:
+            for src, name in files:
+                part, dest = self.dir / f"{name}.part", self.dir / name
+                parts.append((part, dest))
+                _write_part(src, part)
+                if part.stat().st_size != src.stat().st_size:
+                    raise BoardError(f"{dest} is incomplete after copying (disk full?); the previous files "
+                                     f"in {self.dir} are unchanged")
+            name = "run_tests.sh"
+            part = self.dir / "run_tests.sh.part"
+            parts.append((part, self.dir / name))
+            with part.open("w") as fo:
+                fo.write(script)
+                fo.flush()
+                os.fsync(fo.fileno())
+            part.chmod(0o755)
+            _fsync_dir(self.dir)
+            for part, dest in parts:
+                os.replace(part, dest)
+            _fsync_dir(self.dir)
+        except OSError as e:
+            for part, _ in parts:
+                try:
+                    part.unlink()
+                except OSError:
+                    pass
+            if e.errno in (errno.ENOSPC, errno.EDQUOT):
+                raise BoardError(f"no space left on {self.dir} for {name}; the previous files there are "
+                                 "unchanged") from None
+            raise BoardError(f"cannot write {self.dir / name}: {e.strerror or e}; the previous files in "
+                             f"{self.dir} are unchanged") from None
+        except BoardError:
+            for part, _ in parts:
+                part.unlink(missing_ok=True)
+            raise
 
     def exec(self, args: list[str], what: str) -> tuple[list[dict[str, Any]], str]:
         """The board itself is not reachable: run the copied files here (under QEMU for another
@@ -280,7 +350,10 @@ class DirTransport:
         return self.exec([model, "--test"], "running the tests from the copy")
 
     def fetch(self, name: str, dest: Path) -> None:
-        shutil.copy2(self.dir / name, dest)
+        try:
+            shutil.copyfile(self.dir / name, dest)
+        except OSError as e:
+            raise BoardError(f"reading {name} from {self.dir}: {e.strerror}") from None
 
 
 def transport_for(board: Board) -> SshTransport | DirTransport:
@@ -291,17 +364,27 @@ def transport_for(board: Board) -> SshTransport | DirTransport:
     raise BoardError(f"unknown transport '{board.transport}' (ssh://user@host[:port]/dir or dir:/path)")
 
 
-def on_board(program_path: Path, board: Board, args: list[str], extra_files: list[Path], log: Log,
+def _check_names(program_path: Path, uploads: list[Upload]) -> None:
+    names = [RUNNER, program_path.name, *(n for _, n in uploads)]
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise BoardError(f"two files would have the same name on the board: {', '.join(dup)} "
+                         f"(the runner is {RUNNER}; rename the model)")
+
+
+def on_board(program_path: Path, board: Board, args: list[str], extra_files: list[Upload], log: Log,
              fetch: list[str] | None = None, fetch_to: Path | None = None) -> tuple[list[dict[str, Any]], str]:
-    """Copy the runtime, the program and `extra_files` to the board, run `oa_run PROGRAM ARGS`
-    there and (optionally) bring files back. For `openaccel run/test/bench --board`."""
+    """Copy the runtime, the program and `extra_files` ((file, name on the board) pairs) to the
+    board, run `oa_run PROGRAM ARGS` there and (optionally) bring files back. For
+    `openaccel run/test --board`."""
     Program.load(program_path)
+    _check_names(program_path, extra_files)
     target = get_target(board.target)
     transport = transport_for(board)
     log(f"board {board.name}: target {target.name}, {transport.describe()}")
     build = build_runtime(target, log=log)
     transport.prepare()
-    transport.copy([build.oa_run, program_path, *extra_files])
+    transport.copy([(build.oa_run, RUNNER), (program_path, program_path.name), *extra_files])
     events, how = transport.exec([program_path.name, *args], "running oa_run on the board")
     for name in fetch or []:
         assert fetch_to is not None
@@ -311,14 +394,15 @@ def on_board(program_path: Path, board: Board, args: list[str], extra_files: lis
 
 def flash(program_path: Path, board: Board, log: Log) -> FlashResult:
     prog = Program.load(program_path)
+    _check_names(program_path, [])
     target = get_target(board.target)
     transport = transport_for(board)
     log(f"board {board.name}: target {target.name}, {transport.describe()}")
     build = build_runtime(target, log=log)
     log(f"runtime: {build.oa_run} ({build.oa_run.stat().st_size:,} bytes, static={target.static})")
     transport.prepare()
-    log(f"copying oa_run and {program_path.name} ({len(prog.buffer):,} bytes) ...")
-    transport.copy([build.oa_run, program_path])
+    log(f"copying {RUNNER} and {program_path.name} ({len(prog.buffer):,} bytes) ...")
+    transport.copy([(build.oa_run, RUNNER), (program_path, program_path.name)])
     log("running the bundled tests ...")
     try:
         events, ran_on = transport.run_tests(program_path.name)
