@@ -272,6 +272,33 @@ def test_flash_over_ssh_runner_crash_is_a_failure(sshd: dict[str, object], model
     assert "crashed" in r.stderr and "SIGSEGV" in r.stderr and "passed" not in r.stdout, r.stdout + r.stderr
 
 
+def test_run_on_dir_board_inputs_with_the_same_base_name(tmp_path: Path) -> None:
+    """x=a/in.npy y=b/in.npy: each input keeps its own file on the board."""
+    import numpy as np
+
+    class TwoInputs(torch.nn.Module):
+        def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+            return x * 2 + y
+
+    path = tmp_path / "two.oab"
+    oa.export(TwoInputs(), (torch.randn(1, 4), torch.randn(1, 4))).save(path)
+    x = np.arange(4, dtype=np.float32).reshape(1, 4)
+    y = np.full((1, 4), 100, dtype=np.float32)
+    for sub, arr in (("a", x), ("b", y)):
+        (tmp_path / sub).mkdir()
+        np.save(tmp_path / sub / "in.npy", arr)
+    card = tmp_path / "card"
+    card.mkdir()
+    r = cli("run", str(path), "--board", f"dir:{card}", "--target", "qemu-aarch64", "--input",
+            f"x={tmp_path / 'a' / 'in.npy'}", "--input", f"y={tmp_path / 'b' / 'in.npy'}", "--output-dir",
+            str(tmp_path / "out"))
+    assert r.returncode == 0, r.stdout + r.stderr
+    np.testing.assert_array_equal(np.load(tmp_path / "out" / "output_0.npy"), x * 2 + y)
+    r = cli("run", str(path), "--board", f"dir:{card}", "--target", "qemu-aarch64", "--input",
+            f"x={tmp_path / 'missing.npy'}", "--input", f"y={tmp_path / 'b' / 'in.npy'}")
+    assert r.returncode == 2 and "missing.npy is not a file" in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
 def test_unknown_board_lists_known_ones(model: Path) -> None:
     r = cli("flash", str(model), "--board", "no-such-board")
     assert r.returncode == 2 and "rpi4" in r.stderr and "visionfive2" in r.stderr

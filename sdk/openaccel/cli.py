@@ -143,6 +143,10 @@ class _BoardRunner:
         return self._go(path, ["--bench", str(runs), "--threads", str(threads), "--info"])
 
     def run(self, args: list[str], timeout: float | None = None) -> Any:
+        import re
+
+        from .errors import InputError
+
         path = Path(args[0])
         rest: list[str] = []
         extra: list[tuple[Path, str]] = []
@@ -152,9 +156,16 @@ class _BoardRunner:
         for x in it:
             if x == "--input":
                 spec = next(it)
-                name, _, file = spec.partition("=")
-                extra.append((Path(file), Path(file).name))
-                rest += ["--input", f"{name}={Path(file).name}"]
+                name, eq, file = spec.partition("=")
+                if not eq:
+                    name, file = "", spec
+                if not Path(file).is_file():
+                    raise InputError(f"--input {spec}: {file} is not a file")
+                # each input gets its own name on the board: a/in.npy and b/in.npy must not collide
+                stem = re.sub(r"[^A-Za-z0-9_.-]", "_", name or Path(file).stem)[:64]
+                remote = f"input_{len(extra)}_{stem}.npy"
+                extra.append((Path(file), remote))
+                rest += ["--input", f"{name}={remote}" if eq else remote]
             elif x == "--output-dir":
                 out_dir = Path(next(it))
                 rest += ["--output-dir", "."]
