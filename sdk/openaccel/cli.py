@@ -168,7 +168,7 @@ def _runner(a: argparse.Namespace) -> Any:
         return _BoardRunner(a)
     from .runtime.runner import Runner
 
-    runner = Runner(a.target)
+    runner = Runner(a.target, echo_stderr=True)
     libs = getattr(a, "device", None) or []
     return _DeviceRunner(runner, libs) if libs else runner
 
