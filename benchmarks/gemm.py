@@ -211,6 +211,8 @@ def run_micro(threads: int = 1, small: bool = False, runs: int = 20, warmup: int
 def print_table(rows: list[dict[str, Any]], console: Any, threads: int) -> None:
     from rich.table import Table
 
+    from openaccel.hostinfo import machine_summary, summary_line
+
     t = Table(title=f"GEMM / conv micro-benchmark, GFLOP/s, {threads} thread(s) "
                     "(openaccel: C execute call only; PyTorch: torch.mm(out=) / F.conv2d)")
     for c in ("case", "shape", "MFLOP", "PyTorch GFLOP/s", "openaccel GFLOP/s", "openaccel / PyTorch",
@@ -225,6 +227,7 @@ def print_table(rows: list[dict[str, Any]], console: Any, threads: int) -> None:
             oa_cells = [f"[dim]n/a ({r.get('reason', '?')})[/]", "", ""]
         t.add_row(r["name"], r["shape"], f"{r['flops'] / 1e6:.0f}", f"{r['torch_gflops']:.1f}", *oa_cells)
     console.print(t)
+    console.print(summary_line(machine_summary("host")), markup=False)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -251,7 +254,9 @@ def main(argv: list[str] | None = None) -> int:
                      log=lambda s: console.print(f"[dim]{s}[/]"), cache=Path(a.out) / "artifacts" / "micro")
     print_table(rows, console, a.threads)
     if a.json:
-        text = json.dumps({"threads": a.threads, "micro": rows}, indent=2)
+        from openaccel.hostinfo import machine_summary
+
+        text = json.dumps({"threads": a.threads, "machine": machine_summary("host"), "micro": rows}, indent=2)
         if a.json == "-":
             sys.stdout.write(text + "\n")
         else:

@@ -145,8 +145,13 @@ def main(argv: list[str] | None = None) -> int:
             ratio = f"{r['ms'][oa] / min(peers):.2f}x"
         table.add_row(r["layer"], str(r["count"]), *cells, *([ratio] if oa else []))
     console.print(table)
+    from openaccel.hostinfo import machine_summary, summary_line
+
+    machine = machine_summary("host")
+    console.print(summary_line(machine), markup=False)
     if args.json:
-        text = json.dumps({"model": args.model, "threads": args.threads, "rows": rows}, indent=1)
+        text = json.dumps({"model": args.model, "threads": args.threads, "machine": machine, "rows": rows},
+                          indent=1)
         if args.json == "-":
             print(text)
         else:

@@ -43,6 +43,7 @@ if str(HERE) not in sys.path:
 from engines import DEFAULT_ENGINES, ENGINES, Engine, first_line  # noqa: E402
 
 from openaccel.errors import OpenAccelError  # noqa: E402
+from openaccel.hostinfo import machine_summary, summary_line  # noqa: E402
 
 PEERS = ("eager", "et_portable", "et_xnnpack", "ort")
 CELL_MARK = "BENCH_CELL "
@@ -80,14 +81,6 @@ def versions() -> dict[str, str]:
         except importlib.metadata.PackageNotFoundError:
             out[pkg] = "not installed"
     return out
-
-
-def cpu_name() -> str:
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return platform.processor() or platform.machine()
 
 
 def tree_hash(root: Path, pattern: str = "*.py") -> str:
@@ -566,6 +559,9 @@ def print_tables(doc: dict[str, Any], console: Any) -> None:
     if la and lb:
         console.print(f"[dim]{meta['cpu']}, {meta['cores']} cores; load average {la[0]:.1f} at the start, "
                       f"{lb[0]:.1f} at the end (timings on a loaded machine are noisy)[/]")
+    if "kernel_isa" in meta:
+        console.print(summary_line({"model": meta["cpu"], "vector_extensions": meta.get("vector_extensions"),
+                                    "kernel_isa": meta["kernel_isa"]}), markup=False)
 
     d = Table(title="per engine (file, planned arena, peak RSS: see benchmarks/README.md)")
     for c, j in (("model", "left"), ("engine", "left"), ("median ms", "right"), ("min ms", "right"),
@@ -664,6 +660,8 @@ def main(argv: list[str] | None = None) -> int:
         if e.unavailable() is None:
             e.setup(args.threads)
     vers = versions()
+    machine = machine_summary("host")
+    log(summary_line(machine))
     load0 = os.getloadavg() if hasattr(os, "getloadavg") else None
     t0 = time.time()
     rows: list[dict[str, Any]] = []
@@ -678,7 +676,8 @@ def main(argv: list[str] | None = None) -> int:
     doc = {
         "meta": {"date": time.strftime("%Y-%m-%dT%H:%M:%S"), "seconds": round(time.time() - t0, 1),
                  "command": " ".join(["benchmarks/run.py", *(sys.argv[1:] if argv is None else argv)]),
-                 "host": platform.node(), "machine": platform.machine(), "cpu": cpu_name(),
+                 "host": platform.node(), "machine": platform.machine(), "cpu": machine["model"],
+                 "vector_extensions": machine["vector_extensions"], "kernel_isa": machine["kernel_isa"],
                  "cores": os.cpu_count(), "threads": args.threads, "small": args.small, "runs": args.runs,
                  "warmup": args.warmup, "budget_s": args.budget, "tol": args.tol, "versions": vers,
                  "loadavg_start": load0, "loadavg_end": os.getloadavg() if hasattr(os, "getloadavg") else None,

@@ -53,6 +53,13 @@ def test_harness_mlp_small(tmp_path: Path) -> None:
     assert json.loads((tmp_path / "latest.json").read_text()) == doc
     assert doc["meta"]["threads"] == 1 and doc["meta"]["small"] is True
     assert doc["meta"]["engines"] == engines and doc["meta"]["models"] == ["mlp"]
+    # which machine: figures from different CPUs must never be compared by accident
+    from openaccel.hostinfo import host_cpu
+
+    assert doc["meta"]["cpu"] == host_cpu().model
+    assert doc["meta"]["vector_extensions"] == list(host_cpu().vector_extensions)
+    assert doc["meta"]["kernel_isa"] in ("avx2+fma", "neon", "neon+dotprod", "portable C")
+    assert f"CPU: {host_cpu().model}" in p.stdout and f"openaccel kernels: {doc['meta']['kernel_isa']}" in p.stdout
     rows = {r["engine"]: r for r in doc["results"]}
     assert set(rows) == {*engines, bench.OA_RUN}
     for e in engines:
@@ -112,8 +119,9 @@ def test_micro_benchmark_small(tmp_path: Path) -> None:
     p = _run([str(BENCH / "gemm.py"), "--small", "--runs", "2", "--warmup", "1", "--budget", "0.5",
               "--out", str(tmp_path), "--json", str(out)])
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
-    assert "GFLOP/s" in p.stdout
+    assert "GFLOP/s" in p.stdout and "openaccel kernels:" in p.stdout
     doc = json.loads(out.read_text())
+    assert doc["machine"]["model"] and doc["machine"]["kernel_isa"]
     kinds = {r["kind"] for r in doc["micro"]}
     assert kinds == {"linear", "matmul", "conv2d"}
     for r in doc["micro"]:

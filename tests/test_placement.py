@@ -5,6 +5,7 @@ eager and the CPU-only export; inspect shows where each op runs."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -80,6 +81,11 @@ def test_split_model_runs_and_matches(setup: tuple[Path, Path, torch.nn.Module, 
     r = subprocess.run([sys.executable, "-m", "openaccel", "test", str(path)], capture_output=True, text=True,
                        timeout=600)
     assert r.returncode == 2 and "'vendor.sim'" in r.stderr and "available: cpu" in r.stderr, r.stderr
+    # the device library's own diagnostics reach the user: it refuses an unknown fault and says why
+    r = subprocess.run([sys.executable, "-m", "openaccel", "test", str(path), "--device", str(lib)],
+                       capture_output=True, text=True, timeout=600, env={**os.environ, "OA_SIM_FAULT": "bogus"})
+    assert r.returncode != 0 and "vendor.sim: OA_SIM_FAULT=bogus is not a fault this simulator knows" in r.stderr, \
+        r.stdout + r.stderr
 
 
 def test_prefer_cpu_keeps_everything_on_the_cpu(setup: tuple[Path, Path, torch.nn.Module, torch.Tensor]) -> None:

@@ -1258,7 +1258,12 @@ static oa_status_t sim_factory_create(const oa_device_factory_t *factory, uint32
     else if (!strcmp(f, "out_of_order")) fault = FAULT_OUT_OF_ORDER;
     else if (!strcmp(f, "wrong_result")) fault = FAULT_WRONG_RESULT;
     else if (!strcmp(f, "no_sticky")) fault = FAULT_NO_STICKY;
-    else if (strcmp(f, "none") != 0) return OA_ERR_INVALID_ARGUMENT;
+    else if (strcmp(f, "none") != 0) {
+      /* VENDOR: say why the device refuses to start; the runtime passes stderr through */
+      fprintf(stderr, "vendor.sim: OA_SIM_FAULT=%s is not a fault this simulator knows (misaligned, "
+              "out_of_order, wrong_result, no_sticky, none)\n", f);
+      return OA_ERR_INVALID_ARGUMENT;
+    }
   }
   sim_device_t *d = (sim_device_t *)allocator->alloc(allocator->ctx, sizeof *d, 64);
   if (!d) return OA_ERR_OUT_OF_MEMORY;

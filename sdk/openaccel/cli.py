@@ -183,7 +183,7 @@ def _runner(a: argparse.Namespace) -> Any:
         return _BoardRunner(a)
     from .runtime.runner import Runner
 
-    runner = Runner(a.target)
+    runner = Runner(a.target, echo_stderr=True)
     libs = getattr(a, "device", None) or []
     return _DeviceRunner(runner, libs) if libs else runner
 
@@ -344,9 +344,14 @@ def cmd_devices(a: argparse.Namespace) -> int:
         print(json.dumps(devs, indent=2))
         return 0
     for d in devs:
-        out.print(f"device {d['index']}: {d['name']} [{d['kind']}], vendor {d['vendor']}, alignment {d['alignment']}")
+        out.print(f"device {d['index']}: {d['name']} [{d['kind']}], vendor {d['vendor']}, alignment {d['alignment']}",
+                  markup=False)
+        if "cpu" in d:
+            c = d["cpu"]
+            out.print(f"  CPU: {c['model']}; vector extensions: {' '.join(c['vector_extensions']) or 'none'}; "
+                      f"openaccel kernels: {c['kernel_isa']}", markup=False)
         for k, v in d.get("queries", {}).items():
-            out.print(f"  {k} = {v}")
+            out.print(f"  {k} = {v}", markup=False)
     return 0
 
 

@@ -1,6 +1,9 @@
 /* Thread pool: one job at a time, chunks handed out with an atomic counter. Between jobs a worker
  * first spins for a short while (a model's kernels come back to back, and waking a thread from a
- * condition variable costs tens of microseconds), then sleeps on a condition variable. */
+ * condition variable costs tens of microseconds), then sleeps on a condition variable.
+ * A caller that finds the pool busy (another thread's method executing on the same CPU device, or
+ * a kernel nested inside a job) runs its range itself: the same result, since kernels never depend
+ * on how a range is split, and two submitters never share the job fields. */
 #include "threadpool.h"
 
 #if defined(OA_HAVE_PTHREADS)
@@ -22,6 +25,7 @@ typedef struct oa_threadpool {
   int64_t n, chunk;
   atomic_llong next;        /* next chunk start */
   atomic_int busy;          /* workers still inside the current job */
+  atomic_flag in_use;       /* set by the caller that owns the current job */
 } oa_threadpool_t;
 
 static void run_chunks(oa_threadpool_t *p) {
@@ -73,6 +77,7 @@ oa_status_t oa_threadpool_create(int32_t threads, const oa_allocator_t *allocato
   atomic_init(&p->next, 0);
   atomic_init(&p->generation, 0);
   atomic_init(&p->busy, 0);
+  atomic_flag_clear(&p->in_use);
   for (int32_t i = 0; i < threads - 1; i++) {
     if (pthread_create(&p->workers[i], NULL, worker_main, p) != 0) break;
     p->n_workers++;
@@ -100,7 +105,7 @@ int32_t oa_threadpool_size(const oa_threadpool_t *p) { return p ? p->n_workers +
 void oa_parallel_for(oa_threadpool_t *p, int64_t n, int64_t grain, oa_parallel_fn fn, void *ctx) {
   if (n <= 0) return;
   if (grain < 1) grain = 1;
-  if (!p || p->n_workers == 0 || n <= grain) {
+  if (!p || p->n_workers == 0 || n <= grain || atomic_flag_test_and_set_explicit(&p->in_use, memory_order_acquire)) {
     fn(ctx, 0, n);
     return;
   }
@@ -120,6 +125,7 @@ void oa_parallel_for(oa_threadpool_t *p, int64_t n, int64_t grain, oa_parallel_f
   pthread_mutex_unlock(&p->lock);
   run_chunks(p);
   while (atomic_load(&p->busy) > 0) sched_yield();
+  atomic_flag_clear_explicit(&p->in_use, memory_order_release);
 }
 
 #else /* no threads in this build: everything runs on the caller */

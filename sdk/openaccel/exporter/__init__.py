@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import copy
 import logging
 import re
 import time
@@ -41,11 +42,36 @@ warnings.filterwarnings("ignore", category=FutureWarning, module="copyreg")
 
 DEFAULT_ATOL = 1e-4
 DEFAULT_RTOL = 1e-4
+REFERENCES = ("float32", "float64")
 
 
 def _flatten(out: Any) -> list[torch.Tensor]:
     leaves, _ = torch.utils._pytree.tree_flatten(out)
     return [x for x in leaves if isinstance(x, torch.Tensor)]
+
+
+def reference_outputs(model: Callable[..., Any], inputs: Sequence[Any],
+                      reference: str = "float32") -> list[torch.Tensor]:
+    """The model's outputs on `inputs`, flattened: in float32 eager as given, or ("float64") from a
+    float64 copy of the model on float64 copies of the floating-point inputs, each output cast
+    back to the dtype the float32 model gives it."""
+    with torch.no_grad():
+        outs = _flatten(model(*inputs))
+        if reference == "float32":
+            return outs
+        try:
+            m64 = copy.deepcopy(model)
+            if isinstance(m64, torch.nn.Module):
+                m64 = m64.double()
+            ins = [x.double() if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs]
+            outs64 = _flatten(m64(*ins))
+        except Exception as e:
+            raise ExportError(f"the float64 reference failed: the model does not run in float64 "
+                              f"({type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}); "
+                              "use reference='float32'") from None
+        if len(outs64) != len(outs):
+            raise ExportError(f"the float64 model returned {len(outs64)} tensors, the float32 one {len(outs)}")
+        return [o64.to(o.dtype) for o, o64 in zip(outs, outs64)]
 
 
 def _to_edge(ep: torch.export.ExportedProgram) -> torch.export.ExportedProgram:
@@ -77,7 +103,7 @@ def export(model: torch.nn.Module | torch.export.ExportedProgram,
            bundle_tests: bool = True, tolerance: tuple[float, float] = (DEFAULT_ATOL, DEFAULT_RTOL),
            progress: Progress | None = None, fold_limit_bytes: int = 1024,
            devices: Any = None, prefer: Sequence[str] | None = None, winograd_convs: bool = True,
-           layout: str = "auto") -> Program:
+           layout: str = "auto", reference: str = "float32") -> Program:
     """Export `model` for `target`; returns the program (bytes plus a parsed view).
 
     devices: a device profile (the JSON of `openaccel devices --json`, as a path or parsed list)
@@ -90,8 +116,16 @@ def export(model: torch.nn.Module | torch.export.ExportedProgram,
     layout:  "auto" (default), "nhwc" or "nchw": where convolution stacks run channels-last
              (conv2d_nhwc, permutes at the stack's edges; exporter/layout.py). auto picks NHWC
              when the model has depthwise convolutions (MobileNet-style networks) and `prefer`
-             names no device but the CPU."""
+             names no device but the CPU.
+    reference: how the bundled test vectors' expected outputs are computed: "float32" (the
+             model in eager, as the user runs it) or "float64" (a float64 copy of the model on
+             float64 copies of the inputs, cast back to each output's dtype). float32 eager is
+             not the same on every CPU where the answer is a special value or near overflow
+             (e.g. gelu(+inf) is NaN on some Intel CPUs, inf on AMD); float64 is the defined
+             answer there, but not for programs whose float32 rounding is the point."""
     example = tuple(example_inputs)
+    if reference not in REFERENCES:
+        raise ExportError(f"reference={reference!r}: expected one of {', '.join(REFERENCES)}")
     if dynamic_shapes is not None:
         raise ExportError("dynamic_shapes are not supported yet: export with static example shapes")
     report = progress or (lambda step, seconds: None)
@@ -144,8 +178,7 @@ def export(model: torch.nn.Module | torch.export.ExportedProgram,
     def make_tests() -> list[TestVector]:
         if not bundle_tests:
             return []
-        with torch.no_grad():
-            outs = _flatten(eager(*example))
+        outs = reference_outputs(eager, example, reference)
         ins = [x for x in example if isinstance(x, torch.Tensor)]
         if len(outs) != len(graph.outputs):
             raise ExportError(f"eager model returned {len(outs)} tensors, the exported graph "

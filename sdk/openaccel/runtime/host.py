@@ -226,11 +226,17 @@ class VendorDevices:
 
 
 class HostSession:
-    """A loaded and prepared program on the host CPU (plus vendor devices, if given)."""
+    """A loaded and prepared program on the host CPU (plus vendor devices, if given).
+
+    Safe to call from several threads: calls are serialized by a lock. A session is one method
+    with one arena (inputs, intermediates and outputs live in it), and ctypes releases the GIL
+    during the C call, so two unserialized calls would overwrite each other's inputs. For calls
+    in parallel, load one Module per thread (each gets its own arena and CPU device)."""
 
     def __init__(self, buffer: bytes, *, threads: int = 0, reference_only: bool = False,
                  device_libs: list[str] | None = None) -> None:
         lib = self._lib = library()
+        self._lock = threading.Lock()
         self._raw, addr = _aligned_copy(buffer)
         self._program = (C.c_uint64 * ((lib.oa_abi_sizeof(b"oa_program_t") + 7) // 8))()
         diag = Diag()
@@ -296,6 +302,10 @@ class HostSession:
         self._diag = Diag()
 
     def run(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
+        with self._lock:
+            return self._run(arrays)
+
+    def _run(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
         if not hasattr(self, "_out_views"):
             self._bind_io()
         if len(arrays) != len(self._inputs):
@@ -312,6 +322,10 @@ class HostSession:
         return [v.copy() for v in self._out_views]
 
     def run_tests(self) -> list[TestReport]:
+        with self._lock:
+            return self._run_tests()
+
+    def _run_tests(self) -> list[TestReport]:
         lib = self._lib
         reports = []
         for i in range(lib.oa_method_test_count(self._method)):

@@ -149,7 +149,30 @@ def load(source: Any, *, target: str = "host", threads: int | None = None,
 
 def devices(target: str = "host", device_libs: list[str] | None = None) -> list[dict[str, Any]]:
     """The runtime's devices on `target` as oa_run enumerates them there (under QEMU for
-    emulated boards): properties, query answers and supported ops with dtypes."""
+    emulated boards): properties, query answers and supported ops with dtypes. A CPU device also
+    gets "cpu": the CPU's model, its vector extensions, the ISA openaccel's kernels use on it and
+    whether it is emulated (so figures from different machines are never mixed up)."""
     from .runner import Runner
 
-    return Runner(target).devices(device_libs or [])
+    runner = Runner(target)
+    devs = runner.devices(device_libs or [])
+    for d in devs:
+        if d.get("kind") == "cpu":
+            d["cpu"] = describe_cpu(runner.target, d.get("queries", {}))
+    return devs
+
+
+def describe_cpu(target: Any, queries: dict[str, int]) -> dict[str, Any]:
+    """What the CPU device of `target` runs on: this machine's CPU, or the one QEMU emulates."""
+    from ..hostinfo import host_cpu, kernel_isa
+
+    host = host_cpu()
+    isa = kernel_isa(queries)
+    if target.runs_here_natively or not target.emulator:
+        return {"model": host.model, "vector_extensions": list(host.vector_extensions), "kernel_isa": isa,
+                "emulated": False}
+    args = list(target.emulator_args)
+    cpu = args[args.index("-cpu") + 1] if "-cpu" in args[:-1] else "default CPU"
+    ext = [k.removeprefix("cpu.") for k in ("cpu.neon", "cpu.fp16", "cpu.dotprod") if queries.get(k)]
+    return {"model": f"{cpu} emulated by {target.emulator} on {host.model}", "vector_extensions": ext,
+            "kernel_isa": isa, "emulated": True}

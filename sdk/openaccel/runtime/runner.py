@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,10 +35,12 @@ class RunResult:
 
 
 class Runner:
-    """oa_run for one target."""
+    """oa_run for one target. `echo_stderr`: pass what oa_run (and the vendor device libraries it
+    loads) writes to stderr through to this process's stderr, as the CLI does: a device library's
+    own diagnostics are often the only clue to why it refused to start."""
 
     def __init__(self, target: str | Target = "host", build: RuntimeBuild | None = None,
-                 timeout: float = DEFAULT_TIMEOUT) -> None:
+                 timeout: float = DEFAULT_TIMEOUT, echo_stderr: bool = False) -> None:
         self.target = target if isinstance(target, Target) else get_target(target)
         missing = self.target.missing()
         if missing:
@@ -45,6 +48,7 @@ class Runner:
                                  f"install with: {self.target.install_hint()}")
         self.build = build or build_runtime(self.target)
         self.timeout = timeout
+        self.echo_stderr = echo_stderr
 
     @property
     def emulated(self) -> bool:
@@ -57,9 +61,14 @@ class Runner:
         cmd = self.command([*args, "--json"])
         try:
             p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout or self.timeout)
-        except subprocess.TimeoutExpired:
+        except subprocess.TimeoutExpired as e:
+            if self.echo_stderr and e.stderr:
+                sys.stderr.write(e.stderr if isinstance(e.stderr, str) else e.stderr.decode(errors="replace"))
             raise RuntimeFailure(f"oa_run on {self.target.name} did not finish within "
                                  f"{timeout or self.timeout:.0f} s: {' '.join(cmd)}") from None
+        if self.echo_stderr and p.stderr:
+            sys.stderr.write(p.stderr)
+            sys.stderr.flush()
         events = []
         for line in p.stdout.splitlines():
             line = line.strip()
