@@ -17,25 +17,37 @@ from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from .errors import CheckFailed, OpenAccelError
 from .version import __version__
 
-out = Console(highlight=False, soft_wrap=True)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+# No markup: names, paths and messages come from files and users ("x[/]" is a valid tensor name),
+# so styled output is built from Text pieces (styled()) and nothing is ever parsed as markup.
+out = Console(highlight=False, soft_wrap=True, markup=False)
+err = Console(stderr=True, highlight=False, soft_wrap=True, markup=False)
+
+
+def styled(*parts: str | tuple[str, str]) -> Text:
+    """A line from plain pieces and (text, style) pieces, e.g. styled(("PASS", "green"), " name")."""
+    return Text.assemble(*parts)
+
+
+def dim(text: str) -> Text:
+    return Text(text, style="dim")
 
 
 # ---- export ----------------------------------------------------------------------------------
 def cmd_export(a: argparse.Namespace) -> int:
     t0 = time.perf_counter()
-    err.print(f"[dim]exporting {a.model} for target {a.target} (importing torch and executorch)...[/]")
+    err.print(dim(f"exporting {a.model} for target {a.target} (importing torch and executorch)..."))
     from .exporter import export
     from .exporter.loader import load_model
 
     model, example = load_model(a.model, allow_pickle=a.allow_pickle, input_shapes=a.input_shape)
 
     def progress(step: str, seconds: float) -> None:
-        err.print(f"  [green]✓[/] {step} [dim]({seconds * 1000:.0f} ms)[/]")
+        err.print(styled("  ", ("✓", "green"), f" {step} ", (f"({seconds * 1000:.0f} ms)", "dim")))
 
     prefer = [p.strip() for p in a.prefer.split(",")] if a.prefer else None
     prog = export(model, example, target=a.target, bundle_tests=not a.no_bundle, progress=progress,
@@ -128,7 +140,7 @@ class _BoardRunner:
         from .flash import on_board
         from .runtime.runner import RunResult
 
-        events, how = on_board(path, self.board, args, extra or [], lambda s: err.print(f"[dim]{s}[/]"), fetch,
+        events, how = on_board(path, self.board, args, extra or [], lambda s: err.print(dim(s)), fetch,
                                fetch_to)
         self.target.name = f"{self.board.name} ({how})"
         return RunResult(events, 0, "")
@@ -226,21 +238,21 @@ def cmd_test(a: argparse.Namespace) -> int:
             print(json.dumps(e))
         if "error" in e:
             failed += 1
-            out.print(f"[red]FAIL[/] test {e['index']}: {e['error']}")
+            out.print(styled(("FAIL", "red"), f" test {e['index']}: {e['error']}"))
             continue
         ok = e["passed"]
         passed += ok
         failed += not ok
         if not a.json:
-            tag = "[green]PASS[/]" if ok else "[red]FAIL[/]"
+            tag = ("PASS", "green") if ok else ("FAIL", "red")
             extra = "" if ok else (f", {e['mismatches']} elements outside tolerance (first at index "
                                    f"{e['first_mismatch']} of output {e['output']})")
             emu = " emulated" if runner.emulated else ""
-            out.print(f"{tag} {e['name']} on {runner.target.name}: max abs error {e['max_abs_error']:.3g}, "
-                      f"max rel error {e['max_rel_error']:.3g} (atol {e['atol']:g}, rtol {e['rtol']:g}), "
-                      f"{e['ms']:.3f} ms{emu}{extra}")
+            out.print(styled(tag, f" {e['name']} on {runner.target.name}: max abs error {e['max_abs_error']:.3g}, "
+                             f"max rel error {e['max_rel_error']:.3g} (atol {e['atol']:g}, rtol {e['rtol']:g}), "
+                             f"{e['ms']:.3f} ms{emu}{extra}"))
     if not res.of("test"):
-        out.print("[yellow]the file has no bundled tests (exported with --no-bundle?)[/]")
+        out.print(Text("the file has no bundled tests (exported with --no-bundle?)", style="yellow"))
     print(f"{passed} passed, {failed} failed")
     return 1 if failed or not passed else 0
 
@@ -259,9 +271,9 @@ def cmd_bench(a: argparse.Namespace) -> int:
             doc.update({k: v for k, v in mem[0].items() if k != "event"})
         print(json.dumps(doc))
         return 0
-    note = " [yellow](emulated time under QEMU: not a performance figure)[/]" if runner.emulated else ""
-    out.print(f"{a.file} on {runner.target.name}, {b['runs']} runs, {a.threads or 1} thread(s): median "
-              f"{b['median_ms']:.3f} ms, min {b['min_ms']:.3f} ms, mean {b['mean_ms']:.3f} ms{note}")
+    note = (" (emulated time under QEMU: not a performance figure)", "yellow") if runner.emulated else ""
+    out.print(styled(f"{a.file} on {runner.target.name}, {b['runs']} runs, {a.threads or 1} thread(s): median "
+                     f"{b['median_ms']:.3f} ms, min {b['min_ms']:.3f} ms, mean {b['mean_ms']:.3f} ms", note))
     if mem:
         m = mem[0]
         out.print(f"memory: arena {m['arena_bytes']:,} + scratch {m['scratch_bytes']:,} + state "
@@ -279,7 +291,7 @@ def cmd_build_runtime(a: argparse.Namespace) -> int:
     target = get_target(a.target)
 
     def log(s: str) -> None:
-        err.print(f"[dim]{s}[/]")
+        err.print(dim(s))
 
     full = build_runtime(target, log=log)
     chosen = full
@@ -330,7 +342,8 @@ def cmd_targets(a: argparse.Namespace) -> int:
         table.add_column(col, overflow="fold")
     for t in targets:
         miss = t.missing()
-        status = "[green]ready[/]" if not miss else f"[yellow]missing {', '.join(miss)}[/]: {t.install_hint()}"
+        status = Text("ready", style="green") if not miss else styled((f"missing {', '.join(miss)}", "yellow"),
+                                                                      f": {t.install_hint()}")
         table.add_row(t.name, t.description, status)
     out.print(table)
     return 0
@@ -344,50 +357,45 @@ def cmd_devices(a: argparse.Namespace) -> int:
         print(json.dumps(devs, indent=2))
         return 0
     for d in devs:
-        out.print(f"device {d['index']}: {d['name']} [{d['kind']}], vendor {d['vendor']}, alignment {d['alignment']}",
-                  markup=False)
+        out.print(f"device {d['index']}: {d['name']} [{d['kind']}], vendor {d['vendor']}, alignment {d['alignment']}")
         if "cpu" in d:
             c = d["cpu"]
             out.print(f"  CPU: {c['model']}; vector extensions: {' '.join(c['vector_extensions']) or 'none'}; "
-                      f"openaccel kernels: {c['kernel_isa']}", markup=False)
+                      f"openaccel kernels: {c['kernel_isa']}")
         for k, v in d.get("queries", {}).items():
-            out.print(f"  {k} = {v}", markup=False)
+            out.print(f"  {k} = {v}")
     return 0
 
 
 def cmd_flash(a: argparse.Namespace) -> int:
-    from rich.markup import escape
-
     from .boards import resolve
     from .flash import flash
 
     board = resolve(a.board, target=a.target, timeout=a.timeout)
-    res = flash(Path(a.file), board, lambda s: err.print(f"[dim]{escape(s)}[/]"))
+    res = flash(Path(a.file), board, lambda s: err.print(dim(s)))
     if not res.tests:
         # nothing was checked: not a success (the copy is in place, the tests were not run or absent)
         why = res.ran_on if not res.ran else "the file has no bundled tests (exported with --no-bundle?)"
-        out.print(f"[yellow]copied to {escape(res.destination)}, but nothing was checked: {escape(why)}[/]")
+        out.print(Text(f"copied to {res.destination}, but nothing was checked: {why}", style="yellow"))
         print("0 passed, 0 failed")
         return 1
     for t in res.tests:
         if "error" in t:
-            out.print(f"[red]FAIL[/] test {t.get('index')}: {escape(str(t['error']))}")
+            out.print(styled(("FAIL", "red"), f" test {t.get('index')}: {t['error']}"))
             continue
-        tag = "[green]PASS[/]" if t.get("passed") else "[red]FAIL[/]"
-        out.print(f"{tag} {escape(str(t.get('name')))} on {escape(res.board)} ({escape(res.ran_on)}): max abs error "
-                  f"{t.get('max_abs_error', 0):.3g} (atol {t.get('atol')}, rtol {t.get('rtol')}), "
-                  f"{t.get('ms', 0):.3f} ms")
+        tag = ("PASS", "green") if t.get("passed") else ("FAIL", "red")
+        out.print(styled(tag, f" {t.get('name')} on {res.board} ({res.ran_on}): max abs error "
+                         f"{t.get('max_abs_error', 0):.3g} (atol {t.get('atol')}, rtol {t.get('rtol')}), "
+                         f"{t.get('ms', 0):.3f} ms"))
     print(f"{res.passed} passed, {res.failed} failed")
     return 1 if res.failed else 0
 
 
 def cmd_conformance(a: argparse.Namespace) -> int:
-    from rich.markup import escape
-
     from .conformance import run_conformance
 
     def log(s: str) -> None:
-        err.print(f"[dim]{s}[/]")
+        err.print(dim(s))
 
     rep = run_conformance(a.device, target=a.target, seed=a.seed, filter=a.filter, log=log)
     if a.json:
@@ -399,14 +407,14 @@ def cmd_conformance(a: argparse.Namespace) -> int:
         print(json.dumps({"event": "summary", "target": rep.target, "emulated": rep.emulated, "passed": rep.passed,
                           "failed": rep.failed, "skipped": rep.skipped}))
         return 1 if rep.failed else 0
-    tags = {"PASS": "[green]PASS[/]  ", "FAIL": "[red]FAIL[/]  ", "SKIP": "[yellow]SKIP[/]  "}
+    colours = {"PASS": "green", "FAIL": "red", "SKIP": "yellow"}
     for d in rep.devices:
-        emu = " [yellow](emulated)[/]" if rep.emulated else ""
-        out.print(f"[bold]device {d['index']}[/]: {escape(d['name'])} {escape('[' + d['kind'] + ']')} by "
-                  f"{escape(d['vendor'])} on {rep.target}, seed {d['seed']}{emu}", markup=True)
+        emu = (" (emulated)", "yellow") if rep.emulated else ""
+        out.print(styled((f"device {d['index']}", "bold"), f": {d['name']} [{d['kind']}] by {d['vendor']} on "
+                         f"{rep.target}, seed {d['seed']}", emu))
         for c in rep.checks:
             if c.device == d["index"]:
-                out.print(f"{escape(c.name):<34} {tags[c.result]}{escape(c.detail)}", markup=True)
+                out.print(styled(f"{c.name:<34} ", (c.result, colours[c.result]), f"  {c.detail}"))
     print(f"{rep.skipped} skipped")
     print(f"{rep.passed} passed, {rep.failed} failed")
     return 1 if rep.failed else 0
@@ -511,10 +519,10 @@ def main(argv: list[str] | None = None) -> int:
         return int(a.fn(a) or 0)
     except CheckFailed as e:
         if str(e):
-            err.print(f"[red]openaccel: check failed:[/] {e}")
+            err.print(styled(("openaccel: check failed:", "red"), f" {e}"))
         return 1
     except OpenAccelError as e:
-        err.print(f"[red]openaccel: error:[/] {e}", markup=True)
+        err.print(styled(("openaccel: error:", "red"), f" {e}"))
         return e.exit_code
     except KeyboardInterrupt:
         err.print("interrupted")
