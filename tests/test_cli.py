@@ -168,3 +168,13 @@ def test_oa_run_profile_lists_ops_and_instructions(mlp_files: tuple[Path, Path])
     runner = Runner("host")
     text = subprocess.run(runner.command([str(oab), "--bench", "3", "--profile"]), capture_output=True, text=True)
     assert text.returncode == 0 and "slowest instructions:" in text.stdout and "#0 " in text.stdout
+
+
+def test_targets_can_be_called_twice() -> None:
+    code = ("import openaccel as oa; a = oa.targets(); b = oa.targets(); "
+            "from openaccel.targets import get_target; import openaccel.runtime.runner; c = oa.targets(); "
+            "print(len(a), len(b), len(c))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    n = r.stdout.split()
+    assert n[0] == n[1] == n[2] and int(n[0]) >= 6
