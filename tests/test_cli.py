@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import torch
 
+import openaccel as oa
 from openaccel import zoo
 
 
@@ -168,6 +169,18 @@ def test_oa_run_profile_lists_ops_and_instructions(mlp_files: tuple[Path, Path])
     runner = Runner("host")
     text = subprocess.run(runner.command([str(oab), "--bench", "3", "--profile"]), capture_output=True, text=True)
     assert text.returncode == 0 and "slowest instructions:" in text.stdout and "#0 " in text.stdout
+
+
+def test_unknown_target_is_an_error_listing_the_known_ones(mlp_files: tuple[Path, Path], tmp_path: Path) -> None:
+    archive, _ = mlp_files
+    r = cli("export", str(archive), "--target", "qemu-foo", "-o", str(tmp_path / "m.oab"))
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    text = " ".join(r.stderr.split())
+    assert "unknown target 'qemu-foo'; known targets:" in text
+    assert all(t in text for t in ("host", "qemu-aarch64", "qemu-armv7", "qemu-riscv64", "x86_64-linux"))
+    assert not (tmp_path / "m.oab").exists()
+    with pytest.raises(oa.ToolchainError, match=r"unknown target 'qemu-foo'; known targets: .*qemu-armv7"):
+        oa.export(zoo.MLP((8, 4)).eval(), (torch.randn(1, 8),), target="qemu-foo")
 
 
 def test_targets_can_be_called_twice() -> None:

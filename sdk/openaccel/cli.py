@@ -27,8 +27,13 @@ err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 # ---- export ----------------------------------------------------------------------------------
 def cmd_export(a: argparse.Namespace) -> int:
+    from rich.markup import escape
+
+    from .targets import get_target
+
     t0 = time.perf_counter()
-    err.print(f"[dim]exporting {a.model} for target {a.target} (importing torch and executorch)...[/]")
+    get_target(a.target)  # an unknown target fails here, before 15 s of imports
+    err.print(f"[dim]exporting {escape(a.model)} for target {a.target} (importing torch and executorch)...[/]")
     from .exporter import export
     from .exporter.loader import load_model
 

@@ -20,6 +20,7 @@ import torch
 
 from ..errors import ExportError, UnsupportedOpError
 from ..program import Program
+from ..targets import get_target
 from . import fold, winograd
 from . import layout as layout_pass
 from . import pack as pack_pass
@@ -90,7 +91,9 @@ def export(model: torch.nn.Module | torch.export.ExportedProgram,
     layout:  "auto" (default), "nhwc" or "nchw": where convolution stacks run channels-last
              (conv2d_nhwc, permutes at the stack's edges; exporter/layout.py). auto picks NHWC
              when the model has depthwise convolutions (MobileNet-style networks) and `prefer`
-             names no device but the CPU."""
+             names no device but the CPU.
+    target:  a name from `openaccel targets` (toolchains/targets/*.toml); another is a ToolchainError."""
+    get_target(target)  # an unknown name is an error listing the known targets
     example = tuple(example_inputs)
     if dynamic_shapes is not None:
         raise ExportError("dynamic_shapes are not supported yet: export with static example shapes")
