@@ -1,8 +1,10 @@
 """Loading model files for `openaccel export`: torch.export archives (primary), and pickled
-nn.Modules only with explicit opt-in (unpickling runs arbitrary code)."""
+nn.Modules only with explicit opt-in (unpickling runs arbitrary code). Nothing in a file is
+unpickled without that opt-in, whatever route torch takes inside the archive (archive.py)."""
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import zipfile
 from pathlib import Path
@@ -11,6 +13,7 @@ from typing import Any
 import torch
 
 from ..errors import ModelLoadError
+from . import archive
 
 
 def parse_input_shape(spec: str) -> tuple[str, tuple[int, ...], torch.dtype]:
@@ -34,12 +37,7 @@ def parse_input_shape(spec: str) -> tuple[str, tuple[int, ...], torch.dtype]:
     return name.strip(), shape, dtype
 
 
-def _kind(path: Path) -> str:
-    try:
-        with zipfile.ZipFile(path) as z:
-            names = z.namelist()
-    except zipfile.BadZipFile:
-        return "not-zip"
+def _kind(names: list[str]) -> str:
     if any(n.endswith("models/model.json") or "/models/" in n for n in names):
         return "export"
     if any("/code/" in n for n in names) or any(n.endswith("constants.pkl") for n in names):
@@ -47,6 +45,18 @@ def _kind(path: Path) -> str:
     if any(n.endswith("data.pkl") for n in names):
         return "pickle"
     return "unknown-zip"
+
+
+def _inspect_zip(p: Path) -> str:
+    """The archive's kind (pickled payloads are checked by the caller, which knows whether they
+    are allowed)."""
+    try:
+        with zipfile.ZipFile(p) as z:
+            return _kind(z.namelist())
+    except zipfile.BadZipFile:
+        return "not-zip"
+    except (zipfile.LargeZipFile, NotImplementedError, EOFError, ValueError) as e:
+        raise ModelLoadError(f"{p}: a damaged zip archive ({type(e).__name__}: {e})") from None
 
 
 def example_for(shape: tuple[int, ...], dtype: torch.dtype, gen: torch.Generator) -> torch.Tensor:
@@ -59,20 +69,35 @@ def example_for(shape: tuple[int, ...], dtype: torch.dtype, gen: torch.Generator
 
 def load_model(path: str | Path, *, allow_pickle: bool = False,
                input_shapes: list[str] | None = None) -> tuple[Any, tuple[torch.Tensor, ...]]:
-    """Return (nn.Module or ExportedProgram, example inputs)."""
+    """Return (nn.Module or ExportedProgram, example inputs).
+
+    Nothing in the file is unpickled without `allow_pickle` (see archive.py for the checks made
+    before torch reads it)."""
     p = Path(path)
     if not p.exists():
         raise ModelLoadError(f"{p}: no such file")
     if not p.is_file():
         raise ModelLoadError(f"{p}: not a regular file")
     try:
-        kind = _kind(p)
+        kind = _inspect_zip(p)
     except OSError as e:
         raise ModelLoadError(f"{p}: cannot read ({e.strerror})") from None
     gen = torch.Generator().manual_seed(0)
     if kind == "export":
+        if input_shapes:
+            raise ModelLoadError("--input-shape applies to pickled modules only; a torch.export "
+                                 "archive already fixes its input shapes")
+        guard: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
+        if not allow_pickle:
+            with zipfile.ZipFile(p) as z:
+                archive.check_payloads(z, str(p))
+                root = z.namelist()[0].split("/", 1)[0] if z.namelist() else ""
+            guard = archive.refuse_unpickling(str(p), root)
         try:
-            ep = torch.export.load(str(p))
+            with guard:
+                ep = torch.export.load(str(p))
+        except ModelLoadError:
+            raise
         except Exception as e:
             raise ModelLoadError(f"{p}: torch.export.load failed: {type(e).__name__}: {e}") from None
         ex = getattr(ep, "example_inputs", None)
@@ -83,9 +108,6 @@ def load_model(path: str | Path, *, allow_pickle: bool = False,
             vals = [n.meta["val"] for n in ep.graph.nodes
                     if n.op == "placeholder" and n.name in ep.graph_signature.user_inputs]
             args = tuple(example_for(tuple(v.shape), v.dtype, gen) for v in vals)
-        if input_shapes:
-            raise ModelLoadError("--input-shape applies to pickled modules only; a torch.export "
-                                 "archive already fixes its input shapes")
         return ep, args
     if kind == "torchscript":
         raise ModelLoadError(

@@ -1,0 +1,161 @@
+"""Model files from strangers: nothing in a .pt2 or torch.save file is unpickled without
+--allow-pickle, whatever route torch takes inside the archive (every pickle test asserts that its
+payload's marker file never appears)."""
+
+from __future__ import annotations
+
+import io
+import json
+import pickle
+import subprocess
+import sys
+import zipfile
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import torch
+
+from openaccel import zoo
+from openaccel.errors import ModelLoadError
+from openaccel.exporter import archive
+from openaccel.exporter.loader import load_model
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "openaccel", *args], capture_output=True, text=True, timeout=600)
+
+
+def assert_user_error(r: subprocess.CompletedProcess[str], *needles: str) -> None:
+    assert r.returncode == 2, f"exit {r.returncode}\n{r.stdout}\n{r.stderr}"
+    assert "Traceback" not in r.stderr, r.stderr
+    text = " ".join((r.stdout + r.stderr).split())
+    for n in needles:
+        assert n in text, f"{n!r} not in {text!r}"
+
+
+class _Payload:
+    """Unpickling this creates `marker` (through builtins.exec: what a hostile file would do)."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self) -> tuple[Callable[..., object], tuple[str]]:
+        return (exec, (f"open({str(self.marker)!r}, 'w').close()",))
+
+
+def _torch_saved(obj: object) -> bytes:
+    buf = io.BytesIO()
+    torch.save(obj, buf)
+    return buf.getvalue()
+
+
+def rewrite(src: Path, dst: Path, replace: dict[str, bytes] | None = None, add: dict[str, bytes] | None = None,
+            method: int = zipfile.ZIP_STORED) -> None:
+    """Copy a torch.export archive, replacing or adding members (names relative to its root)."""
+    replace, add = replace or {}, add or {}
+    with zipfile.ZipFile(src) as zin, zipfile.ZipFile(dst, "w") as zout:
+        root = zin.namelist()[0].split("/", 1)[0]
+        for info in zin.infolist():
+            rel = info.filename.split("/", 1)[1]
+            zout.writestr(info.filename, replace.get(rel, zin.read(info)), compress_type=method)
+        for rel, data in add.items():
+            zout.writestr(f"{root}/{rel}", data, compress_type=method)
+
+
+def _member(path: Path, rel: str) -> bytes:
+    with zipfile.ZipFile(path) as z:
+        return z.read(f"{z.namelist()[0].split('/', 1)[0]}/{rel}")
+
+
+@pytest.fixture(scope="module")
+def good(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    torch.manual_seed(0)
+    path = tmp_path_factory.mktemp("files") / "mlp.pt2"
+    torch.export.save(torch.export.export(zoo.MLP((8, 16, 4)).eval(), (torch.randn(1, 8),)), str(path))
+    return path
+
+
+WEIGHTS_CONFIG = "data/weights/model_weights_config.json"
+CONSTANTS_CONFIG = "data/constants/model_constants_config.json"
+
+
+def _hostile(kind: str, good: Path, tmp: Path, marker: Path) -> Path:
+    """A valid archive with one member replaced so that torch.export.load would run `_Payload`:
+    sample inputs (torch.load falls back to weights_only=False), a weight marked use_pickle
+    (torch.load weights_only=False), an opaque constant (plain pickle.loads), AOTInductor code."""
+    out = tmp / f"{kind}.pt2"
+    if kind == "sample_inputs":
+        rewrite(good, out, replace={"data/sample_inputs/model.pt": _torch_saved(_Payload(marker))})
+    elif kind == "use_pickle_weight":
+        cfg = json.loads(_member(good, WEIGHTS_CONFIG))
+        fqn = next(iter(cfg["config"]))
+        cfg["config"][fqn].update(use_pickle=True, path_name="weight_evil")
+        rewrite(good, out, replace={WEIGHTS_CONFIG: json.dumps(cfg).encode()},
+                add={"data/weights/weight_evil": _torch_saved(_Payload(marker))})
+    elif kind == "aoti_code":  # a shared library torch.export.load would hand to the AOTI loader
+        rewrite(good, out, add={"data/aotinductor/model/model.wrapper.so": b"\x7fELF" + bytes(60)})
+    else:
+        cfg = json.loads(_member(good, CONSTANTS_CONFIG))
+        cfg["config"]["evil"] = {"path_name": "opaque_obj_0", "is_param": False, "use_pickle": True,
+                                 "tensor_meta": None}
+        rewrite(good, out, replace={CONSTANTS_CONFIG: json.dumps(cfg).encode()},
+                add={"data/constants/opaque_obj_0": pickle.dumps(_Payload(marker))})
+    return out
+
+
+ROUTES = ["sample_inputs", "use_pickle_weight", "opaque_constant", "aoti_code"]
+WHERE = {"sample_inputs": "data/sample_inputs/model.pt", "use_pickle_weight": "data/weights/weight_evil",
+         "opaque_constant": "data/constants/opaque_obj_0", "aoti_code": "data/aotinductor/"}
+
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_hostile_archive_is_refused_before_its_payload_runs(good: Path, tmp_path: Path, route: str) -> None:
+    marker = tmp_path / "PWNED"
+    bad = _hostile(route, good, tmp_path, marker)
+    with pytest.raises(ModelLoadError) as e:
+        load_model(bad)
+    assert not marker.exists(), "the archive's pickle payload ran"
+    msg = str(e.value)
+    assert WHERE[route] in msg and "--allow-pickle" in msg
+
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_guard_alone_refuses_every_unpickling_route(good: Path, tmp_path: Path, route: str) -> None:
+    """The load-time guard, without the up-front config check, still refuses each route torch
+    takes (so a route the config check does not know about is refused too)."""
+    marker = tmp_path / "PWNED"
+    bad = _hostile(route, good, tmp_path, marker)
+    with pytest.raises(ModelLoadError) as e, archive.refuse_unpickling(str(bad)):
+        torch.export.load(str(bad))
+    assert not marker.exists(), "the archive's pickle payload ran"
+    assert WHERE[route] in str(e.value)
+    assert torch.load.__module__ == "torch.serialization" and pickle.loads.__module__ == "_pickle"  # restored
+
+
+def test_payload_is_live_with_allow_pickle(good: Path, tmp_path: Path) -> None:
+    """The hostile file really runs code when the user opts in (so the tests above could fail)."""
+    marker = tmp_path / "PWNED"
+    bad = _hostile("sample_inputs", good, tmp_path, marker)
+    with pytest.raises(ModelLoadError):  # torch wanted a tuple of inputs, not what the payload returned
+        load_model(bad, allow_pickle=True)
+    assert marker.exists()
+
+
+def test_hostile_archive_on_the_cli(good: Path, tmp_path: Path) -> None:
+    marker = tmp_path / "PWNED"
+    bad = _hostile("use_pickle_weight", good, tmp_path, marker)
+    r = cli("export", str(bad), "-o", str(tmp_path / "x.oab"))
+    assert not marker.exists()
+    assert_user_error(r, "data/weights/weight_evil", "use_pickle", "--allow-pickle")
+    assert not (tmp_path / "x.oab").exists()
+
+
+def test_clean_archives_still_load(good: Path, tmp_path: Path) -> None:
+    """The guard leaves torch's weights-only route alone: a plain archive, and one re-zipped with
+    deflate (members compressed), load and give the model's outputs."""
+    ep, args = load_model(good)
+    deflated = tmp_path / "deflated.pt2"
+    rewrite(good, deflated, method=zipfile.ZIP_DEFLATED)
+    ep2, args2 = load_model(deflated)
+    torch.testing.assert_close(ep2.module()(*args2), ep.module()(*args))
