@@ -1,12 +1,13 @@
 """Model files from strangers: nothing in a .pt2 or torch.save file is unpickled without
 --allow-pickle, whatever route torch takes inside the archive (every pickle test asserts that its
-payload's marker file never appears)."""
+payload's marker file never appears); zip bombs are refused before torch inflates them."""
 
 from __future__ import annotations
 
 import io
 import json
 import pickle
+import resource
 import subprocess
 import sys
 import zipfile
@@ -159,3 +160,69 @@ def test_clean_archives_still_load(good: Path, tmp_path: Path) -> None:
     rewrite(good, deflated, method=zipfile.ZIP_DEFLATED)
     ep2, args2 = load_model(deflated)
     torch.testing.assert_close(ep2.module()(*args2), ep.module()(*args))
+
+
+def test_zip_bomb_is_refused_before_inflating(good: Path, tmp_path: Path) -> None:
+    """model.json replaced by 256 MiB of spaces deflated to ~256 KB: refused from the declared
+    size, without the memory torch would spend inflating it."""
+    bomb = tmp_path / "bomb.pt2"
+    with zipfile.ZipFile(good) as zin, zipfile.ZipFile(bomb, "w") as zout:
+        for info in zin.infolist():
+            if info.filename.endswith("models/model.json"):
+                zi = zipfile.ZipInfo(info.filename)
+                zi.compress_type = zipfile.ZIP_DEFLATED
+                with zout.open(zi, "w", force_zip64=True) as f:
+                    chunk = b" " * (4 << 20)
+                    for _ in range(64):
+                        f.write(chunk)
+            else:
+                zout.writestr(info, zin.read(info))
+    assert bomb.stat().st_size < 2 << 20
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with pytest.raises(ModelLoadError, match=r"models/model.json' inflates to 268,435,456 bytes"):
+        load_model(bomb)
+    grown_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+    assert grown_kb < 64 << 10, f"peak memory grew by {grown_kb} KB"
+
+
+def _info(name: str, size: int, packed: int, method: int = zipfile.ZIP_STORED) -> zipfile.ZipInfo:
+    zi = zipfile.ZipInfo(name)
+    zi.file_size, zi.compress_size, zi.compress_type = size, packed, method
+    return zi
+
+
+def test_size_limits_refuse_inflation_not_big_weights() -> None:
+    gib = 1 << 30
+    # 3 GiB of weights stored as torch.export.save writes them, and weights deflated 1.2x: fine
+    archive.check_sizes([_info("m/data/weights/weight_0", 3 * gib, 3 * gib),
+                         _info("m/models/model.json", 40 << 20, 40 << 20)], 3 * gib + (41 << 20), "ok.pt2")
+    archive.check_sizes([_info("m/data/weights/weight_0", 1200 << 20, 1000 << 20, zipfile.ZIP_DEFLATED)],
+                        1001 << 20, "ok.pt2")
+    cases = [
+        ([_info("m/models/model.json", 200 << 20, 200 << 20)], 201 << 20, "at most 134,217,728 bytes"),
+        ([_info("m/data/weights/weight_0", 500 << 20, 1 << 20, zipfile.ZIP_DEFLATED)], 2 << 20, "inflates 500x"),
+        ([_info(f"m/data/weights/weight_{i}", 1 << 20, 1 << 10, zipfile.ZIP_DEFLATED) for i in range(200)],
+         1 << 20, "expected at most"),
+        ([_info("m/data/weights/weight_0", 10, 5)], 100, "stored uncompressed but declares"),
+        ([_info("m/models/model.json", 10, 10), _info("m/models/model.json", 10, 10)], 100, "appears twice"),
+        ([_info("m/models/model.json", 10, 10, zipfile.ZIP_LZMA)], 100, "compression method 14"),
+    ]
+    for members, size, needle in cases:
+        with pytest.raises(ModelLoadError, match=needle):
+            archive.check_sizes(members, size, "bad.pt2")
+
+
+def test_nested_sample_inputs_bomb_is_refused(good: Path, tmp_path: Path) -> None:
+    """The sample inputs are a torch.save archive inside the archive; their sizes are checked too."""
+    inner = io.BytesIO()
+    with zipfile.ZipFile(inner, "w") as z:
+        zi = zipfile.ZipInfo("model/data.pkl")
+        zi.compress_type = zipfile.ZIP_DEFLATED
+        with z.open(zi, "w") as f:
+            for _ in range(40):
+                f.write(b"\0" * (4 << 20))
+    bad = tmp_path / "nested.pt2"
+    rewrite(good, bad, replace={"data/sample_inputs/model.pt": inner.getvalue()})
+    with pytest.raises(ModelLoadError, match=r"member '[^']*data/sample_inputs/model.pt': archive member "
+                                             r"'model/data.pkl' inflates to 167,772,160 bytes"):
+        load_model(bad)

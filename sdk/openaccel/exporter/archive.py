@@ -4,7 +4,19 @@ A `torch.export.save` archive (.pt2) and a `torch.save` file are zip archives. t
 trustingly: `torch.export.load` unpickles members with `weights_only=False` on several routes
 (the sample inputs, legacy weights and constants when the weights-only load fails; weights and
 constants marked `use_pickle`; opaque objects with plain `pickle.loads`; TorchScript objects),
-and loads AOTInductor shared libraries it finds in the archive. So, before torch sees the file:
+loads AOTInductor shared libraries it finds in the archive, and inflates members to their declared
+size without a bound. So, before torch sees the file:
+
+Sizes (`check_sizes`; every archive, and every archive nested in one, such as the sample inputs):
+- members are stored or deflated (the two methods torch's reader knows); a stored member's size
+  is its size in the file;
+- a JSON, pickle or metadata member inflates to at most MAX_STRUCTURE_BYTES (128 MiB: ResNet-18's
+  model.json is 150 KB for 193 graph nodes, so this is room for ~160,000 nodes);
+- a deflated member over 1 MiB inflates at most MAX_INFLATION (100) times: tensor data deflates
+  1-3x and JSON 10-30x, a zip bomb ~1000x;
+- all members together inflate to at most 100x the archive's size plus 64 MiB;
+- no member name appears twice (Python's zipfile and torch's reader would pick different ones).
+Weights stored uncompressed, as torch.export.save writes them, pass whatever their size.
 
 Code (`check_payloads`, then `refuse_unpickling` around torch.export.load): without opt-in, a
 weight or constant marked `use_pickle`, any custom or opaque object and any AOTInductor code are
@@ -21,15 +33,71 @@ import json
 import re
 import threading
 import zipfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import IO, Any
 
 from ..errors import ModelLoadError
 
-MAX_STRUCTURE_BYTES = 128 << 20  # JSON read from an archive
+MAX_STRUCTURE_BYTES = 128 << 20
+MAX_INFLATION = 100
+SMALL_MEMBER_BYTES = 1 << 20
+TOTAL_SLACK_BYTES = 64 << 20
+
+_METADATA = {"archive_format", "archive_version", "version", "byteorder", "serialization_id",
+             ".format_version", ".storage_alignment"}
 _OPT_IN = ("Pass --allow-pickle (allow_pickle=True) only if you trust the file, or re-save the model "
            "with torch.export.save(torch.export.export(model, example_inputs), 'model.pt2')")
+
+
+def _is_structure(name: str) -> bool:
+    base = name.rsplit("/", 1)[-1]
+    return base.endswith((".json", ".pkl")) or base in _METADATA
+
+
+def check_sizes(members: Iterable[zipfile.ZipInfo], archive_bytes: int, label: str) -> None:
+    """Refuse an archive whose members' declared sizes are absurd (see the module docstring);
+    `members`: ZipFile.infolist(), the central directory, before anything is read."""
+    seen: set[str] = set()
+    total = 0
+    for info in members:
+        name = info.filename
+        if name in seen:
+            raise ModelLoadError(f"{label}: archive member '{name}' appears twice; refusing an ambiguous archive "
+                                 "(torch.export.save writes each member once)")
+        seen.add(name)
+        size, packed = info.file_size, info.compress_size
+        if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+            raise ModelLoadError(f"{label}: archive member '{name}' uses zip compression method "
+                                 f"{info.compress_type}; expected stored (0) or deflated (8)")
+        if info.compress_type == zipfile.ZIP_STORED and size != packed:
+            raise ModelLoadError(f"{label}: archive member '{name}' is stored uncompressed but declares "
+                                 f"{size:,} bytes for {packed:,} bytes of data")
+        if _is_structure(name) and size > MAX_STRUCTURE_BYTES:
+            raise ModelLoadError(f"{label}: archive member '{name}' inflates to {size:,} bytes; a model's "
+                                 f"JSON, pickle and metadata members are at most {MAX_STRUCTURE_BYTES:,} bytes "
+                                 "(ResNet-18's model.json is 150 KB)")
+        if (info.compress_type == zipfile.ZIP_DEFLATED and size > SMALL_MEMBER_BYTES
+                and size > MAX_INFLATION * packed):
+            raise ModelLoadError(f"{label}: archive member '{name}' inflates {size / max(packed, 1):,.0f}x "
+                                 f"({packed:,} -> {size:,} bytes); expected at most {MAX_INFLATION}x "
+                                 "(a zip bomb?). torch.export.save stores members uncompressed")
+        total += size
+    limit = MAX_INFLATION * archive_bytes + TOTAL_SLACK_BYTES
+    if total > limit:
+        raise ModelLoadError(f"{label}: the archive's members inflate to {total:,} bytes from {archive_bytes:,}; "
+                             f"expected at most {limit:,} ({MAX_INFLATION}x the archive plus "
+                             f"{TOTAL_SLACK_BYTES >> 20} MiB)")
+
+
+def check_nested(z: zipfile.ZipFile, name: str, label: str) -> None:
+    """check_sizes on a member that is itself a zip archive (torch.save format), if it is one."""
+    with z.open(name) as f:
+        if f.read(4) != b"PK\x03\x04":
+            return
+    info = z.getinfo(name)
+    with z.open(name) as f, zipfile.ZipFile(f) as inner:
+        check_sizes(inner.infolist(), info.file_size, f"{label}: member '{name}'")
 
 
 def read_json(z: zipfile.ZipFile, name: str, label: str) -> Any:

@@ -1,6 +1,7 @@
 """Loading model files for `openaccel export`: torch.export archives (primary), and pickled
 nn.Modules only with explicit opt-in (unpickling runs arbitrary code). Nothing in a file is
-unpickled without that opt-in, whatever route torch takes inside the archive (archive.py)."""
+unpickled without that opt-in, whatever route torch takes inside the archive, and no member is
+inflated past sane limits (archive.py)."""
 
 from __future__ import annotations
 
@@ -48,11 +49,17 @@ def _kind(names: list[str]) -> str:
 
 
 def _inspect_zip(p: Path) -> str:
-    """The archive's kind (pickled payloads are checked by the caller, which knows whether they
-    are allowed)."""
+    """The archive's kind, after the checks torch does not make (sizes; pickled payloads are
+    checked by the caller, which knows whether they are allowed)."""
     try:
         with zipfile.ZipFile(p) as z:
-            return _kind(z.namelist())
+            archive.check_sizes(z.infolist(), p.stat().st_size, str(p))
+            kind = _kind(z.namelist())
+            if kind in ("export", "pickle"):
+                for name in z.namelist():
+                    if name.endswith(".pt"):  # sample inputs, legacy weights: torch.save archives
+                        archive.check_nested(z, name, str(p))
+            return kind
     except zipfile.BadZipFile:
         return "not-zip"
     except (zipfile.LargeZipFile, NotImplementedError, EOFError, ValueError) as e:
