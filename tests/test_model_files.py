@@ -1,6 +1,7 @@
 """Model files from strangers: nothing in a .pt2 or torch.save file is unpickled without
 --allow-pickle, whatever route torch takes inside the archive (every pickle test asserts that its
-payload's marker file never appears); zip bombs are refused before torch inflates them."""
+payload's marker file never appears); zip bombs are refused before torch inflates them; dynamic
+Dims are named, not fixed to the example's size."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from pathlib import Path
 import pytest
 import torch
 
+import openaccel as oa
 from openaccel import zoo
 from openaccel.errors import ModelLoadError
 from openaccel.exporter import archive
@@ -226,3 +228,25 @@ def test_nested_sample_inputs_bomb_is_refused(good: Path, tmp_path: Path) -> Non
     with pytest.raises(ModelLoadError, match=r"member '[^']*data/sample_inputs/model.pt': archive member "
                                              r"'model/data.pkl' inflates to 167,772,160 bytes"):
         load_model(bad)
+
+
+# ---- paper cuts ------------------------------------------------------------------------------
+def _dynamic_batch() -> torch.export.ExportedProgram:
+    batch = torch.export.Dim("batch", min=1, max=64)
+    return torch.export.export(zoo.MLP((16, 4)).eval(), (torch.randn(2, 16),), dynamic_shapes={"x": {0: batch}})
+
+
+def test_dynamic_dim_is_named_not_fixed_to_the_example(tmp_path: Path) -> None:
+    with pytest.raises(oa.ExportError) as e:
+        oa.export(_dynamic_batch(), (torch.randn(2, 16),))
+    msg = str(e.value)
+    assert "dimension 0 of input 'x'" in msg and "Dim 'batch'" in msg and "range 1..64" in msg
+    assert "does not support yet" in msg
+
+
+def test_dynamic_dim_from_an_archive_on_the_cli(tmp_path: Path) -> None:
+    archive_path = tmp_path / "dyn.pt2"
+    torch.export.save(_dynamic_batch(), str(archive_path))
+    r = cli("export", str(archive_path), "-o", str(tmp_path / "dyn.oab"))
+    assert_user_error(r, "dynamic shapes", "dimension 0 of input 'x' is dynamic", "range 1..64")
+    assert not (tmp_path / "dyn.oab").exists()

@@ -24,6 +24,7 @@ from ..targets import get_target
 from . import fold, winograd
 from . import layout as layout_pass
 from . import pack as pack_pass
+from .dynamic import check_static_inputs
 from .fuse import fuse_activations, fuse_mbconv, fuse_residual_adds
 from .fx_import import import_program, source_of
 from .lower import lower_graph
@@ -92,7 +93,9 @@ def export(model: torch.nn.Module | torch.export.ExportedProgram,
              (conv2d_nhwc, permutes at the stack's edges; exporter/layout.py). auto picks NHWC
              when the model has depthwise convolutions (MobileNet-style networks) and `prefer`
              names no device but the CPU.
-    target:  a name from `openaccel targets` (toolchains/targets/*.toml); another is a ToolchainError."""
+    target:  a name from `openaccel targets` (toolchains/targets/*.toml); another is a ToolchainError.
+    Dynamic input dimensions (torch.export.Dim) are an error naming each: every tensor of an .oab
+    program has a fixed shape."""
     get_target(target)  # an unknown name is an error listing the known targets
     example = tuple(example_inputs)
     if dynamic_shapes is not None:
@@ -123,6 +126,7 @@ def export(model: torch.nn.Module | torch.export.ExportedProgram,
     else:
         raise ExportError(f"model must be an nn.Module or an ExportedProgram, not {type(model).__name__}")
 
+    check_static_inputs(ep)
     step("import executorch", lambda: __import__("executorch.exir"))
     edge = step("to_edge (core ATen)", lambda: _to_edge(ep))
     graph = step("import graph", lambda: import_program(edge))

@@ -15,6 +15,7 @@ import torch
 
 from ..errors import ModelLoadError
 from . import archive
+from .dynamic import check_static_inputs
 
 
 def parse_input_shape(spec: str) -> tuple[str, tuple[int, ...], torch.dtype]:
@@ -107,6 +108,7 @@ def load_model(path: str | Path, *, allow_pickle: bool = False,
             raise
         except Exception as e:
             raise ModelLoadError(f"{p}: torch.export.load failed: {type(e).__name__}: {e}") from None
+        check_static_inputs(ep)
         ex = getattr(ep, "example_inputs", None)
         args: tuple[Any, ...] = ()
         if ex is not None:

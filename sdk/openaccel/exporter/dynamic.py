@@ -1,0 +1,92 @@
+"""Shapes an .oab program cannot have yet: dynamic input dimensions (torch.export.Dim). Every
+tensor of a program has a shape fixed at export time, so a dynamic dimension is an export-time
+error that names it, instead of a shape silently fixed to the example's size (the importer takes
+a symbolic size's hint) that fails at run time."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from ..errors import ExportError
+
+
+@dataclass(frozen=True)
+class DynamicDim:
+    input: str
+    index: int
+    symbol: str           # the graph's symbol for it, e.g. 's77', or an expression 's77*2'
+    name: str | None      # the Dim's own name when the program still knows it ('batch')
+    low: int | None
+    high: int | None      # None: unbounded
+
+    def describe(self) -> str:
+        if self.name:
+            dim = f"dynamic (torch.export.Dim '{self.name}', symbol {self.symbol})"
+        else:
+            dim = f"dynamic (symbol {self.symbol}; the program keeps no Dim name, as after torch.export.load)"
+        low = "?" if self.low is None else str(self.low)
+        high = "unbounded" if self.high is None else str(self.high)
+        return f"dimension {self.index} of input '{self.input}' is {dim}, range {low}..{high}"
+
+
+def _bound(v: Any) -> int | None:
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return None if f in (float("inf"), float("-inf")) else int(f)
+
+
+def _debug_name(d: torch.SymInt) -> str | None:
+    """The torch.export.Dim name of a symbolic size, while the program's ShapeEnv remembers it."""
+    try:
+        node = d.node
+        env = node.shape_env
+        names = env.source_name_to_debug_name
+        for sym in node.expr.free_symbols:
+            for src in env.var_to_sources.get(sym, []):
+                key = src.name() if callable(src.name) else src.name  # a method in older torch
+                if key in names:
+                    return str(names[key])
+    except Exception:  # a ShapeEnv without these tables (another torch): no name, still an error
+        return None
+    return None
+
+
+def dynamic_input_dims(ep: torch.export.ExportedProgram) -> list[DynamicDim]:
+    user = set(ep.graph_signature.user_inputs)
+    ranges = ep.range_constraints
+    out: list[DynamicDim] = []
+    for node in ep.graph.nodes:
+        if node.op != "placeholder" or node.name not in user:
+            continue
+        val = node.meta.get("val")
+        if not isinstance(val, torch.Tensor):
+            continue
+        for i, d in enumerate(val.shape):
+            if not isinstance(d, torch.SymInt):
+                continue
+            expr = d.node.expr
+            if getattr(expr, "is_number", False):
+                continue
+            rng = ranges.get(expr)
+            if rng is None and len(expr.free_symbols) == 1:
+                rng = ranges.get(next(iter(expr.free_symbols)))
+            out.append(DynamicDim(node.name, i, str(expr), _debug_name(d),
+                                  _bound(rng.lower) if rng is not None else None,
+                                  _bound(rng.upper) if rng is not None else None))
+    return out
+
+
+def check_static_inputs(ep: torch.export.ExportedProgram) -> None:
+    """An ExportError naming every dynamic input dimension, if there is one."""
+    dims = dynamic_input_dims(ep)
+    if dims:
+        lines = "\n".join(f"  {d.describe()}" for d in dims)
+        raise ExportError(
+            "the program has dynamic shapes, which openaccel does not support yet (every tensor of an "
+            f".oab program has a fixed shape):\n{lines}\nExport with static shapes (torch.export.export "
+            "without dynamic_shapes), one file per input size you need")
