@@ -1,7 +1,7 @@
-"""Shapes an .oab program cannot have yet: dynamic input dimensions (torch.export.Dim). Every
-tensor of a program has a shape fixed at export time, so a dynamic dimension is an export-time
-error that names it, instead of a shape silently fixed to the example's size (the importer takes
-a symbolic size's hint) that fails at run time."""
+"""Shapes an .oab program cannot have yet: dynamic input dimensions (torch.export.Dim) and
+data-dependent sizes (nonzero, masked_select, item). Every tensor of a program has a shape fixed
+at export time, so both are export-time errors that name the dimension or the op, instead of a
+shape silently fixed to the example's size that fails at run time."""
 
 from __future__ import annotations
 
@@ -10,7 +10,9 @@ from typing import Any
 
 import torch
 
-from ..errors import ExportError
+from ..errors import ExportError, UnsupportedOpError
+from ..ir import Source, op_name_of
+from .fx_import import source_of
 
 
 @dataclass(frozen=True)
@@ -90,3 +92,33 @@ def check_static_inputs(ep: torch.export.ExportedProgram) -> None:
             "the program has dynamic shapes, which openaccel does not support yet (every tensor of an "
             f".oab program has a fixed shape):\n{lines}\nExport with static shapes (torch.export.export "
             "without dynamic_shapes), one file per input size you need")
+
+
+def data_dependent_ops(ep: torch.export.ExportedProgram) -> list[tuple[str, Source, str]]:
+    """(op, where, why) for each op whose output size depends on its input's values: the first
+    node where each such (unbacked) size appears."""
+    from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
+
+    seen: set[Any] = set()
+    found: list[tuple[str, Source, str]] = []
+    for node in ep.graph.nodes:
+        if node.op != "call_function":
+            continue
+        syms = free_unbacked_symbols(node.meta.get("val"))
+        new = syms - seen
+        seen |= syms
+        if new:
+            sizes = ", ".join(sorted(str(s) for s in new))
+            found.append((op_name_of(node.target), source_of(node),
+                          f"its output's size depends on the values of its input (size {sizes})"))
+    return found
+
+
+def check_data_independent(ep: torch.export.ExportedProgram) -> None:
+    found = data_dependent_ops(ep)
+    if found:
+        lines = "\n".join(f"  {op}  (first used at {src.describe()}): {why}" for op, src, why in found)
+        raise UnsupportedOpError(
+            f"openaccel cannot export {len(found)} op(s) in this model, whose output shapes are only known "
+            f"at run time:\n{lines}\nEvery tensor of an .oab program has a shape fixed at export time; see "
+            "docs/ops.md for the supported op set.")
