@@ -1,7 +1,7 @@
 """Model files from strangers: nothing in a .pt2 or torch.save file is unpickled without
 --allow-pickle, whatever route torch takes inside the archive (every pickle test asserts that its
-payload's marker file never appears); zip bombs are refused before torch inflates them; dynamic
-Dims are named, not fixed to the example's size."""
+payload's marker file never appears); zip bombs are refused before torch inflates them; pickles of
+classes defined in the saving script load with --model-module; dynamic Dims are named."""
 
 from __future__ import annotations
 
@@ -228,6 +228,99 @@ def test_nested_sample_inputs_bomb_is_refused(good: Path, tmp_path: Path) -> Non
     with pytest.raises(ModelLoadError, match=r"member '[^']*data/sample_inputs/model.pt': archive member "
                                              r"'model/data.pkl' inflates to 167,772,160 bytes"):
         load_model(bad)
+
+
+# ---- pickles of classes defined in the saving script ----------------------------------------
+NET_SOURCE = '''
+import torch
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(8, 4)
+
+    def forward(self, x):
+        return torch.relu(self.fc(x))
+
+
+if __name__ == "__main__":
+    open(MARKER, "w").close()  # "training": must not run when openaccel imports this file
+'''
+
+
+def _save_from_main(tmp: Path) -> tuple[Path, Path, torch.nn.Module]:
+    """torch.save a model whose class is defined in the saving script (`__main__.Net`, as
+    `python train.py` pickles it), and write that script as net.py."""
+    script = tmp / "net.py"
+    marker = tmp / "TRAINED"
+    script.write_text(f"MARKER = {str(marker)!r}\n" + NET_SOURCE)
+    ns: dict[str, object] = {"__name__": "__main__", "MARKER": str(tmp / "ignored")}
+    exec(compile(NET_SOURCE, str(script), "exec"), ns)
+    main = sys.modules["__main__"]
+    main.Net = ns["Net"]  # type: ignore[attr-defined]
+    try:
+        torch.manual_seed(0)
+        model = ns["Net"]().eval()  # type: ignore[operator]
+        path = tmp / "net.pt"
+        torch.save(model, str(path))
+    finally:
+        del main.Net  # type: ignore[attr-defined]
+    return path, script, model
+
+
+def test_pickle_of_a_main_class_says_what_to_do(tmp_path: Path) -> None:
+    path, _, _ = _save_from_main(tmp_path)
+    with pytest.raises(ModelLoadError) as e:
+        load_model(path, allow_pickle=True, input_shapes=["x=1x8"])
+    msg = str(e.value)
+    assert "__main__.Net" in msg and "--model-module FILE.py" in msg and "torch.export.save" in msg
+    assert "Can't get attribute" not in msg
+
+
+def test_model_module_resolves_main_classes(tmp_path: Path) -> None:
+    path, script, model = _save_from_main(tmp_path)
+    loaded, (x,) = load_model(path, allow_pickle=True, input_shapes=["x=1x8"], model_module=script)
+    assert type(loaded).__name__ == "Net" and tuple(x.shape) == (1, 8)
+    torch.testing.assert_close(loaded(x), model(x))  # the file's weights, the module's code
+    assert not (tmp_path / "TRAINED").exists(), "the module's __main__ block ran"
+    empty = tmp_path / "empty.py"
+    empty.write_text("x = 1\n")
+    with pytest.raises(ModelLoadError, match="does not define 'Net'"):
+        load_model(path, allow_pickle=True, input_shapes=["x=1x8"], model_module=empty)
+
+
+def test_pickle_of_a_class_from_a_module_not_on_the_path(tmp_path: Path) -> None:
+    """`from netlib import Net` in the saving script pickles `netlib.Net`: where netlib is not
+    importable the error says so, and --model-module netlib.py resolves it."""
+    lib = tmp_path / "netlib.py"
+    lib.write_text("MARKER = 'unused'\n" + NET_SOURCE)
+    sys.path.insert(0, str(tmp_path))
+    try:
+        import netlib  # type: ignore[import-not-found]
+
+        torch.manual_seed(0)
+        model = netlib.Net().eval()
+        torch.save(model, str(tmp_path / "net.pt"))
+    finally:
+        sys.path.remove(str(tmp_path))
+        del sys.modules["netlib"]
+    with pytest.raises(ModelLoadError, match=r"module 'netlib' cannot be imported here .*--model-module "
+                                             r"path/to/netlib.py"):
+        load_model(tmp_path / "net.pt", allow_pickle=True, input_shapes=["x=1x8"])
+    loaded, (x,) = load_model(tmp_path / "net.pt", allow_pickle=True, input_shapes=["x=1x8"], model_module=lib)
+    torch.testing.assert_close(loaded(x), model(x))
+
+
+@pytest.mark.slow
+def test_model_module_on_the_cli(tmp_path: Path) -> None:
+    path, script, _ = _save_from_main(tmp_path)
+    out = tmp_path / "net.oab"
+    r = cli("export", str(path), "--allow-pickle", "--input-shape", "x=1x8", "--model-module", str(script),
+            "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    r = cli("test", str(out))
+    assert r.returncode == 0 and r.stdout.strip().endswith("1 passed, 0 failed"), r.stdout + r.stderr
 
 
 # ---- paper cuts ------------------------------------------------------------------------------

@@ -37,7 +37,8 @@ def cmd_export(a: argparse.Namespace) -> int:
     from .exporter import export
     from .exporter.loader import load_model
 
-    model, example = load_model(a.model, allow_pickle=a.allow_pickle, input_shapes=a.input_shape)
+    model, example = load_model(a.model, allow_pickle=a.allow_pickle, input_shapes=a.input_shape,
+                                model_module=a.model_module)
 
     def progress(step: str, seconds: float) -> None:
         err.print(f"  [green]✓[/] {step} [dim]({seconds * 1000:.0f} ms)[/]")
@@ -401,7 +402,11 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("-o", "--output")
     e.add_argument("--target", default="host")
     e.add_argument("--input-shape", action="append", metavar="NAME=DxD[:dtype]")
-    e.add_argument("--allow-pickle", action="store_true", help="load a torch.save pickle (runs its code)")
+    e.add_argument("--allow-pickle", action="store_true",
+                   help="load a torch.save pickle, or an archive member stored as one (runs code from the file)")
+    e.add_argument("--model-module", metavar="FILE.py",
+                   help="with --allow-pickle: a file defining the classes the pickle refers to (those of the "
+                        "script that saved it, pickled as __main__.Name); imported, not run as __main__")
     e.add_argument("--no-bundle", action="store_true", help="do not bundle test vectors")
     e.add_argument("--no-winograd", action="store_true",
                    help="keep 3x3 convolutions direct: smaller file (Winograd weights take 1.8-4x the "
