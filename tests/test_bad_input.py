@@ -120,6 +120,42 @@ def test_unsupported_op_names_op_and_source_line() -> None:
     assert "test_bad_input.py:" in msg and "torch.topk(x, 2)" in msg
 
 
+class _Rfft(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # complex intermediate: to_edge's verifier refuses the abs
+        return torch.fft.rfft(x).abs()
+
+
+class _Inv(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # decomposes to linalg_inv_ex, outside core ATen
+        return torch.linalg.inv(x)
+
+
+class _Nonzero(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # output size depends on the values
+        return torch.nonzero(x)
+
+
+@pytest.mark.parametrize(("model", "example", "op", "code"), [
+    (_Rfft, (2, 8), "aten._fft_r2c.default", "torch.fft.rfft(x).abs()"),
+    (_Inv, (3, 3), "aten.linalg_inv_ex.default", "torch.linalg.inv(x)"),
+    (_Nonzero, (4,), "aten.nonzero.default", "torch.nonzero(x)"),
+], ids=["rfft", "linalg_inv", "nonzero"])
+def test_every_unsupported_op_names_op_and_model_line(model: type[torch.nn.Module], example: tuple[int, ...],
+                                                      op: str, code: str) -> None:
+    """Whichever step refuses the op (to_edge's verifier, a decomposition outside core ATen, a
+    data-dependent size), the error is an UnsupportedOpError naming the op and its model line."""
+    with pytest.raises(oa.UnsupportedOpError) as e:
+        oa.export(model(), (torch.randn(example),))
+    msg = str(e.value)
+    assert op in msg
+    line = next(i for i, text in enumerate(Path(__file__).read_text().splitlines(), 1) if f"return {code}" in text)
+    assert f"test_bad_input.py:{line}: `return {code}`" in msg, msg
+    assert "dynamic_shapes" not in msg  # nonzero: the model has no dynamic inputs
+
+
 def test_unsupported_op_on_the_cli(tmp_path: Path) -> None:
     archive = tmp_path / "topk.pt2"
     torch.export.save(torch.export.export(_Unsupported(), (torch.randn(3, 8),)), str(archive))

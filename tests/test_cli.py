@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import torch
 
+import openaccel as oa
 from openaccel import zoo
 
 
@@ -168,3 +169,47 @@ def test_oa_run_profile_lists_ops_and_instructions(mlp_files: tuple[Path, Path])
     runner = Runner("host")
     text = subprocess.run(runner.command([str(oab), "--bench", "3", "--profile"]), capture_output=True, text=True)
     assert text.returncode == 0 and "slowest instructions:" in text.stdout and "#0 " in text.stdout
+
+
+def test_unknown_target_is_an_error_listing_the_known_ones(mlp_files: tuple[Path, Path], tmp_path: Path) -> None:
+    archive, _ = mlp_files
+    r = cli("export", str(archive), "--target", "qemu-foo", "-o", str(tmp_path / "m.oab"))
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    text = " ".join(r.stderr.split())
+    assert "unknown target 'qemu-foo'; known targets:" in text
+    assert all(t in text for t in ("host", "qemu-aarch64", "qemu-armv7", "qemu-riscv64", "x86_64-linux"))
+    assert not (tmp_path / "m.oab").exists()
+    with pytest.raises(oa.ToolchainError, match=r"unknown target 'qemu-foo'; known targets: .*qemu-armv7"):
+        oa.export(zoo.MLP((8, 4)).eval(), (torch.randn(1, 8),), target="qemu-foo")
+
+
+def test_targets_can_be_called_twice() -> None:
+    code = ("import openaccel as oa; a = oa.targets(); b = oa.targets(); "
+            "from openaccel.targets import get_target; import openaccel.runtime.runner; c = oa.targets(); "
+            "print(len(a), len(b), len(c))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    n = r.stdout.split()
+    assert n[0] == n[1] == n[2] and int(n[0]) >= 6
+
+
+class _Gelu(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.gelu(x)
+
+
+def test_export_reference_float64_bundles_the_defined_answer(tmp_path: Path) -> None:
+    """--reference float64: the bundled expected outputs come from a float64 copy of the model, so
+    gelu(+inf) is +inf on every CPU (float32 eager gives NaN on some Intel CPUs, inf on AMD)."""
+    x = torch.tensor([float("inf"), 1.0, -2.0, 3.4e38])
+    archive = tmp_path / "gelu.pt2"
+    torch.export.save(torch.export.export(_Gelu(), (x,)), str(archive))
+    out = tmp_path / "gelu.oab"
+    r = cli("export", str(archive), "-o", str(out), "--reference", "float64")
+    assert r.returncode == 0, r.stderr
+    ((_, _, (want,), _, _),) = oa.Program.load(out).tests()
+    assert want[0] == float("inf") and want[3] == np.float32(3.4e38)
+    r = cli("test", str(out))
+    assert r.returncode == 0 and r.stdout.strip().endswith("1 passed, 0 failed"), r.stdout + r.stderr
+    r = cli("export", str(archive), "-o", str(out), "--reference", "float16")
+    assert r.returncode == 2 and "invalid choice: 'float16'" in r.stderr

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+# before `def targets` below (see there): the function, not this submodule, is `oa.targets`
+from . import targets as _targets
 from .errors import (
     CheckFailed,
     ExportError,
@@ -55,10 +57,13 @@ def load(source: Any, *, target: str = "host", threads: int | None = None,
 
 
 def targets() -> list[Any]:
-    """Known targets and whether each is ready on this machine."""
-    from .targets import list_targets
+    """Known targets and whether each is ready on this machine.
 
-    return list_targets()
+    The submodule openaccel.targets (cheap: no torch) is imported at the top of this file so that
+    this function, defined after it, is what `oa.targets` names: importing a submodule for the
+    first time sets the package attribute of its name, which replaced this function with the
+    module on the first call."""
+    return _targets.list_targets()
 
 
 def devices(target: str = "host", device_libs: list[str] | None = None) -> list[dict[str, Any]]:

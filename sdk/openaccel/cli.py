@@ -39,19 +39,24 @@ def dim(text: str) -> Text:
 
 # ---- export ----------------------------------------------------------------------------------
 def cmd_export(a: argparse.Namespace) -> int:
+    from .targets import get_target
+
     t0 = time.perf_counter()
+    get_target(a.target)  # an unknown target fails here, before 15 s of imports
     err.print(dim(f"exporting {a.model} for target {a.target} (importing torch and executorch)..."))
     from .exporter import export
     from .exporter.loader import load_model
 
-    model, example = load_model(a.model, allow_pickle=a.allow_pickle, input_shapes=a.input_shape)
+    model, example = load_model(a.model, allow_pickle=a.allow_pickle, input_shapes=a.input_shape,
+                                model_module=a.model_module)
 
     def progress(step: str, seconds: float) -> None:
         err.print(styled("  ", ("✓", "green"), f" {step} ", (f"({seconds * 1000:.0f} ms)", "dim")))
 
     prefer = [p.strip() for p in a.prefer.split(",")] if a.prefer else None
     prog = export(model, example, target=a.target, bundle_tests=not a.no_bundle, progress=progress,
-                  devices=a.devices, prefer=prefer, winograd_convs=not a.no_winograd, layout=a.layout)
+                  devices=a.devices, prefer=prefer, winograd_convs=not a.no_winograd, layout=a.layout,
+                  reference=a.reference)
     dest = Path(a.output) if a.output else Path(a.model).with_suffix(".oab")
     prog.save(dest)
     out.print(prog.summary())
@@ -430,7 +435,11 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("-o", "--output")
     e.add_argument("--target", default="host")
     e.add_argument("--input-shape", action="append", metavar="NAME=DxD[:dtype]")
-    e.add_argument("--allow-pickle", action="store_true", help="load a torch.save pickle (runs its code)")
+    e.add_argument("--allow-pickle", action="store_true",
+                   help="load a torch.save pickle, or an archive member stored as one (runs code from the file)")
+    e.add_argument("--model-module", metavar="FILE.py",
+                   help="with --allow-pickle: a file defining the classes the pickle refers to (those of the "
+                        "script that saved it, pickled as __main__.Name); imported, not run as __main__")
     e.add_argument("--no-bundle", action="store_true", help="do not bundle test vectors")
     e.add_argument("--no-winograd", action="store_true",
                    help="keep 3x3 convolutions direct: smaller file (Winograd weights take 1.8-4x the "
@@ -438,6 +447,10 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--layout", choices=["auto", "nchw", "nhwc"], default="auto",
                    help="activation layout of convolution stacks: nhwc (channels-last) pays on "
                         "MobileNet-style networks; auto picks it when the model has depthwise convolutions")
+    e.add_argument("--reference", choices=["float32", "float64"], default="float32",
+                   help="how the bundled tests' expected outputs are computed: float32 eager (default) or a "
+                        "float64 copy of the model (the defined answer where float32 eager differs by CPU: "
+                        "special values, overflow)")
     e.add_argument("--devices", metavar="PROFILE.json", help="device profile from `openaccel devices --json`")
     e.add_argument("--prefer", metavar="KIND,KIND", help="device kinds in order of preference, e.g. vendor.sim,cpu")
     e.set_defaults(fn=cmd_export)

@@ -91,7 +91,8 @@ def all_targets() -> dict[str, Target]:
 def get_target(name: str) -> Target:
     targets = all_targets()
     if name not in targets:
-        raise ToolchainError(f"unknown target '{name}'; known targets: {', '.join(targets)}")
+        raise ToolchainError(f"unknown target '{name}'; known targets: {', '.join(targets)} (one file "
+                             f"each in {toolchains_dir() / 'targets'}; `openaccel targets` shows them)")
     return targets[name]
 
 

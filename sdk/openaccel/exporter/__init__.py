@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import operator
 import re
 import time
 import warnings
@@ -19,14 +20,17 @@ from typing import Any
 
 import torch
 
-from ..errors import ExportError, UnsupportedOpError
+from ..errors import ExportError
+from ..ir import Source, op_name_of
 from ..program import Program
+from ..targets import get_target
 from . import fold, winograd
 from . import layout as layout_pass
 from . import pack as pack_pass
+from .dynamic import check_data_independent, check_static_inputs
 from .fuse import fuse_activations, fuse_mbconv, fuse_residual_adds
 from .fx_import import import_program, source_of
-from .lower import lower_graph
+from .lower import lower_graph, no_kernel_error, supported_edge_ops
 from .memory_plan import plan_memory
 from .placement import load_profiles, place
 from .serialize import TestVector, serialize
@@ -74,28 +78,72 @@ def reference_outputs(model: Callable[..., Any], inputs: Sequence[Any],
         return [o64.to(o.dtype) for o, o64 in zip(outs, outs64)]
 
 
+def _edge_config(check: bool) -> Any:
+    from executorch.exir import EdgeCompileConfig
+
+    # scaled_dot_product_attention stays one op (a fused kernel) instead of ~20 decomposed ones
+    return EdgeCompileConfig(_check_ir_validity=check,
+                             preserve_ops=[torch.ops.aten.scaled_dot_product_attention.default])
+
+
+def _unlowerable(ep: torch.export.ExportedProgram) -> dict[str, Source]:
+    """Ops of an edge program without a lowering rule, each with its first source line."""
+    supported = set(supported_edge_ops())
+    missing: dict[str, Source] = {}
+    for n in ep.graph.nodes:
+        if n.op != "call_function" or n.target is operator.getitem:
+            continue
+        target = n.target
+        if getattr(target, "__name__", "") == "with_effects" and len(n.args) > 1:
+            target = n.args[1]  # an effectful op wrapped in a higher-order op: name the op
+        name = op_name_of(target)
+        if name not in supported:
+            missing.setdefault(name, source_of(n))
+    return missing
+
+
+def _clip(msg: str, lines: int = 12, chars: int = 1500) -> str:
+    kept = [ln for ln in msg.strip().splitlines() if ln.strip()][:lines]
+    text = "\n  ".join(kept)
+    return text if len(text) <= chars else text[:chars] + " ..."
+
+
 def _to_edge(ep: torch.export.ExportedProgram) -> torch.export.ExportedProgram:
-    from executorch.exir import EdgeCompileConfig, to_edge
+    from executorch.exir import to_edge
 
     try:
-        # scaled_dot_product_attention stays one op (a fused kernel) instead of ~20 decomposed ones
-        config = EdgeCompileConfig(_check_ir_validity=True,
-                                   preserve_ops=[torch.ops.aten.scaled_dot_product_attention.default])
-        edge = to_edge(ep, compile_config=config)
+        edge = to_edge(ep, compile_config=_edge_config(check=True))
     except Exception as e:
-        msg = str(e)
-        m = re.search(r"Operator (\S+) is not in Core ATen opset", msg)
-        if m:
-            op = m.group(1).replace("torch._ops.", "")
-            where = ""
-            for n in ep.graph.nodes:
-                if n.op == "call_function" and str(n.target).endswith(op.split("aten.", 1)[-1]):
-                    where = f" (from {source_of(n).describe()})"
-                    break
-            raise UnsupportedOpError(f"{op} is not a core ATen op and has no decomposition; "
-                                     f"openaccel cannot lower it{where}") from None
-        raise ExportError(f"to_edge failed: {type(e).__name__}: {msg.splitlines()[0] if msg else ''}") from None
+        raise _explain_edge_failure(ep, e) from None
     return edge.exported_program()
+
+
+def _explain_edge_failure(ep: torch.export.ExportedProgram, e: Exception) -> ExportError:
+    """to_edge's verifier refused the program: usually for an op outside core ATen (linalg_inv_ex)
+    or one with a dtype the edge dialect rejects (the complex result of fft_r2c). Convert again
+    without the verifier and name the ops openaccel cannot lower, with their source lines; else
+    pass to_edge's message on whole (its first line alone says nothing)."""
+    from executorch.exir import to_edge
+
+    msg = str(e)
+    try:
+        loose = to_edge(ep, compile_config=_edge_config(check=False)).exported_program()
+    except Exception:
+        loose = None
+    if loose is not None:
+        missing = _unlowerable(loose)
+        if missing:
+            return no_kernel_error(missing)
+    m = re.search(r"Operator (\S+) is not in Core ATen opset", msg)
+    if m:
+        op = m.group(1).replace("torch._ops.", "")
+        where = Source()
+        for n in ep.graph.nodes:
+            if n.op == "call_function" and op_name_of(n.target) == op:
+                where = source_of(n)
+                break
+        return no_kernel_error({op: where})
+    return ExportError(f"to_edge failed: {type(e).__name__}: {_clip(msg)}")
 
 
 def export(model: torch.nn.Module | torch.export.ExportedProgram,
@@ -122,7 +170,11 @@ def export(model: torch.nn.Module | torch.export.ExportedProgram,
              float64 copies of the inputs, cast back to each output's dtype). float32 eager is
              not the same on every CPU where the answer is a special value or near overflow
              (e.g. gelu(+inf) is NaN on some Intel CPUs, inf on AMD); float64 is the defined
-             answer there, but not for programs whose float32 rounding is the point."""
+             answer there, but not for programs whose float32 rounding is the point.
+    target:  a name from `openaccel targets` (toolchains/targets/*.toml); another is a ToolchainError.
+    Dynamic input dimensions (torch.export.Dim) and data-dependent sizes (nonzero, ...) are errors
+    naming the dimension or the op: every tensor of an .oab program has a fixed shape."""
+    get_target(target)  # an unknown name is an error listing the known targets
     example = tuple(example_inputs)
     if reference not in REFERENCES:
         raise ExportError(f"reference={reference!r}: expected one of {', '.join(REFERENCES)}")
@@ -154,6 +206,8 @@ def export(model: torch.nn.Module | torch.export.ExportedProgram,
     else:
         raise ExportError(f"model must be an nn.Module or an ExportedProgram, not {type(model).__name__}")
 
+    check_static_inputs(ep)
+    check_data_independent(ep)
     step("import executorch", lambda: __import__("executorch.exir"))
     edge = step("to_edge (core ATen)", lambda: _to_edge(ep))
     graph = step("import graph", lambda: import_program(edge))

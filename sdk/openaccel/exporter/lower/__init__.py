@@ -9,13 +9,13 @@ UnsupportedOpError naming the op and the model's source line.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
 
 from ...errors import UnsupportedOpError
-from ...ir import AtenNode, Graph, Instr, Value, dtype_name
+from ...ir import AtenNode, Graph, Instr, Source, Value, dtype_name
 from ...opset import OPS
 
 Rule = Callable[["LowerCtx", AtenNode], None]
@@ -160,12 +160,18 @@ def lower_graph(graph: Graph) -> list[Instr]:
         ctx.node = node
         fn(ctx, node)
     if missing:
-        lines = [f"  {name}  (first used at {n.source.describe()})" for name, n in missing.items()]
-        raise UnsupportedOpError(
-            f"the runtime has no kernel for {len(missing)} op(s) in this model:\n" + "\n".join(lines)
-            + "\nSee docs/ops.md for the supported op set.")
+        raise no_kernel_error({name: n.source for name, n in missing.items()})
     graph.instrs = ctx.instrs
     return ctx.instrs
+
+
+def no_kernel_error(missing: Mapping[str, Source]) -> UnsupportedOpError:
+    """The one error for ops the runtime has no kernel for: each op with the model line that
+    first uses it (file:line and its source text)."""
+    lines = [f"  {name}  (first used at {src.describe()})" for name, src in missing.items()]
+    return UnsupportedOpError(
+        f"the runtime has no kernel for {len(missing)} op(s) in this model:\n" + "\n".join(lines)
+        + "\nSee docs/ops.md for the supported op set.")
 
 
 def supported_edge_ops() -> list[str]:
