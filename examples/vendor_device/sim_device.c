@@ -19,9 +19,10 @@
  *
  * How to use it as a template
  * Copy this file and CMakeLists.txt, rename "vendor.sim", and fill in every place marked
- * `VENDOR:`. Only the public headers (include/openaccel/...) are used; the library exports one
- * symbol, `oa_device_factory`, which loaders find with dlsym. Run the conformance suite on the
- * result: `openaccel conformance --device libyours.so` (or `oa_conformance --device ...`).
+ * `VENDOR:`. It includes one header, openaccel/device_abi.h, and links nothing of openaccel (messages
+ * go through its header-only oa_abi_diag_fail); the library exports one symbol, `oa_device_factory`,
+ * which loaders find with dlsym. Run the conformance suite on the result:
+ * `openaccel conformance --device libyours.so` (or `oa_conformance --device ...`).
  *
  * Fault injection (for the conformance suite's own negative tests), chosen by OA_SIM_FAULT when a
  * device is created: "misaligned" (allocations 16 bytes off their alignment), "out_of_order" (the
@@ -32,19 +33,12 @@
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "openaccel/device.h"
-
-#if defined(__GNUC__)
-#define SIM_EXPORT __attribute__((visibility("default")))
-#else
-#define SIM_EXPORT
-#endif
+#include "openaccel/device_abi.h" /* the one header a device plugin needs */
 
 /* ---- constants ------------------------------------------------------------------------------- */
 
@@ -162,23 +156,6 @@ struct sim_device {
 static sim_device_t *sim_of(oa_device_t *dev) { return (sim_device_t *)dev; }
 
 /* ---- small helpers ------------------------------------------------------------------------------ */
-
-/* Messages without linking libopenaccel: oa_diag_t is a public struct. */
-static oa_status_t sim_fail(oa_diag_t *diag, oa_status_t status, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 3, 4)))
-#endif
-    ;
-static oa_status_t sim_fail(oa_diag_t *diag, oa_status_t status, const char *fmt, ...) {
-  if (diag) {
-    va_list ap;
-    va_start(ap, fmt);
-    diag->status = status;
-    vsnprintf(diag->message, sizeof diag->message, fmt, ap);
-    va_end(ap);
-  }
-  return status;
-}
 
 static uint64_t now_ns(void) {
   struct timespec ts;
@@ -561,37 +538,37 @@ static double farg(const oa_op_call_t *call, uint32_t i, double dflt) {
 
 /* A present float32 tensor whose metadata is self-consistent and bounded. */
 static oa_status_t check_tensor(const oa_op_call_t *call, const oa_tensor_t *t, const char *arg, oa_diag_t *diag) {
-  if (!t) return sim_fail(diag, OA_ERR_INVALID_PROGRAM, "%s: op '%s': tensor is missing", arg, call->op);
+  if (!t) return oa_abi_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "%s: op '%s': tensor is missing", arg, call->op);
   if (t->dtype != OA_DTYPE_FLOAT32)
-    return sim_fail(diag, OA_ERR_UNSUPPORTED, "%s ('%s'): %s supports float32 only, received dtype %d", arg,
+    return oa_abi_diag_fail(diag, OA_ERR_UNSUPPORTED, "%s ('%s'): %s supports float32 only, received dtype %d", arg,
                     t->name ? t->name : "", SIM_KIND_NAME, (int)t->dtype);
   if (t->ndim < 0 || t->ndim > OA_MAX_DIMS)
-    return sim_fail(diag, OA_ERR_INVALID_PROGRAM, "%s: expected 0 to %d dims, received %d", arg, OA_MAX_DIMS,
+    return oa_abi_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "%s: expected 0 to %d dims, received %d", arg, OA_MAX_DIMS,
                     (int)t->ndim);
   int64_t n = 1;
   for (int32_t k = 0; k < t->ndim; k++) {
     if (t->shape[k] < 0 || t->shape[k] > SIM_MAX_ELEMS)
-      return sim_fail(diag, OA_ERR_INVALID_PROGRAM, "%s: dim %d is %lld (expected 0 to 2^40)", arg, (int)k,
+      return oa_abi_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "%s: dim %d is %lld (expected 0 to 2^40)", arg, (int)k,
                       (long long)t->shape[k]);
     n = t->shape[k] && n > SIM_MAX_ELEMS / t->shape[k] ? SIM_MAX_ELEMS + 1 : n * t->shape[k];
   }
   if (n > SIM_MAX_ELEMS)
-    return sim_fail(diag, OA_ERR_UNSUPPORTED, "%s: more than 2^40 elements", arg);
+    return oa_abi_diag_fail(diag, OA_ERR_UNSUPPORTED, "%s: more than 2^40 elements", arg);
   if (t->numel != n || t->nbytes != (size_t)n * sizeof(float))
-    return sim_fail(diag, OA_ERR_INVALID_PROGRAM, "%s: numel %lld / nbytes %zu do not match its shape (%lld elements)",
+    return oa_abi_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "%s: numel %lld / nbytes %zu do not match its shape (%lld elements)",
                     arg, (long long)t->numel, t->nbytes, (long long)n);
   return OA_OK;
 }
 
 static oa_status_t check_counts(const oa_op_call_t *call, uint32_t min_in, uint32_t max_in, oa_diag_t *diag) {
   if (call->n_inputs < min_in || call->n_inputs > max_in || call->n_outputs != 1)
-    return sim_fail(diag, OA_ERR_INVALID_PROGRAM, "op '%s': expected %u to %u inputs and 1 output, received %u and %u",
+    return oa_abi_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "op '%s': expected %u to %u inputs and 1 output, received %u and %u",
                     call->op, min_in, max_in, call->n_inputs, call->n_outputs);
   if (!call->inputs || !call->outputs || !call->outputs[0])
-    return sim_fail(diag, OA_ERR_INVALID_PROGRAM, "op '%s': missing tensor array", call->op);
-  if (call->n_ints && !call->ints) return sim_fail(diag, OA_ERR_INVALID_PROGRAM, "op '%s': ints is NULL", call->op);
+    return oa_abi_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "op '%s': missing tensor array", call->op);
+  if (call->n_ints && !call->ints) return oa_abi_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "op '%s': ints is NULL", call->op);
   if (call->n_floats && !call->floats)
-    return sim_fail(diag, OA_ERR_INVALID_PROGRAM, "op '%s': floats is NULL", call->op);
+    return oa_abi_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "op '%s': floats is NULL", call->op);
   for (uint32_t i = 0; i < min_in; i++) {
     char arg[32];
     snprintf(arg, sizeof arg, "input %u", i);
@@ -615,17 +592,17 @@ static oa_status_t check_shape(const oa_tensor_t *t, const int64_t *want, int32_
   char w[160], g[160];
   shape_str(want, ndim, w, sizeof w);
   shape_str(t->shape, t->ndim, g, sizeof g);
-  return sim_fail(diag, OA_ERR_INVALID_PROGRAM, "%s ('%s'): expected shape %s, received %s", arg,
+  return oa_abi_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "%s ('%s'): expected shape %s, received %s", arg,
                   t->name ? t->name : "", w, g);
 }
 
 static oa_status_t check_act(const oa_op_call_t *call, uint32_t act_index, int64_t *out_act, oa_diag_t *diag) {
   int64_t act = iarg(call, act_index);
   if (act < 0 || act > 2)
-    return sim_fail(diag, OA_ERR_UNSUPPORTED, "op '%s': argument act = %lld (expected 0 none, 1 relu, 2 clamp)",
+    return oa_abi_diag_fail(diag, OA_ERR_UNSUPPORTED, "op '%s': argument act = %lld (expected 0 none, 1 relu, 2 clamp)",
                     call->op, (long long)act);
   if (act == 2 && !(farg(call, 0, 0.0) <= farg(call, 1, 0.0)))
-    return sim_fail(diag, OA_ERR_INVALID_PROGRAM, "op '%s': act_min = %g and act_max = %g: expected act_min <= act_max",
+    return oa_abi_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "op '%s': act_min = %g and act_max = %g: expected act_min <= act_max",
                     call->op, farg(call, 0, 0.0), farg(call, 1, 0.0));
   *out_act = act;
   return OA_OK;
@@ -670,7 +647,7 @@ static oa_status_t add_check(const oa_op_call_t *call, int64_t *params, oa_diag_
       char s1[160], s2[160];
       shape_str(a->shape, a->ndim, s1, sizeof s1);
       shape_str(b->shape, b->ndim, s2, sizeof s2);
-      return sim_fail(diag, OA_ERR_INVALID_PROGRAM, "op 'add': inputs %s and %s do not broadcast (dim %d: %lld vs %lld)",
+      return oa_abi_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "op 'add': inputs %s and %s do not broadcast (dim %d: %lld vs %lld)",
                       s1, s2, (int)k, (long long)sa, (long long)sb);
     }
     want[k] = sa == 1 ? sb : sa;
@@ -722,11 +699,11 @@ static oa_status_t linear_check(const oa_op_call_t *call, int64_t *params, oa_di
   const oa_tensor_t *x = call->inputs[0], *w = call->inputs[1], *o = call->outputs[0];
   const oa_tensor_t *b = call->n_inputs > 2 ? call->inputs[2] : NULL;
   if (x->ndim < 1 || w->ndim != 2)
-    return sim_fail(diag, OA_ERR_INVALID_PROGRAM, "op 'linear': expected input with >= 1 dims and a 2-D weight, "
+    return oa_abi_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "op 'linear': expected input with >= 1 dims and a 2-D weight, "
                     "received %d and %d dims", (int)x->ndim, (int)w->ndim);
   int64_t n = w->shape[0], k = w->shape[1];
   if (x->shape[x->ndim - 1] != k)
-    return sim_fail(diag, OA_ERR_INVALID_PROGRAM, "op 'linear': input's last dim %lld does not match weight's %lld "
+    return oa_abi_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "op 'linear': input's last dim %lld does not match weight's %lld "
                     "in_features", (long long)x->shape[x->ndim - 1], (long long)k);
   int64_t want[OA_MAX_DIMS];
   memcpy(want, x->shape, sizeof want);
@@ -767,25 +744,25 @@ static oa_status_t conv2d_check(const oa_op_call_t *call, int64_t *params, oa_di
   const oa_tensor_t *x = call->inputs[0], *w = call->inputs[1], *o = call->outputs[0];
   const oa_tensor_t *b = call->n_inputs > 2 ? call->inputs[2] : NULL;
   if (x->ndim != 4 || w->ndim != 4)
-    return sim_fail(diag, OA_ERR_INVALID_PROGRAM, "op 'conv2d': expected 4-D input and weight, received %d and %d dims",
+    return oa_abi_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "op 'conv2d': expected 4-D input and weight, received %d and %d dims",
                     (int)x->ndim, (int)w->ndim);
   static const char *const names[] = {"stride_h", "stride_w", "pad_h", "pad_w", "dilation_h", "dilation_w"};
   for (uint32_t i = 0; i < 6; i++) {
     int64_t v = iarg(call, i), lo = (i == 2 || i == 3) ? 0 : 1;
     if (v < lo || v > SIM_ARG_MAX)
-      return sim_fail(diag, OA_ERR_INVALID_PROGRAM, "op 'conv2d': argument %s = %lld (expected %lld to 2^30)", names[i],
+      return oa_abi_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "op 'conv2d': argument %s = %lld (expected %lld to 2^30)", names[i],
                       (long long)v, (long long)lo);
   }
   int64_t c = x->shape[1], g = iarg(call, CV_G), oc = w->shape[0];
   if (g < 1 || g > (c > 0 ? c : 1) || c % g || oc % g)
-    return sim_fail(diag, OA_ERR_INVALID_PROGRAM, "op 'conv2d': argument groups = %lld must divide %lld input and %lld "
+    return oa_abi_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "op 'conv2d': argument groups = %lld must divide %lld input and %lld "
                     "output channels", (long long)g, (long long)c, (long long)oc);
   if (w->shape[1] != c / g)
-    return sim_fail(diag, OA_ERR_INVALID_PROGRAM, "op 'conv2d': weight dim 1 is %lld, expected %lld (channels / groups)",
+    return oa_abi_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "op 'conv2d': weight dim 1 is %lld, expected %lld (channels / groups)",
                     (long long)w->shape[1], (long long)(c / g));
   int64_t kh = w->shape[2], kw = w->shape[3];
   if (kh < 1 || kw < 1 || kh > SIM_ARG_MAX || kw > SIM_ARG_MAX)
-    return sim_fail(diag, OA_ERR_INVALID_PROGRAM, "op 'conv2d': kernel %lld x %lld out of range", (long long)kh,
+    return oa_abi_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "op 'conv2d': kernel %lld x %lld out of range", (long long)kh,
                     (long long)kw);
   int64_t out_hw[2];
   for (int k = 0; k < 2; k++) {
@@ -793,7 +770,7 @@ static oa_status_t conv2d_check(const oa_op_call_t *call, int64_t *params, oa_di
     int64_t dil = iarg(call, 4u + (uint32_t)k);
     int64_t span = dil * (kk - 1) + 1, padded = in + 2 * p; /* < 2^61: no overflow */
     if (span > padded)
-      return sim_fail(diag, OA_ERR_INVALID_PROGRAM, "op 'conv2d': dilated kernel %lld exceeds the padded input %lld",
+      return oa_abi_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "op 'conv2d': dilated kernel %lld exceeds the padded input %lld",
                       (long long)span, (long long)padded);
     out_hw[k] = (padded - span) / s + 1;
   }
@@ -863,10 +840,10 @@ static oa_status_t sim_supports_op(oa_device_t *dev, const char *op, uint64_t *o
 static oa_status_t sim_prepare_op(oa_device_t *dev, const oa_op_call_t *call, oa_op_plan_t *out_plan,
                                   oa_diag_t *diag) {
   (void)dev;
-  if (!call || !out_plan || !call->op) return sim_fail(diag, OA_ERR_INVALID_ARGUMENT, "NULL call or plan");
+  if (!call || !out_plan || !call->op) return oa_abi_diag_fail(diag, OA_ERR_INVALID_ARGUMENT, "NULL call or plan");
   const sim_op_t *op = find_op(call->op);
   if (!op)
-    return sim_fail(diag, OA_ERR_UNSUPPORTED, "%s has no kernel for op '%s' (it runs conv2d, linear, relu, add)",
+    return oa_abi_diag_fail(diag, OA_ERR_UNSUPPORTED, "%s has no kernel for op '%s' (it runs conv2d, linear, relu, add)",
                     SIM_KIND_NAME, call->op);
   memset(out_plan, 0, sizeof *out_plan);
   oa_status_t st = op->check(call, out_plan->params, diag);
@@ -889,7 +866,7 @@ static oa_status_t bind_tensor(sim_device_t *d, const oa_tensor_t *t, sim_tensor
   oa_status_t st = check_range(d, t->data, t->nbytes, &out->off);
   pthread_mutex_unlock(&d->mem_lock);
   if (st)
-    return sim_fail(diag, st, "%s ('%s'): %p (+%zu bytes) is not inside memory this %s device handed out", arg,
+    return oa_abi_diag_fail(diag, st, "%s ('%s'): %p (+%zu bytes) is not inside memory this %s device handed out", arg,
                     t->name ? t->name : "", t->data, t->nbytes, SIM_KIND_NAME);
   return OA_OK;
 }
@@ -899,12 +876,12 @@ static oa_status_t sim_execute_op(oa_device_t *dev, oa_stream_t *stream, const o
   sim_device_t *d = sim_of(dev);
   oa_stream_t *s = resolve(d, stream);
   (void)scratch; /* the sim's kernels need none */
-  if (s->dev != d) return sim_fail(diag, OA_ERR_INVALID_ARGUMENT, "stream belongs to another device");
+  if (s->dev != d) return oa_abi_diag_fail(diag, OA_ERR_INVALID_ARGUMENT, "stream belongs to another device");
   const sim_op_t *op = NULL;
   for (size_t i = 0; plan && i < SIM_N_OPS; i++)
     if (plan->kernel == (const void *)&sim_ops[i]) op = &sim_ops[i];
   if (!op || !call || !call->op || strcmp(op->name, call->op) != 0)
-    return enqueue_failure(s, sim_fail(diag, OA_ERR_INVALID_ARGUMENT, "op '%s' was not prepared by this %s device",
+    return enqueue_failure(s, oa_abi_diag_fail(diag, OA_ERR_INVALID_ARGUMENT, "op '%s' was not prepared by this %s device",
                                        call && call->op ? call->op : "?", SIM_KIND_NAME));
   sim_cmd_t c;
   memset(&c, 0, sizeof c);
@@ -1310,5 +1287,5 @@ static const oa_device_factory_t sim_factory = {OA_DEVICE_ABI_VERSION, SIM_KIND_
                                                 sim_factory_create};
 
 /* The one exported symbol: loaders dlsym("oa_device_factory") and register what it returns. */
-SIM_EXPORT const oa_device_factory_t *oa_device_factory(void);
-SIM_EXPORT const oa_device_factory_t *oa_device_factory(void) { return &sim_factory; }
+OA_DEVICE_EXPORT const oa_device_factory_t *oa_device_factory(void);
+OA_DEVICE_EXPORT const oa_device_factory_t *oa_device_factory(void) { return &sim_factory; }

@@ -2,12 +2,15 @@
 #ifndef OPENACCEL_OPENACCEL_H
 #define OPENACCEL_OPENACCEL_H
 
+#include "openaccel/allocator.h"
 #include "openaccel/cpu.h"
 #include "openaccel/device.h"
+#include "openaccel/device_abi.h"
 #include "openaccel/method.h"
 #include "openaccel/op.h"
 #include "openaccel/platform.h"
 #include "openaccel/program.h"
+#include "openaccel/registry.h"
 #include "openaccel/status.h"
 #include "openaccel/types.h"
 

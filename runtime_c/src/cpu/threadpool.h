@@ -7,7 +7,8 @@
 
 #include <stdint.h>
 
-#include "openaccel/device.h"
+#include "openaccel/allocator.h"
+#include "openaccel/status.h"
 
 struct oa_threadpool;
 
