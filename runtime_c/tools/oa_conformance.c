@@ -1900,7 +1900,7 @@ int main(int argc, char **argv) {
   }
   oa_cpu_device_t ref_storage;
   oa_device_t *ref = NULL;
-  oa_cpu_options_t ref_opts = {1, 0};
+  oa_cpu_options_t ref_opts = {.reference_only = 1};
   if (oa_cpu_device_init(&ref_storage, &ref_opts, &ref)) {
     fprintf(stderr, "oa_conformance: error: cannot create the reference CPU device\n");
     return 2;

@@ -224,7 +224,7 @@ typedef struct devices {
 } devices_t;
 
 static int open_devices(const options_t *o, devices_t *d) {
-  oa_cpu_options_t cpu_opts = {o->reference, o->threads};
+  oa_cpu_options_t cpu_opts = {o->reference, o->threads, NULL};
   oa_device_t *cpu;
   if (oa_cpu_device_init(&d->cpu_storage, &cpu_opts, &cpu)) return fail("CPU device", OA_ERR_INTERNAL, "init failed");
   d->list[0] = cpu;

@@ -31,32 +31,47 @@ void oa_cpu_detect(oa_cpu_features_t *out_features);
 /* Name of the architecture ("x86_64", "aarch64", "arm", "riscv64", "other"). */
 const char *oa_cpu_arch_name(oa_cpu_arch_t arch);
 
+/* Options of a CPU device; all zero (or a NULL pointer to them) is the default. Initialise with
+ * designated initializers ({.threads = 4}): fields are only ever appended. */
 typedef struct oa_cpu_options {
   int32_t reference_only;          /* 1: use the portable reference kernels only */
   int32_t threads;                 /* worker threads for heavy kernels; 0 or 1 = none */
+  /* everything the device allocates: its thread pool, memory from oa_device_allocate, streams,
+   * events. NULL: the platform's (oa_platform_alloc). Copied at init; need not outlive the call. */
+  const oa_allocator_t *allocator;
 } oa_cpu_options_t;
 
-/* The CPU device object. Its storage belongs to the caller (static, stack or heap): creating
- * a CPU device allocates nothing. Treat the fields as private. */
+/* The CPU device object. Its storage belongs to the caller (static, stack or heap). Treat the
+ * fields as private. */
 typedef struct oa_cpu_device {
   oa_device_t base;
   oa_cpu_features_t features;
-  oa_cpu_options_t options;
+  oa_cpu_options_t options;  /* as given, with options.allocator cleared (the copy is `allocator`) */
   oa_memory_stats_t stats;
-  oa_allocator_t allocator;  /* for streams and events (the platform's unless created by a factory) */
+  oa_allocator_t allocator;  /* everything the device allocates goes through this one */
   int32_t owned;             /* 1: created by the factory, freed by destroy */
   struct oa_threadpool *pool; /* worker threads when options.threads > 1 */
 } oa_cpu_device_t;
 
-/* Initialise a CPU device in `storage`; `options` may be NULL for defaults. With
- * options.threads > 1 this starts threads - 1 worker threads (the caller is the last). */
+/* Initialise a CPU device in `storage`; `options` may be NULL for defaults.
+ * What it allocates, all through options->allocator (the platform's when NULL):
+ * - init: nothing with threads 0 or 1. With threads > 1 (in builds with the thread pool,
+ *   OA_THREADS) it allocates the pool (two blocks: its state and the worker handles) and starts
+ *   threads - 1 worker threads (the caller is the last); their stacks come from the OS thread
+ *   library, not from the allocator.
+ * - later, only when asked: oa_device_allocate (one block each), oa_stream_create and
+ *   oa_event_create (one small block each), all freed by the matching free / destroy calls.
+ * - oa_device_prepare_op and oa_device_execute_op: nothing.
+ * oa_cpu_device_deinit (or oa_device_destroy) frees the thread pool. OA_ERR_INVALID_ARGUMENT for
+ * an allocator without alloc or free; OA_ERR_OUT_OF_MEMORY when the pool cannot be allocated. */
 oa_status_t oa_cpu_device_init(oa_cpu_device_t *storage, const oa_cpu_options_t *options,
                                oa_device_t **out_device);
 
 /* Stop the CPU device's worker threads (if any). Safe to call twice. */
 void oa_cpu_device_deinit(oa_cpu_device_t *storage);
 
-/* The built-in CPU device factory (one device). */
+/* The built-in CPU device factory (one device, default options). The device object and
+ * everything it allocates come from the allocator the registry hands the factory. */
 const oa_device_factory_t *oa_cpu_device_factory(void);
 
 /* Names of the ops this build has CPU kernels for, one at a time (index from 0); NULL past the

@@ -92,7 +92,7 @@ static oa_status_t cpu_allocate(oa_device_t *dev, size_t size, size_t alignment,
   /* a size header in front of the block keeps the stats exact without a table */
   size_t head = alignment;
   if (size > SIZE_MAX - head) return OA_ERR_OUT_OF_MEMORY;
-  uint8_t *block = (uint8_t *)oa_platform_alloc(size + head, alignment);
+  uint8_t *block = (uint8_t *)cpu->allocator.alloc(cpu->allocator.ctx, size + head, alignment);
   if (!block) return OA_ERR_OUT_OF_MEMORY;
   memcpy(block + head - sizeof(size_t) * 2, &size, sizeof size);
   memcpy(block + head - sizeof(size_t), &head, sizeof head);
@@ -112,7 +112,7 @@ static oa_status_t cpu_free(oa_device_t *dev, void *ptr) {
   memcpy(&head, (uint8_t *)ptr - sizeof(size_t), sizeof head);
   cpu->stats.allocated_bytes -= (int64_t)size;
   cpu->stats.free_count++;
-  oa_platform_free((uint8_t *)ptr - head);
+  cpu->allocator.free(cpu->allocator.ctx, (uint8_t *)ptr - head);
   return OA_OK;
 }
 
@@ -350,11 +350,14 @@ static const oa_device_vtable_t cpu_vtable = {
 oa_status_t oa_cpu_device_init(oa_cpu_device_t *storage, const oa_cpu_options_t *options,
                                oa_device_t **out_device) {
   if (!storage || !out_device) return OA_ERR_INVALID_ARGUMENT;
+  const oa_allocator_t *allocator = options ? options->allocator : NULL;
+  if (allocator && (!allocator->alloc || !allocator->free)) return OA_ERR_INVALID_ARGUMENT;
   memset(storage, 0, sizeof *storage);
   storage->base.vtable = &cpu_vtable;
   oa_cpu_detect(&storage->features);
   if (options) storage->options = *options;
-  storage->allocator = oa_platform_allocator();
+  storage->options.allocator = NULL; /* the caller's pointer need not outlive this call */
+  storage->allocator = allocator ? *allocator : oa_platform_allocator();
   oa_status_t st = oa_threadpool_create(storage->options.threads, &storage->allocator, &storage->pool);
   if (st) return st;
   *out_device = &storage->base;
@@ -370,14 +373,15 @@ static oa_status_t cpu_factory_create(const oa_device_factory_t *factory, uint32
                                       const oa_allocator_t *allocator, oa_device_t **out_device) {
   (void)factory;
   if (index != 0 || !allocator || !out_device) return OA_ERR_INVALID_ARGUMENT;
+  if (!allocator->alloc || !allocator->free) return OA_ERR_INVALID_ARGUMENT;
   oa_cpu_device_t *cpu = (oa_cpu_device_t *)allocator->alloc(allocator->ctx, sizeof *cpu, 64);
   if (!cpu) return OA_ERR_OUT_OF_MEMORY;
-  oa_status_t st = oa_cpu_device_init(cpu, NULL, out_device);
+  oa_cpu_options_t options = {.allocator = allocator};
+  oa_status_t st = oa_cpu_device_init(cpu, &options, out_device);
   if (st) {
     allocator->free(allocator->ctx, cpu);
     return st;
   }
-  cpu->allocator = *allocator;
   cpu->owned = 1;
   return OA_OK;
 }

@@ -45,7 +45,8 @@ class Requirements(C.Structure):
 
 
 class CpuOptions(C.Structure):
-    _fields_ = [("reference_only", C.c_int32), ("threads", C.c_int32)]
+    # allocator: const oa_allocator_t * (NULL: the platform's)
+    _fields_ = [("reference_only", C.c_int32), ("threads", C.c_int32), ("allocator", C.c_void_p)]
 
 
 class MethodConfig(C.Structure):
