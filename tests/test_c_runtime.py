@@ -13,8 +13,9 @@ import torch
 
 import openaccel as oa
 from openaccel import zoo
+from openaccel.conformance import build_vendor_example
 from openaccel.fileformat import SegmentWriter, pack, unpack
-from openaccel.runtime.build import build_runtime
+from openaccel.runtime.build import RuntimeBuild, build_runtime
 
 FUZZ_SECONDS = int(os.environ.get("OA_FUZZ_SECONDS", "60"))
 
@@ -77,16 +78,32 @@ def newer_version(buf: bytes) -> bytes:
     return pack(fb, SegmentWriter())
 
 
+def _sanitized_build() -> RuntimeBuild:
+    return build_runtime("host", sanitize=True, shared=False, build_type="Debug", extra_cmake=("-DOA_BUILD_TESTS=ON",))
+
+
 @pytest.mark.slow
 def test_c_unit_tests_under_sanitizers(fixtures: Path) -> None:
-    b = build_runtime("host", sanitize=True, shared=False, build_type="Debug",
-                      extra_cmake=("-DOA_BUILD_TESTS=ON",))
+    b = _sanitized_build()
     env = dict(os.environ, OA_FIXTURES=str(fixtures), ASAN_OPTIONS="detect_leaks=1:abort_on_error=1",
                UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1")
     r = subprocess.run(["ctest", "--test-dir", str(b.directory), "--output-on-failure", "--timeout", "900"],
                        env=env, capture_output=True, text=True)
     assert r.returncode == 0, r.stdout[-6000:] + r.stderr[-3000:]
     assert "100% tests passed" in r.stdout
+
+
+@pytest.mark.slow
+def test_conformance_tool_under_sanitizers() -> None:
+    """oa_conformance itself, built with ASan + UBSan, checks the CPU device and the vendor example
+    cleanly (it once read past its 4 input names for the 7-input mbconv_nhwc cases)."""
+    exe = _sanitized_build().directory / "oa_conformance"
+    env = dict(os.environ, ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:allocator_may_return_null=1",
+               UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1")
+    for args in ([], ["--device", str(build_vendor_example())]):
+        r = subprocess.run([str(exe), *args], env=env, capture_output=True, text=True, timeout=900)
+        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+        assert r.stdout.strip().splitlines()[-1].endswith(" passed, 0 failed")
 
 
 @pytest.mark.slow

@@ -89,7 +89,8 @@ static case_result_t run_case(suite_t *s, const char *op, const gen_t *g, int32_
   oa_status_t st;
   oa_stream_t *stream = NULL;
   uint32_t nt = k->n_in + k->n_out;
-  static const char *const in_names[] = {"in0", "in1", "in2", "in3"}, *const out_names[] = {"out0", "out1", "out2"};
+  static const char *const in_names[MAX_IN] = {"in0", "in1", "in2", "in3", "in4", "in5", "in6", "in7"},
+                           *const out_names[MAX_OUT] = {"out0", "out1", "out2"};
   for (uint32_t i = 0; i < nt; i++) ref_p[i] = dev_p[i] = meta_p[i] = NULL;
   for (uint32_t i = 0; i < k->n_in; i++) {
     if (!k->in[i].present) continue;
