@@ -95,15 +95,21 @@ def test_c_unit_tests_under_sanitizers(fixtures: Path) -> None:
 
 @pytest.mark.slow
 def test_conformance_tool_under_sanitizers() -> None:
-    """oa_conformance itself, built with ASan + UBSan, checks the CPU device and the vendor example
-    cleanly (it once read past its 4 input names for the 7-input mbconv_nhwc cases)."""
+    """oa_conformance itself, built with ASan + UBSan, checks the CPU device, the vendor example and
+    the skeleton cleanly (it once read past its 4 input names for the 7-input mbconv_nhwc cases)."""
     exe = _sanitized_build().directory / "oa_conformance"
     env = dict(os.environ, ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:allocator_may_return_null=1",
                UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1")
-    for args in ([], ["--device", str(build_vendor_example())]):
+    sim = build_vendor_example()
+    for args in ([], ["--device", str(sim)]):
         r = subprocess.run([str(exe), *args], env=env, capture_output=True, text=True, timeout=900)
         assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
         assert r.stdout.strip().splitlines()[-1].endswith(" passed, 0 failed")
+    # the skeleton device fails checks (every slot is unsupported): the failure paths are clean too
+    r = subprocess.run([str(exe), "--device", str(sim.parent / "libopenaccel_vendor_skeleton.so")], env=env,
+                       capture_output=True, text=True, timeout=900)
+    assert r.returncode == 1 and "Sanitizer" not in r.stderr and "runtime error" not in r.stderr, r.stderr[-3000:]
+    assert r.stdout.strip().splitlines()[-1].endswith(" failed")
 
 
 @pytest.mark.slow

@@ -122,6 +122,27 @@ def test_fault_messages_say_what_went_wrong(sim_lib: Path) -> None:
     assert "returned OK" in details["no_sticky"] or "reports OK" in details["no_sticky"]
 
 
+def test_skeleton_device_loads_and_the_suite_lists_what_is_missing() -> None:
+    """examples/vendor_device/skeleton_device.c (every slot "unsupported"): the suite runs to the end
+    on it, claims no op, and each failed check names an unsupported slot: a vendor's to-do list."""
+    rep = run_conformance("skeleton")
+    assert rep.returncode == 1, str(rep)
+    assert rep.devices[0]["kind"] == "vendor.skeleton"
+    assert [c.name for c in rep.checks] == INTERFACE_CHECKS  # no op.* rows at all
+    assert rep.result("properties") == "PASS" and rep.result("queries") == "PASS", str(rep)
+    assert "0 ops claimed" in next(c for c in rep.checks if c.name == "queries").detail
+    failed = [c for c in rep.checks if c.result == "FAIL"]
+    assert {c.name for c in failed} >= {"alloc.alignment", "copy.roundtrip", "stream.ordering"}, str(rep)
+    assert all("UNSUPPORTED" in c.detail for c in failed), str(rep)
+    assert all(rep.result(n) == "SKIP" for n in INTERFACE_CHECKS if n.startswith("event.")), str(rep)
+    # the runtime's own loader sees the device, with no op to place on it
+    lib = build_vendor_example().parent / "libopenaccel_vendor_skeleton.so"
+    r = cli("devices", "--device", str(lib), "--json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    (skel,) = [d for d in json.loads(r.stdout) if d["kind"] == "vendor.skeleton"]
+    assert skel["ops"] == {} and skel["queries"] == {} and skel["flags"] == 0
+
+
 def test_cli_table_and_exit_codes(sim_lib: Path) -> None:
     r = cli("conformance")
     assert r.returncode == 0, r.stdout + r.stderr

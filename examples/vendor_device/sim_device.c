@@ -22,7 +22,8 @@
  * `VENDOR:`. It includes one header, openaccel/device_abi.h, and links nothing of openaccel (messages
  * go through its header-only oa_abi_diag_fail); the library exports one symbol, `oa_device_factory`,
  * which loaders find with dlsym. Run the conformance suite on the result:
- * `openaccel conformance --device libyours.so` (or `oa_conformance --device ...`).
+ * `openaccel conformance --device libyours.so` (or `oa_conformance --device ...`). For a first
+ * version, skeleton_device.c (every slot "unsupported") is a smaller place to start.
  *
  * Fault injection (for the conformance suite's own negative tests), chosen by OA_SIM_FAULT when a
  * device is created: "misaligned" (allocations 16 bytes off their alignment), "out_of_order" (the

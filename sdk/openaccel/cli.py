@@ -515,8 +515,8 @@ def build_parser() -> argparse.ArgumentParser:
     c = sub.add_parser("conformance", help="check a device against the standard device interface; ends with "
                        "'N passed, N failed'")
     c.add_argument("--device", metavar="LIB",
-                   help="a vendor device library (.so exporting oa_device_factory), or 'sim' for the "
-                   "examples/vendor_device simulator; default: the built-in CPU device")
+                   help="a vendor device library (.so exporting oa_device_factory), or 'sim' / 'skeleton' for "
+                   "the examples/vendor_device simulator / skeleton; default: the built-in CPU device")
     c.add_argument("--target", default="host", help="runtime build to check (qemu-* runs under emulation)")
     c.add_argument("--seed", type=int, default=1, help="seed of the random op inputs")
     c.add_argument("--filter", metavar="TEXT", help="run only the checks whose name contains TEXT")

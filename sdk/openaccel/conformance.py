@@ -1,10 +1,12 @@
-"""The device conformance suite (runtime_c/tools/oa_conformance.c) from Python: build the runtime
-for a target, optionally build the vendor device example (examples/vendor_device) into the cache,
-run `oa_conformance --json` natively or under QEMU, and parse its rows.
+"""The device conformance suite (runtime_c/tools/conformance/, the oa_conformance tool) from
+Python: build the runtime for a target, optionally build the vendor device examples
+(examples/vendor_device) into the cache, run `oa_conformance --json` natively or under QEMU, and
+parse its rows.
 
     from openaccel.conformance import build_vendor_example, run_conformance
     report = run_conformance(build_vendor_example())    # the simulated accelerator
     print(report)                                        # table, then "N passed, N failed"
+    run_conformance("skeleton")                          # the skeleton: every slot unsupported
 """
 
 from __future__ import annotations
@@ -31,6 +33,9 @@ Log = Callable[[str], None]
 SIM_DEVICE = "sim"
 #: the library the example builds
 SIM_LIBRARY = "libopenaccel_vendor_sim.so"
+#: the name for the skeleton device (every slot "unsupported"), built with the example
+SKELETON_DEVICE = "skeleton"
+SKELETON_LIBRARY = "libopenaccel_vendor_skeleton.so"
 DEFAULT_TIMEOUT = 600.0
 
 
@@ -117,8 +122,9 @@ def _run_logged(cmd: list[str], cwd: Path, what: str, log_path: Path) -> None:
 
 def build_vendor_example(target: str | Target = "host", *, log: Log | None = None) -> Path:
     """Build examples/vendor_device (the simulated accelerator `vendor.sim`) with CMake into the
-    cache, keyed by its sources, the runtime and the target; return the .so. `run_model` (an
-    application running .oab files on the CPU plus device libraries) is built next to it.
+    cache, keyed by its sources, the runtime and the target; return the .so. The skeleton device
+    (SKELETON_LIBRARY) and `run_model` (an application running .oab files on the CPU plus device
+    libraries) are built next to it.
     Loading a device library needs a host build of oa_conformance (cross builds are static)."""
     t = target if isinstance(target, Target) else get_target(target)
     missing = [m for m in t.missing() if m != t.emulator]
@@ -174,7 +180,7 @@ def run_conformance(device: str | Path | None = None, *, target: str | Target = 
                     filter: str | None = None, env: Mapping[str, str] | None = None,
                     timeout: float = DEFAULT_TIMEOUT, log: Log | None = None) -> ConformanceReport:
     """Run the suite on the built-in CPU device (device=None) or on every device of a vendor
-    library (a path, or "sim" for the example, built on demand). `env` adds environment variables
+    library (a path, or "sim" / "skeleton" for the examples, built on demand). `env` adds environment variables
     (e.g. OA_SIM_FAULT for the example's fault injection). Raises RuntimeFailure when the tool
     cannot run at all (a library that does not load, a crash); failed checks are in the report."""
     t = target if isinstance(target, Target) else get_target(target)
@@ -185,7 +191,12 @@ def run_conformance(device: str | Path | None = None, *, target: str | Target = 
         if prefix or t.name != "host":
             raise ToolchainError(f"--device loads a shared library with dlopen, which only the host build can do; "
                                  f"target {t.name} checks its built-in CPU device")
-        lib = build_vendor_example("host", log=log) if str(device) == SIM_DEVICE else Path(device)
+        if str(device) == SIM_DEVICE:
+            lib = build_vendor_example("host", log=log)
+        elif str(device) == SKELETON_DEVICE:
+            lib = build_vendor_example("host", log=log).parent / SKELETON_LIBRARY
+        else:
+            lib = Path(device)
         args += ["--device", str(lib)]
     if filter:
         args += ["--filter", filter]
