@@ -60,8 +60,8 @@ int main(int argc, char **argv) {
       goto out;
     }
     handles[n_handles++] = h;
-    void *sym = dlsym(h, "oa_device_factory");
-    const oa_device_factory_t *(*get)(void);
+    void *sym = dlsym(h, OA_DEVICE_FACTORY_SYMBOL);
+    oa_device_factory_fn get;
     if (!sym) {
       fprintf(stderr, "run_model: error: %s does not export oa_device_factory\n", argv[i]);
       goto out;

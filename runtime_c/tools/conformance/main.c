@@ -155,13 +155,13 @@ int main(int argc, char **argv) {
       fprintf(stderr, "oa_conformance: error: cannot load %s: %s\n", libs[i], dlerror());
       return 2;
     }
-    void *sym = dlsym(handles[i], "oa_device_factory");
+    void *sym = dlsym(handles[i], OA_DEVICE_FACTORY_SYMBOL);
     if (!sym) {
       fprintf(stderr, "oa_conformance: error: %s does not export oa_device_factory (expected "
               "`const oa_device_factory_t *oa_device_factory(void)`)\n", libs[i]);
       return 2;
     }
-    const oa_device_factory_t *(*get)(void);
+    oa_device_factory_fn get;
     memcpy(&get, &sym, sizeof get);
     const oa_device_factory_t *f = get();
     if (!f) {
