@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from . import dtypes
+from . import dtypes, opset
 
 
 @dataclass(frozen=True)
@@ -111,6 +111,60 @@ class Instr:
     kind: str = "op"                 # "op" or "transfer" (copy inputs[0] to another device)
     waits: list[int] = field(default_factory=list)   # events to wait for first
     signal: int = -1                 # event recorded when done
+
+    # ---- arguments by their opset.py names (a missing trailing argument reads as its default) ----
+    def _slot(self, name: str, kind: str) -> opset.ArgSlot:
+        slot = opset.arg_slot(self.op, name)
+        if slot.kind != kind:
+            raise KeyError(f"argument '{name}' of '{self.op}' is in {slot.kind}, not {kind}")
+        return slot
+
+    def arg(self, name: str, default: int = 0) -> int:
+        """The integer argument `name`."""
+        k = self._slot(name, "ints").index
+        return self.ints[k] if k < len(self.ints) else default
+
+    def farg(self, name: str, default: float = 0.0) -> float:
+        """The float argument `name`."""
+        k = self._slot(name, "floats").index
+        return self.floats[k] if k < len(self.floats) else default
+
+    def arg_list(self, name: str) -> list[int]:
+        """The variadic integer argument `name` (the tail of `ints`)."""
+        slot = self._slot(name, "ints")
+        assert slot.variadic, f"argument '{name}' of '{self.op}' is not variadic"
+        return list(self.ints[slot.index:])
+
+    def set_arg(self, name: str, value: opset.ArgValue) -> None:
+        """Set argument `name`, padding the arguments before it with 0."""
+        slot = opset.arg_slot(self.op, name)
+        if slot.kind == "ints":
+            ints = self.ints + [0] * max(0, slot.index + 1 - len(self.ints))
+            if slot.variadic:
+                assert not isinstance(value, (int, float)), f"{self.op}.{name} takes a list"
+                ints[slot.index:] = [int(v) for v in value]
+            else:
+                assert isinstance(value, (int, float)), f"{self.op}.{name} takes one integer"
+                ints[slot.index] = int(value)
+            self.ints = ints
+        else:
+            assert isinstance(value, (int, float)), f"{self.op}.{name} takes one number"
+            floats = self.floats + [0.0] * max(0, slot.index + 1 - len(self.floats))
+            floats[slot.index] = float(value)
+            self.floats = floats
+
+    def become(self, op: str, **values: opset.ArgValue) -> None:
+        """Turn into an `op` instruction: the arguments both ops name keep their values (those this
+        instruction has), `values` set others; see opset.encode_args."""
+        kept: dict[str, opset.ArgValue] = {}
+        new = opset.arg_slots(op)
+        for name, slot in opset.arg_slots(self.op).items():
+            have: list[int] | list[float] = self.ints if slot.kind == "ints" else self.floats
+            same = name in new and (new[name].kind, new[name].variadic) == (slot.kind, slot.variadic)
+            if same and slot.index < len(have):
+                kept[name] = self.ints[slot.index:] if slot.variadic else have[slot.index]
+        self.op = op
+        self.ints, self.floats = opset.encode_args(op, **{**kept, **values})
 
 
 @dataclass(eq=False)

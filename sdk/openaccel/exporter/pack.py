@@ -17,10 +17,10 @@ from __future__ import annotations
 import torch
 
 from ..ir import Graph, Value
+from ..opset import CPU_GEMV_MAX_ROWS
 from .layout import BLOCK, pack_weights
 
-# the runtime's GEMV threshold (runtime_c/src/kernels/fast/ops.c: GEMV_MAX_ROWS)
-GEMV_MAX_ROWS = 32
+GEMV_MAX_ROWS = CPU_GEMV_MAX_ROWS  # the runtime's GEMV threshold (opset.py)
 
 
 def pack_linear_weight(w: torch.Tensor, block: int = BLOCK) -> torch.Tensor:
@@ -50,8 +50,7 @@ def rewrite(graph: Graph, accelerators: bool = False) -> int:
         if id(w) not in packed:
             data = pack_linear_weight(w.data)
             packed[id(w)] = Value(name=f"{w.name}.packed", dtype=w.dtype, shape=tuple(data.shape), data=data)
-        ins.op = "linear_packed"
+        ins.become("linear_packed", block=BLOCK)  # act and its bounds kept
         ins.inputs = [x, packed[id(w)], *ins.inputs[2:]]
-        ins.ints = [ins.ints[0] if ins.ints else 0, BLOCK]
         count += 1
     return count
