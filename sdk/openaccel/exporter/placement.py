@@ -56,7 +56,8 @@ def load_profiles(source: str | Path | list[dict[str, Any]] | None) -> dict[str,
     return out
 
 
-def _compute_dtype(ins: Instr) -> str:
+def compute_dtype(ins: Instr) -> str:
+    """The dtype an instruction computes in, as the profiles list it: its first input's."""
     for v in ins.inputs:
         if v is not None:
             return dtype_name(v.dtype)
@@ -84,7 +85,7 @@ def place(graph: Graph, profiles: dict[str, DeviceProfile], prefer: list[str]) -
         for kind in prefer:
             if kind == CPU:
                 break
-            if profiles[kind].supports(ins.op, _compute_dtype(ins)):
+            if profiles[kind].supports(ins.op, compute_dtype(ins)):
                 chosen = kind
                 break
         if chosen not in kinds:

@@ -123,7 +123,7 @@ def choose_tile(c: int, k: int, oh: int, ow: int) -> int:
     return 4 if -(-oh // 4) * -(-ow // 4) >= F4_MIN_TILES else 2
 
 
-def rewrite(graph: Graph, target: str = "host", enabled: bool = True) -> int:
+def rewrite(graph: Graph, enabled: bool = True) -> int:
     """Turn eligible conv2d instructions into conv2d_winograd; returns how many."""
     if not enabled:
         return 0

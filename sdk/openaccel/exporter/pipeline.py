@@ -1,0 +1,156 @@
+"""The exporter's passes as one pipeline: every pass is a `Pass` (a name and `run(graph, ctx)`),
+every pass reads what it needs from one `ExportContext`, and `run_pipeline` runs them in order,
+reports each one's time under its name and checks the graph after it (verify.py), so a pass that
+breaks the graph is named in the error.
+
+Adding a pass: write `run(graph, ctx)` (or a small adapter to a function of the graph, as below),
+add a `Pass("name", run)` to PIPELINE where it belongs; the name is what `openaccel export`
+prints.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import torch
+
+from ..errors import ExportError
+from ..ir import Graph
+from . import fold, fuse, layout, memory_plan, pack, placement, serialize, winograd
+from .lower import lower_graph
+from .verify import Placement, verify
+
+Progress = Callable[[str, float], None]
+
+
+@dataclass
+class ExportOptions:
+    """The knobs of export() that passes read (see its docstring)."""
+
+    fold_limit_bytes: int = 1024
+    winograd_convs: bool = True
+    layout: str = "auto"
+    bundle_tests: bool = True
+    tolerance: tuple[float, float] = (1e-4, 1e-4)
+    reference: str = "float32"
+
+
+@dataclass
+class ExportContext:
+    """Everything a pass may read besides the graph, and what passes hand to later ones."""
+
+    target: str
+    options: ExportOptions = field(default_factory=ExportOptions)
+    prefer: list[str] = field(default_factory=lambda: [placement.CPU])  # device kinds, most preferred first
+    profiles: dict[str, placement.DeviceProfile] = field(default_factory=dict)
+    eager: Callable[..., Any] | None = None   # the model as the user runs it (bundled tests)
+    example: tuple[Any, ...] = ()
+    # set by passes
+    lowered: bool = False                     # graph.instrs (not graph.nodes) is the program
+    device_kinds: list[str] = field(default_factory=lambda: [placement.CPU])  # slot -> kind
+    transfers_placed: bool = False
+    plan: memory_plan.MemoryPlan | None = None
+    tests: list[serialize.TestVector] = field(default_factory=list)
+    buffer: bytes = b""
+
+    @property
+    def accelerators(self) -> bool:
+        """The export prefers a device other than the CPU for some ops."""
+        return any(k != placement.CPU for k in self.prefer)
+
+    def placement(self) -> Placement:
+        return Placement(self.device_kinds, self.profiles, self.transfers_placed)
+
+
+class Pass(Protocol):
+    """One step of the pipeline."""
+
+    @property
+    def name(self) -> str: ...
+
+    def run(self, graph: Graph, ctx: ExportContext) -> object: ...
+
+
+@dataclass(frozen=True)
+class GraphPass:
+    """A pass given as a function of the graph and the context."""
+
+    name: str
+    fn: Callable[[Graph, ExportContext], object]
+
+    def run(self, graph: Graph, ctx: ExportContext) -> object:
+        return self.fn(graph, ctx)
+
+
+def run_pipeline(graph: Graph, ctx: ExportContext, passes: Sequence[Pass], report: Progress) -> None:
+    """Run `passes` in order; after each, report its time and verify the graph."""
+    for p in passes:
+        t0 = time.perf_counter()
+        p.run(graph, ctx)
+        report(p.name, time.perf_counter() - t0)
+        verify(graph, p.name, ctx.lowered, ctx.placement())
+
+
+# ---- the passes: adapters from the context to each pass's own arguments --------------------------
+def _lower(graph: Graph, ctx: ExportContext) -> object:
+    out = lower_graph(graph)
+    ctx.lowered = True
+    return out
+
+
+def _place(graph: Graph, ctx: ExportContext) -> object:
+    report = placement.place(graph, ctx.profiles, ctx.prefer)
+    ctx.device_kinds = report.device_kinds
+    ctx.transfers_placed = True
+    return report
+
+
+def _plan_memory(graph: Graph, ctx: ExportContext) -> object:
+    ctx.plan = memory_plan.plan_memory(graph, n_pools=len(ctx.device_kinds))
+    return ctx.plan
+
+
+def _bundle_tests(graph: Graph, ctx: ExportContext) -> object:
+    from . import reference_outputs
+
+    if not ctx.options.bundle_tests:
+        return 0
+    assert ctx.eager is not None
+    outs = reference_outputs(ctx.eager, ctx.example, ctx.options.reference)
+    ins = [x for x in ctx.example if isinstance(x, torch.Tensor)]
+    if len(outs) != len(graph.outputs):
+        raise ExportError(f"eager model returned {len(outs)} tensors, the exported graph {len(graph.outputs)}")
+    outs = [o.to(v.dtype) for o, v in zip(outs, graph.outputs)]
+    atol, rtol = ctx.options.tolerance
+    ctx.tests = [serialize.TestVector("example_inputs", ins, outs, atol, rtol)]
+    return len(ctx.tests)
+
+
+def _serialize(graph: Graph, ctx: ExportContext) -> object:
+    assert ctx.plan is not None
+    ctx.buffer = serialize.serialize(graph, ctx.plan, ctx.tests, target=ctx.target, required_features=[],
+                                     device_kinds=ctx.device_kinds)
+    return len(ctx.buffer)
+
+
+# Module attributes are looked up when a pass runs (not bound here), so a test can patch a pass's
+# function (e.g. winograd.rewrite) to tamper with what it writes.
+PIPELINE: list[Pass] = [
+    GraphPass("fold constants", lambda g, c: fold.fold_constants(g, c.options.fold_limit_bytes)),
+    GraphPass("fold batch norm", lambda g, c: fold.fold_batch_norm(g)),
+    GraphPass("remove dead code", lambda g, c: fold.remove_dead(g)),
+    GraphPass("lower to openaccel ops", _lower),
+    GraphPass("Winograd convolutions", lambda g, c: winograd.rewrite(g, c.options.winograd_convs)),
+    GraphPass("fuse residual adds", lambda g, c: fuse.fuse_residual_adds(g)),
+    GraphPass("fuse activations", lambda g, c: fuse.fuse_activations(g)),
+    GraphPass("pack linear weights", lambda g, c: pack.rewrite(g, c.accelerators)),
+    GraphPass("channels-last layout", lambda g, c: layout.rewrite(g, c.options.layout, c.accelerators)),
+    GraphPass("fuse inverted-residual blocks", lambda g, c: fuse.fuse_mbconv(g)),
+    GraphPass("place ops on devices", _place),
+    GraphPass("plan memory", _plan_memory),
+    GraphPass("bundle test vectors", _bundle_tests),
+    GraphPass("serialize", _serialize),
+]
