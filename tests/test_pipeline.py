@@ -121,3 +121,59 @@ def test_readme_lists_the_pipeline() -> None:
     block = block[:block.index("```")]
     listed = re.findall(r"✓ (.+?) \(\d+ ms\)", block)
     assert listed == ["import executorch", "to_edge (core ATen)", "import graph", *[p.name for p in pipeline.PIPELINE]]
+
+
+NPU = [{"kind": "npu.x", "ops": {"conv2d": ["float32"], "relu": ["float32"]}}]  # a profile: no library needed
+
+
+def test_a_pass_moving_an_op_to_another_device_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    def back_to_the_cpu(graph: Graph, ctx: pipeline.ExportContext) -> None:
+        for ins in graph.instrs:
+            ins.device = 0
+
+    passes = list(pipeline.PIPELINE)
+    passes.insert([p.name for p in passes].index("fuse activations"), pipeline.GraphPass("greedy", back_to_the_cpu))
+    monkeypatch.setattr(pipeline, "PIPELINE", passes)
+    with pytest.raises(oa.ExportError, match=r"the pass 'greedy' moved instruction 0 \(conv2d, from .*\) "
+                                             r"from npu.x to cpu"):
+        oa.export(Convs().eval(), (torch.randn(1, 3, 8, 8),), devices=NPU, prefer=["npu.x", "cpu"])
+
+
+def test_cpu_passes_only_see_the_cpus_instructions(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: dict[str, list[tuple[str, int]]] = {}
+
+    def spy(p: pipeline.GraphPass) -> pipeline.GraphPass:
+        def run(g: Graph, c: pipeline.ExportContext) -> object:
+            seen[p.name] = [(i.op, i.device) for i in g.instrs]
+            return p.fn(g, c)
+        return pipeline.GraphPass(p.name, run, p.cpu_only)
+
+    monkeypatch.setattr(pipeline, "PIPELINE", [spy(p) if isinstance(p, pipeline.GraphPass) and p.cpu_only else p
+                                               for p in pipeline.PIPELINE])
+    relu_only = [{"kind": "npu.x", "ops": {"relu": ["float32"]}}]
+    prog = oa.export(Convs().eval(), (torch.randn(1, 3, 8, 8),), devices=relu_only, prefer=["npu.x", "cpu"],
+                     bundle_tests=False)
+    assert ("relu", "npu.x") in [(p.op, p.device) for p in prog.instructions]
+    assert set(seen) == {"Winograd convolutions", "pack linear weights", "channels-last layout",
+                         "fuse inverted-residual blocks"}
+    assert seen["Winograd convolutions"] == [("conv2d", 0), ("conv2d", 0)], seen
+
+
+def test_the_cpus_rewrites_merge_back_between_the_other_devices_ops() -> None:
+    """CPU a -> device b -> CPU c; a CPU pass adds a copy after a (read by b) and one before c (of
+    b's output): each lands after what it reads and before what reads it"""
+    from openaccel.exporter.boundary import cpu_part
+
+    x, t, u, y = _v("x", 4), _v("t", 4), _v("u", 4), _v("y", 4)
+    a, b, c = Instr("relu", [x], [t]), Instr("relu", [t], [u], device=1), Instr("neg", [u], [y])
+    g = Graph("forward", [x], [y], instrs=[a, b, c])
+    with cpu_part(g, "test") as part:
+        assert part.instrs == [a, c] and part.inputs == [x, u] and part.outputs == [y, t]
+        t2, u2 = _v("t2", 4), _v("u2", 4)
+        a.outputs = [t2]
+        c.inputs = [u2]
+        back, into = Instr("copy", [t2], [t]), Instr("copy", [u], [u2])
+        part.instrs = [a, back, into, c]
+    assert g.instrs == [a, back, b, into, c]
+    sim = DeviceProfile("npu.x", {"relu": {"float32"}})
+    assert problems(g, lowered=True, where=Placement(["cpu", "npu.x"], {"npu.x": sim})) == []

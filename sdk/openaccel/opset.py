@@ -115,7 +115,8 @@ _op("linear", ("input", "weight", "bias?"), ints=("act",), floats=("act_min", "a
 _op("linear_packed", ("input", "weight", "bias?"), ints=("act", "block"), floats=("act_min", "act_max"),
     family="matmul", doc="linear with the weight packed at export (exporter/pack.py) in panels of `block` output "
     "features, [ceil(N / block), K, block], zero past N (N: the output's last dim); the CPU's GEMM reads the "
-    "panels in place where `linear` packs W^T on every run. Emitted for CPU-only exports, more than 32 rows")
+    "panels in place where `linear` packs W^T on every run. Emitted for the CPU's linears with more than "
+    "32 rows")
 _op("matmul", ("self", "other"), family="matmul",
     doc="[..., M, K] x [..., K, N] with broadcast batch dims (mm, bmm)")
 _op("addmm", ("bias", "mat1", "mat2"), floats=("beta", "alpha"), family="matmul",

@@ -31,7 +31,9 @@ Grouped convolutions other than depthwise, convolutions with weights computed at
 
 `mode`: "nchw" (off), "nhwc" (every eligible convolution), "auto" (on when the graph has a
 depthwise convolution and the export prefers no device but the CPU: accelerators implement the
-NCHW op set, and conv2d_nhwc / mbconv_nhwc would keep those layers on the CPU).
+NCHW op set, so a stack split between them and the CPU would pay a permute at every crossing).
+The pass only sees the CPU's part of the graph (the pipeline's CPU boundary, boundary.py): an
+accelerator's convolutions stay conv2d whatever the mode.
 
 Measured on MobileNetV2 (x86_64 AVX2, one thread, `oa_run --bench` alternating the files): NHWC
 1.1-1.3x faster than NCHW (the pixel-heavy early layers about even, the 14x14 and 7x7 ones
@@ -137,8 +139,8 @@ def _viewed(graph: Graph) -> set[Value]:
 
 
 def wanted(graph: Graph, mode: str, accelerators: bool = False) -> bool:
-    """Whether to run the pass. `accelerators`: the export prefers a device other than the CPU;
-    devices implement the NCHW op set (conv2d), so "auto" keeps NCHW for them."""
+    """Whether to run the pass. `accelerators`: the export prefers a device other than the CPU
+    ("auto" then keeps NCHW)."""
     if mode not in MODES:
         raise ExportError(f"layout {mode!r} is not one of {', '.join(MODES)}")
     if mode == "nchw" or (mode == "auto" and accelerators):
