@@ -1,8 +1,9 @@
 """openaccel's graph IR: values, ATen-level nodes (after import) and instructions (after lowering).
 
-The exporter imports an edge-dialect FX graph into this IR, rewrites it with named passes
-(constant folding, batch-norm folding, lowering to openaccel ops, aliasing, memory planning) and
-serializes it. It is deliberately small: a list of nodes in execution order over Value objects.
+The exporter imports an edge-dialect FX graph into this IR, rewrites it with the named passes of
+exporter/pipeline.py (ATen nodes until "lower to openaccel ops", instructions after it; the graph
+is checked after each by exporter/verify.py) and serializes it. It is deliberately small: a list
+of nodes in execution order over Value objects.
 """
 
 from __future__ import annotations
@@ -40,7 +41,8 @@ class Value:
     dtype: torch.dtype
     shape: tuple[int, ...]
     data: torch.Tensor | None = None    # payload of a constant
-    # Set by the alias pass: this value's bytes are `alias_offset` bytes into `alias_of`'s.
+    # A view: this value's bytes are `alias_offset` bytes into `alias_of`'s. Set by lowering
+    # (LowerCtx.alias: reshapes, slices ...), the layout pass and memory planning (in-place reuse).
     alias_of: Value | None = None
     alias_offset: int = 0
 

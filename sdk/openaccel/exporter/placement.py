@@ -19,6 +19,7 @@ from typing import Any
 
 from ..errors import ExportError
 from ..ir import Graph, Instr, Source, Value, dtype_name
+from .memory_plan import root_of
 
 CPU = "cpu"
 
@@ -136,8 +137,6 @@ def place_transfers(graph: Graph, kinds: list[str]) -> PlacementReport:
 
     # where each value lives: graph inputs on the CPU, results where they were produced,
     # aliases with their source (views never cross devices)
-    from .memory_plan import root_of
-
     home: dict[Value, int] = {root_of(v)[0]: 0 for v in graph.inputs}
     out: list[Instr] = []
     copies: dict[tuple[Value, int], Value] = {}
