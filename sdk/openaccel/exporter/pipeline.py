@@ -65,7 +65,6 @@ class ExportContext:
     assigned: bool = False                    # each instruction has its device (assign devices)
     device_kinds: list[str] = field(default_factory=lambda: [placement.CPU])  # slot -> kind
     transfers_placed: bool = False
-    notes: list[str] = field(default_factory=list)  # what the user should know (also warned)
     plan: memory_plan.MemoryPlan | None = None
     tests: list[serialize.TestVector] = field(default_factory=list)
     buffer: bytes = b""
@@ -75,7 +74,8 @@ class ExportContext:
         """The export prefers a device other than the CPU for some ops."""
         return any(k != placement.CPU for k in self.prefer)
 
-    def placement(self) -> Placement:
+    def where(self) -> Placement:
+        """What the verifier checks placement against."""
         return Placement(self.device_kinds, self.profiles, self.transfers_placed)
 
 
@@ -113,7 +113,7 @@ def run_pipeline(graph: Graph, ctx: ExportContext, passes: Sequence[Pass], repor
         p.run(graph, ctx)
         report(p.name, time.perf_counter() - t0)
         _check_devices_kept(graph, devices, ctx.device_kinds, p.name)
-        verify(graph, p.name, ctx.lowered, ctx.placement())
+        verify(graph, p.name, ctx.lowered, ctx.where())
 
 
 def _check_devices_kept(graph: Graph, before: list[tuple[Instr, int]], kinds: list[str], name: str) -> None:
@@ -140,7 +140,6 @@ def _assign(graph: Graph, ctx: ExportContext) -> object:
     ctx.assigned = True
     note = done.fallback_note()
     if note:
-        ctx.notes.append(note)
         warnings.warn(note, ExportWarning, stacklevel=_caller_outside_openaccel())
     return done
 
@@ -150,8 +149,8 @@ def _caller_outside_openaccel() -> int:
     the openaccel package: the user's oa.export call."""
     package = str(Path(__file__).resolve().parents[1])
     level, frame = 1, sys._getframe(1)
-    while frame is not None and frame.f_code.co_filename.startswith(package):
-        frame, level = frame.f_back, level + 1  # type: ignore[assignment]
+    while frame.f_back is not None and frame.f_code.co_filename.startswith(package):
+        frame, level = frame.f_back, level + 1
     return level
 
 
