@@ -58,16 +58,23 @@ def test_few_row_linears_stay_unpacked() -> None:
     assert ops["linear"] == 2 and ops["linear_packed"] == 0, ops
 
 
-def test_not_packed_when_an_accelerator_is_preferred() -> None:
-    """accelerators implement `linear` on [N, K] weights"""
+def test_only_the_cpus_linears_are_packed() -> None:
+    """accelerators implement `linear` on [N, K] weights: the pass sees the CPU's part of the graph
+    only (the pipeline's CPU boundary), so a linear an accelerator was given stays `linear` there"""
+    from openaccel.exporter.pipeline import PIPELINE, ExportContext
+
     x = Value("x", torch.float32, (64, 8))
     w = Value("w", torch.float32, (5, 8), data=torch.randn(5, 8))
-    y = Value("y", torch.float32, (64, 5))
-    g = Graph(name="forward", inputs=[x], outputs=[y])
-    g.instrs = [Instr(op="linear", inputs=[x, w], outputs=[y], ints=[1])]
-    assert pack.rewrite(g, accelerators=True) == 0 and g.instrs[0].op == "linear"
-    assert pack.rewrite(g) == 1 and g.instrs[0].op == "linear_packed" and g.instrs[0].ints == [1, pack.BLOCK]
-    packed_w = g.instrs[0].inputs[1]
+    y, z = Value("y", torch.float32, (64, 5)), Value("z", torch.float32, (64, 5))
+    g = Graph(name="forward", inputs=[x], outputs=[y, z])
+    g.instrs = [Instr(op="linear", inputs=[x, w], outputs=[y], ints=[1], device=1),
+                Instr(op="linear", inputs=[x, w], outputs=[z], ints=[1])]
+    ctx = ExportContext(target="host", device_kinds=["cpu", "npu"], assigned=True)
+    (p,) = [p for p in PIPELINE if p.name == "pack linear weights"]
+    p.run(g, ctx)
+    assert [(i.op, i.device) for i in g.instrs] == [("linear", 1), ("linear_packed", 0)]
+    assert g.instrs[0].inputs[1] is w and g.instrs[1].ints == [1, pack.BLOCK]
+    packed_w = g.instrs[1].inputs[1]
     assert packed_w is not None and packed_w.shape == (1, 8, 16)
 
 

@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
+import warnings
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -98,3 +101,109 @@ def test_unknown_preferred_device_is_an_error(setup: tuple[Path, Path, torch.nn.
     _, profile, model, x = setup
     with pytest.raises(oa.ExportError, match=r"'npu\.x' is not in the device profile"):
         oa.export(model, (x,), devices=profile, prefer=["npu.x", "cpu"])
+
+
+# ---- the CPU boundary: placement is decided before the CPU-only rewrites ------------------------
+class ThreeConvs(torch.nn.Module):
+    """3x3 stride-1 convolutions big enough for Winograd on the CPU"""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.convs = torch.nn.ModuleList(torch.nn.Conv2d(16, 16, 3, padding=1) for _ in range(3))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for c in self.convs:
+            x = c(x)
+        return x
+
+
+def _profile(path: Path, profile: Path, ops: set[str]) -> Path:
+    """the vendor device's profile cut down to `ops` (the device still runs everything it has)"""
+    devs = json.loads(profile.read_text())
+    for d in devs:
+        if d["kind"] == "vendor.sim":
+            d["ops"] = {k: v for k, v in d["ops"].items() if k in ops}
+    path.write_text(json.dumps(devs))
+    return path
+
+
+def _runs_like_eager(prog: oa.Program, lib: Path, model: torch.nn.Module, x: torch.Tensor) -> None:
+    mod = oa.load(prog, device_libs=[str(lib)])
+    assert mod.run_bundled_tests().ok
+    (got,) = mod(x)
+    with torch.no_grad():
+        torch.testing.assert_close(got, model(x), atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("options,on_cpu", [
+    ({}, {"conv2d_winograd"}),
+    ({"layout": "nhwc", "winograd_convs": False}, {"conv2d_nhwc", "permute"}),
+])
+def test_prefer_a_vendor_device_keeps_its_convolutions_there(
+        setup: tuple[Path, Path, torch.nn.Module, torch.Tensor], options: dict[str, Any], on_cpu: set[str]) -> None:
+    """the CPU would run these as conv2d_winograd (or conv2d_nhwc): preferred on vendor.sim, which
+    has conv2d, they stay conv2d on vendor.sim, and nothing is reported as falling back"""
+    lib, profile, _, _ = setup
+    torch.manual_seed(1)
+    model, x = ThreeConvs().eval(), torch.randn(1, 16, 16, 16)
+    cpu_ops = {p.op for p in oa.export(model, (x,), bundle_tests=False, **options).instructions}
+    assert cpu_ops == on_cpu, cpu_ops
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        prog = oa.export(model, (x,), devices=profile, prefer=["vendor.sim", "cpu"], **options)
+    assert not [w for w in caught if issubclass(w.category, oa.ExportWarning)]
+    convs = [(p.op, p.device) for p in prog.instructions if p.op.startswith("conv")]
+    assert convs == [("conv2d", "vendor.sim")] * 3, convs
+    _runs_like_eager(prog, lib, model, x)
+
+
+def test_ops_falling_back_to_the_cpu_are_counted_and_explained(
+        setup: tuple[Path, Path, torch.nn.Module, torch.Tensor], tmp_path: Path) -> None:
+    _, profile, model, x = setup
+    want = (r"3 ops will run on the CPU although vendor.sim is preferred: its profile has no "
+            r"max_pool2d \(float32\) x1, sigmoid \(float32\) x1, mean \(float32\) x1")
+    with pytest.warns(oa.ExportWarning, match=want):
+        oa.export(model, (x,), devices=profile, prefer=["vendor.sim", "cpu"])
+    # `openaccel export` prints it among the passes
+    pt2 = tmp_path / "net.pt2"
+    torch.export.save(torch.export.export(model, (x,)), pt2)
+    r = subprocess.run([sys.executable, "-m", "openaccel", "export", str(pt2), "--devices", str(profile),
+                        "--prefer", "vendor.sim,cpu", "--no-bundle"], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    assert re.search(r"  ! " + want + r"\n  ✓ assign devices", r.stderr), r.stderr
+
+
+class Block(torch.nn.Module):
+    """a stem, an inverted-residual block with its residual add, and a head"""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.expand = torch.nn.Conv2d(8, 16, 1)
+        self.dw = torch.nn.Conv2d(16, 16, 3, padding=1, groups=16)
+        self.project = torch.nn.Conv2d(16, 8, 1)
+        self.head = torch.nn.Linear(8, 24)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = F.relu6(self.stem(x))
+        z = self.project(F.relu6(self.dw(F.relu6(self.expand(y)))))
+        y = torch.relu(y + z)
+        return self.head(y.flatten(2).transpose(1, 2).reshape(64, 8))   # 64 rows: a packed linear on the CPU
+
+
+def test_cpu_rewrites_work_around_an_accelerators_ops(
+        setup: tuple[Path, Path, torch.nn.Module, torch.Tensor], tmp_path: Path) -> None:
+    """with only add and relu on vendor.sim, the CPU's part still goes channels-last with its
+    block fused and its linear packed: permutes where the CPU's NHWC values meet the device's ops,
+    every op the device was given stays there, and the answers are right"""
+    lib, profile, _, _ = setup
+    torch.manual_seed(2)
+    model, x = Block().eval(), torch.randn(1, 3, 8, 8)
+    small = _profile(tmp_path / "devices.json", profile, {"add", "relu"})
+    with pytest.warns(oa.ExportWarning, match=r"will run on the CPU although vendor.sim is preferred"):
+        prog = oa.export(model, (x,), devices=small, prefer=["vendor.sim", "cpu"], layout="nhwc")
+    placed = [(p.op, p.device) for p in prog.instructions if p.op != "transfer"]
+    assert [op for op, dev in placed if dev == "vendor.sim"] == ["add", "relu"], placed
+    cpu = {op for op, dev in placed if dev == "cpu"}
+    assert {"conv2d_nhwc", "mbconv_nhwc", "linear_packed", "permute"} <= cpu, placed
+    _runs_like_eager(prog, lib, model, x)

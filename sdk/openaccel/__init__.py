@@ -19,6 +19,7 @@ from . import targets as _targets
 from .errors import (
     CheckFailed,
     ExportError,
+    ExportWarning,
     InputError,
     ModelLoadError,
     OpenAccelError,
@@ -34,7 +35,7 @@ if TYPE_CHECKING:
     from .runtime.module import Module
 
 __all__ = [
-    "CheckFailed", "ExportError", "InputError", "ModelLoadError", "OpenAccelError", "Program",
+    "CheckFailed", "ExportError", "ExportWarning", "InputError", "ModelLoadError", "OpenAccelError", "Program",
     "ProgramError", "RuntimeFailure", "ToolchainError", "UnsupportedOpError", "__version__",
     "devices", "export", "load", "targets",
 ]

@@ -11,6 +11,7 @@ import json
 import shutil
 import sys
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from .errors import CheckFailed, OpenAccelError
+from .errors import CheckFailed, ExportWarning, OpenAccelError
 from .version import __version__
 
 # No markup: names, paths and messages come from files and users ("x[/]" is a valid tensor name),
@@ -53,10 +54,21 @@ def cmd_export(a: argparse.Namespace) -> int:
     def progress(step: str, seconds: float) -> None:
         err.print(styled("  ", ("✓", "green"), f" {step} ", (f"({seconds * 1000:.0f} ms)", "dim")))
 
+    shown = warnings.showwarning
+
+    def show(message: Warning | str, category: type[Warning], *rest: Any, **kw: Any) -> None:
+        if issubclass(category, ExportWarning):  # e.g. ops on the CPU although a device is preferred
+            err.print(styled("  ", ("!", "yellow"), f" {message}"))
+        else:
+            shown(message, category, *rest, **kw)
+
     prefer = [p.strip() for p in a.prefer.split(",")] if a.prefer else None
-    prog = export(model, example, target=a.target, bundle_tests=not a.no_bundle, progress=progress,
-                  devices=a.devices, prefer=prefer, winograd_convs=not a.no_winograd, layout=a.layout,
-                  reference=a.reference)
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", ExportWarning)
+        warnings.showwarning = show
+        prog = export(model, example, target=a.target, bundle_tests=not a.no_bundle, progress=progress,
+                      devices=a.devices, prefer=prefer, winograd_convs=not a.no_winograd, layout=a.layout,
+                      reference=a.reference)
     dest = Path(a.output) if a.output else Path(a.model).with_suffix(".oab")
     prog.save(dest)
     out.print(prog.summary())

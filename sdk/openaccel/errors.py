@@ -38,6 +38,11 @@ class ToolchainError(OpenAccelError):
     """A compiler, emulator or build tool needed for a target is missing or failed."""
 
 
+class ExportWarning(UserWarning):
+    """The export did something the user may not expect and should know about: e.g. ops run on the
+    CPU although an accelerator is preferred (how many, and why). `openaccel export` prints these."""
+
+
 class CheckFailed(OpenAccelError):
     """A bundled test or comparison ran but its results were outside tolerance (exit 1)."""
 

@@ -1,8 +1,9 @@
 """openaccel's graph IR: values, ATen-level nodes (after import) and instructions (after lowering).
 
-The exporter imports an edge-dialect FX graph into this IR, rewrites it with named passes
-(constant folding, batch-norm folding, lowering to openaccel ops, aliasing, memory planning) and
-serializes it. It is deliberately small: a list of nodes in execution order over Value objects.
+The exporter imports an edge-dialect FX graph into this IR, rewrites it with the named passes of
+exporter/pipeline.py (ATen nodes until "lower to openaccel ops", instructions after it; the graph
+is checked after each by exporter/verify.py) and serializes it. It is deliberately small: a list
+of nodes in execution order over Value objects.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Any
 
 import torch
 
-from . import dtypes
+from . import dtypes, opset
 
 
 @dataclass(frozen=True)
@@ -40,7 +41,8 @@ class Value:
     dtype: torch.dtype
     shape: tuple[int, ...]
     data: torch.Tensor | None = None    # payload of a constant
-    # Set by the alias pass: this value's bytes are `alias_offset` bytes into `alias_of`'s.
+    # A view: this value's bytes are `alias_offset` bytes into `alias_of`'s. Set by lowering
+    # (LowerCtx.alias: reshapes, slices ...), the layout pass and memory planning (in-place reuse).
     alias_of: Value | None = None
     alias_offset: int = 0
 
@@ -111,6 +113,60 @@ class Instr:
     kind: str = "op"                 # "op" or "transfer" (copy inputs[0] to another device)
     waits: list[int] = field(default_factory=list)   # events to wait for first
     signal: int = -1                 # event recorded when done
+
+    # ---- arguments by their opset.py names (a missing trailing argument reads as its default) ----
+    def _slot(self, name: str, kind: str) -> opset.ArgSlot:
+        slot = opset.arg_slot(self.op, name)
+        if slot.kind != kind:
+            raise KeyError(f"argument '{name}' of '{self.op}' is in {slot.kind}, not {kind}")
+        return slot
+
+    def arg(self, name: str, default: int = 0) -> int:
+        """The integer argument `name`."""
+        k = self._slot(name, "ints").index
+        return self.ints[k] if k < len(self.ints) else default
+
+    def farg(self, name: str, default: float = 0.0) -> float:
+        """The float argument `name`."""
+        k = self._slot(name, "floats").index
+        return self.floats[k] if k < len(self.floats) else default
+
+    def arg_list(self, name: str) -> list[int]:
+        """The variadic integer argument `name` (the tail of `ints`)."""
+        slot = self._slot(name, "ints")
+        assert slot.variadic, f"argument '{name}' of '{self.op}' is not variadic"
+        return list(self.ints[slot.index:])
+
+    def set_arg(self, name: str, value: opset.ArgValue) -> None:
+        """Set argument `name`, padding the arguments before it with 0."""
+        slot = opset.arg_slot(self.op, name)
+        if slot.kind == "ints":
+            ints = self.ints + [0] * max(0, slot.index + 1 - len(self.ints))
+            if slot.variadic:
+                assert not isinstance(value, (int, float)), f"{self.op}.{name} takes a list"
+                ints[slot.index:] = [int(v) for v in value]
+            else:
+                assert isinstance(value, (int, float)), f"{self.op}.{name} takes one integer"
+                ints[slot.index] = int(value)
+            self.ints = ints
+        else:
+            assert isinstance(value, (int, float)), f"{self.op}.{name} takes one number"
+            floats = self.floats + [0.0] * max(0, slot.index + 1 - len(self.floats))
+            floats[slot.index] = float(value)
+            self.floats = floats
+
+    def become(self, op: str, **values: opset.ArgValue) -> None:
+        """Turn into an `op` instruction: the arguments both ops name keep their values (those this
+        instruction has), `values` set others; see opset.encode_args."""
+        kept: dict[str, opset.ArgValue] = {}
+        new = opset.arg_slots(op)
+        for name, slot in opset.arg_slots(self.op).items():
+            have: list[int] | list[float] = self.ints if slot.kind == "ints" else self.floats
+            same = name in new and (new[name].kind, new[name].variadic) == (slot.kind, slot.variadic)
+            if same and slot.index < len(have):
+                kept[name] = self.ints[slot.index:] if slot.variadic else have[slot.index]
+        self.op = op
+        self.ints, self.floats = opset.encode_args(op, **{**kept, **values})
 
 
 @dataclass(eq=False)

@@ -1,7 +1,8 @@
 """The openaccel op set: every op the bytecode can contain, with its inputs, outputs and the
 layout of its integer / float arguments. This module is the reference for the exporter's
 lowering rules, the C kernels (runtime_c/src/kernels/) and `openaccel inspect`; docs/ops.md is
-generated from it. It imports neither torch nor the runtime.
+generated from it. It imports neither torch nor the runtime. Code reads and writes arguments by
+these names (ir.Instr.arg / set_arg / become; C: runtime_c/src/oab_args.h), never by position.
 
 Conventions
 - Tensors are contiguous (row-major) and inputs of one op share a dtype unless noted; the
@@ -15,6 +16,8 @@ Conventions
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 F32 = frozenset({"float32"})
@@ -112,7 +115,8 @@ _op("linear", ("input", "weight", "bias?"), ints=("act",), floats=("act_min", "a
 _op("linear_packed", ("input", "weight", "bias?"), ints=("act", "block"), floats=("act_min", "act_max"),
     family="matmul", doc="linear with the weight packed at export (exporter/pack.py) in panels of `block` output "
     "features, [ceil(N / block), K, block], zero past N (N: the output's last dim); the CPU's GEMM reads the "
-    "panels in place where `linear` packs W^T on every run. Emitted for CPU-only exports, more than 32 rows")
+    "panels in place where `linear` packs W^T on every run. Emitted for the CPU's linears with more than "
+    "32 rows")
 _op("matmul", ("self", "other"), family="matmul",
     doc="[..., M, K] x [..., K, N] with broadcast batch dims (mm, bmm)")
 _op("addmm", ("bias", "mat1", "mat2"), floats=("beta", "alpha"), family="matmul",
@@ -229,8 +233,88 @@ _op("gather", ("self", "index"), ints=("dim",), dtypes=ANY, family="index",
     doc="out[i][j] = self[index[i][j]][j] (dim 0); index int32/int64, same ndim, range-checked at run time")
 
 
+# ---- attention (kept as one op: the exporter asks to_edge to preserve SDPA) ---------------------
+_op("sdpa", ("query", "key", "value", "attn_mask?"), ints=("is_causal", "gqa_groups"), floats=("scale",),
+    family="attention",
+    doc="softmax(query @ key^T * scale + mask) @ value over [..., L, E] x [..., S, E] x [..., S, Ev]; "
+        "is_causal masks j > i (top-left aligned); a bool mask keeps True; gqa_groups > 1 shares each "
+        "key/value head among that many query heads (dim -3)")
+
+
+# ---- CPU tuning shared by the exporter and the CPU kernels --------------------------------------
+# `make schema` writes these into runtime_c/src/oab_args.h as OA_CPU_<NAME>; tests/test_opset.py
+# ties the C kernels' own copies to them.
+# A linear with at most this many rows runs the GEMV kernel, which reads W in place; the exporter
+# packs the weights of longer ones only (exporter/pack.py; C: GEMV_MAX_ROWS in the fast linear).
+CPU_GEMV_MAX_ROWS = 32
+# Output channels per weight panel packed at export (linear_packed, conv2d_nhwc, conv2d_winograd):
+# the widest GEMM micro-kernel's NR (AVX2: 16); NEON's 8 and the portable kernels' 4 or 8 read the
+# same panels through row offsets, so every NR must divide it.
+CPU_PANEL_BLOCK = 16
+CPU_TUNING = {"GEMV_MAX_ROWS": CPU_GEMV_MAX_ROWS, "PANEL_BLOCK": CPU_PANEL_BLOCK}
+
+
 def op(name: str) -> OpDef:
     return OPS[name]
+
+
+# ---- arguments by name ------------------------------------------------------------------------
+ArgValue = int | float | Sequence[int]
+
+
+@dataclass(frozen=True)
+class ArgSlot:
+    """Where a named argument sits: in `ints` or `floats`, at `index` (a variadic one: the tail
+    from `index` on)."""
+
+    name: str
+    kind: str        # "ints" or "floats"
+    index: int
+    variadic: bool = False
+
+
+@functools.cache
+def arg_slots(op_name: str) -> dict[str, ArgSlot]:
+    """Every named argument of `op_name`, in layout order."""
+    d = OPS.get(op_name)
+    if d is None:
+        raise KeyError(f"'{op_name}' is not an op of the op set")
+    slots: dict[str, ArgSlot] = {}
+    for kind, names in (("ints", d.ints), ("floats", d.floats)):
+        for k, n in enumerate(names):
+            slot = ArgSlot(n.rstrip("*"), kind, k, n.endswith("*"))
+            slots[slot.name] = slot
+    return slots
+
+
+def arg_slot(op_name: str, name: str) -> ArgSlot:
+    """The slot of argument `name` of `op_name` (a KeyError listing the op's arguments if none)."""
+    slots = arg_slots(op_name)
+    if name not in slots:
+        raise KeyError(f"op '{op_name}' has no argument '{name}' (its arguments: {', '.join(slots) or 'none'})")
+    return slots[name]
+
+
+def encode_args(op_name: str, **values: ArgValue) -> tuple[list[int], list[float]]:
+    """The ints and floats of an `op_name` instruction from named values. Each list ends at the
+    last argument given (the arguments a file omits are 0) and the ones before it not given are 0."""
+    ints: list[int] = []
+    floats: list[float] = []
+    for name, value in sorted(values.items(), key=lambda kv: arg_slot(op_name, kv[0]).index):
+        slot = arg_slot(op_name, name)
+        if slot.kind == "ints":
+            ints.extend([0] * (slot.index - len(ints)))
+            if slot.variadic:
+                assert not isinstance(value, (int, float)), f"{op_name}.{name} takes a list"
+                ints.extend(int(v) for v in value)
+            else:
+                assert isinstance(value, (int, float)), f"{op_name}.{name} takes one integer"
+                ints.append(int(value))
+        else:
+            assert isinstance(value, (int, float)), f"{op_name}.{name} takes one number"
+            floats.extend([0.0] * (slot.index - len(floats)))
+            floats.append(float(value))
+    return ints, floats
 
 
 def arg_names(name: str, ints: list[int], floats: list[float]) -> list[tuple[str, object]]:
@@ -273,10 +357,3 @@ def render_markdown() -> str:
                 f"{', '.join(sorted(d.dtypes))} | {d.doc} |")
         lines.append("")
     return "\n".join(lines)
-
-# ---- attention (kept as one op: the exporter asks to_edge to preserve SDPA) ---------------------
-_op("sdpa", ("query", "key", "value", "attn_mask?"), ints=("is_causal", "gqa_groups"), floats=("scale",),
-    family="attention",
-    doc="softmax(query @ key^T * scale + mask) @ value over [..., L, E] x [..., S, E] x [..., S, Ev]; "
-        "is_causal masks j > i (top-left aligned); a bool mask keeps True; gqa_groups > 1 shares each "
-        "key/value head among that many query heads (dim -3)")

@@ -1,10 +1,10 @@
 """The export pipeline: a PyTorch program -> one .oab file, as a sequence of named steps.
 
-    torch.export -> to_edge (core ATen) -> import -> fold constants -> fold batch norm
-    -> remove dead code -> lower to openaccel ops -> Winograd convolutions -> fuse residual adds
-    -> fuse activations -> pack linear weights -> channels-last layout -> fuse inverted-residual
-    blocks -> place
-    -> plan memory -> bundle tests -> serialize
+    torch.export -> to_edge (core ATen) -> import graph, then the passes of pipeline.PIPELINE:
+    fold constants -> fold batch norm -> remove dead code -> lower to openaccel ops -> Winograd
+    convolutions -> fuse residual adds -> fuse activations -> pack linear weights -> channels-last
+    layout -> fuse inverted-residual blocks -> place ops on devices -> plan memory -> bundle test
+    vectors -> serialize, with the graph checked after each (verify.py).
 """
 
 from __future__ import annotations
@@ -24,18 +24,13 @@ from ..errors import ExportError
 from ..ir import Source, op_name_of
 from ..program import Program
 from ..targets import get_target
-from . import fold, winograd
-from . import layout as layout_pass
-from . import pack as pack_pass
+from . import pipeline
 from .dynamic import check_data_independent, check_static_inputs
-from .fuse import fuse_activations, fuse_mbconv, fuse_residual_adds
 from .fx_import import import_program, source_of
-from .lower import lower_graph, no_kernel_error, supported_edge_ops
-from .memory_plan import plan_memory
-from .placement import load_profiles, place
-from .serialize import TestVector, serialize
-
-Progress = Callable[[str, float], None]
+from .lower import no_kernel_error, supported_edge_ops
+from .pipeline import ExportContext, ExportOptions, Progress, run_pipeline
+from .placement import CPU, load_profiles
+from .verify import verify
 
 # executorch imports torchao, which logs warnings about optional CUDA extensions, and torch warns
 # about its own internals; none of it concerns an openaccel user.
@@ -214,33 +209,11 @@ def export(model: torch.nn.Module | torch.export.ExportedProgram,
     if len(graph.inputs) != len([x for x in example if isinstance(x, torch.Tensor)]):
         raise ExportError(f"the program takes {len(graph.inputs)} tensor inputs but "
                           f"{len(example)} example inputs were given")
-    step("fold constants", lambda: fold.fold_constants(graph, fold_limit_bytes))
-    step("fold batch norm", lambda: fold.fold_batch_norm(graph))
-    step("remove dead code", lambda: fold.remove_dead(graph))
-    step("lower to openaccel ops", lambda: lower_graph(graph))
-    step("Winograd convolutions", lambda: winograd.rewrite(graph, target, winograd_convs))
-    step("fuse residual adds", lambda: fuse_residual_adds(graph))
-    step("fuse activations", lambda: fuse_activations(graph))
-    accelerators = any(k != "cpu" for k in (prefer or ["cpu"]))
-    step("pack linear weights", lambda: pack_pass.rewrite(graph, accelerators))
-    step("channels-last layout", lambda: layout_pass.rewrite(graph, layout, accelerators))
-    step("fuse inverted-residual blocks", lambda: fuse_mbconv(graph))
-    profiles = load_profiles(devices)
-    placement = step("place ops on devices", lambda: place(graph, profiles, list(prefer or ["cpu"])))
-    plan = step("plan memory", lambda: plan_memory(graph, n_pools=len(placement.device_kinds)))
-
-    def make_tests() -> list[TestVector]:
-        if not bundle_tests:
-            return []
-        outs = reference_outputs(eager, example, reference)
-        ins = [x for x in example if isinstance(x, torch.Tensor)]
-        if len(outs) != len(graph.outputs):
-            raise ExportError(f"eager model returned {len(outs)} tensors, the exported graph "
-                              f"{len(graph.outputs)}")
-        outs = [o.to(v.dtype) for o, v in zip(outs, graph.outputs)]
-        return [TestVector("example_inputs", ins, outs, tolerance[0], tolerance[1])]
-
-    tests = step("bundle test vectors", make_tests)
-    buf = step("serialize", lambda: serialize(graph, plan, tests, target=target, required_features=[],
-                                              device_kinds=placement.device_kinds))
-    return Program(buf)
+    verify(graph, "import graph", lowered=False)
+    ctx = ExportContext(
+        target=target,
+        options=ExportOptions(fold_limit_bytes=fold_limit_bytes, winograd_convs=winograd_convs, layout=layout,
+                              bundle_tests=bundle_tests, tolerance=tolerance, reference=reference),
+        prefer=list(prefer or [CPU]), profiles=load_profiles(devices), eager=eager, example=example)
+    run_pipeline(graph, ctx, pipeline.PIPELINE, report)
+    return Program(ctx.buffer)

@@ -12,17 +12,17 @@ from __future__ import annotations
 from ..ir import Graph, Instr, Value
 from .memory_plan import root_of
 
-# op -> (index of `act` in ints, index of act_min in floats)
-_FUSABLE = {"conv2d": (7, 0), "linear": (0, 0), "conv2d_winograd": (3, 0)}
+# ops whose epilogue applies an activation: arguments act (0 none, 1 relu, 2 clamp), act_min, act_max
+_FUSABLE = ("conv2d", "linear", "conv2d_winograd")
 
 
 def _activation(ins: Instr) -> tuple[int, float, float] | None:
     if ins.op == "relu":
         return 1, 0.0, 0.0
-    if ins.op == "hardtanh" and len(ins.floats) >= 2:
-        return 2, ins.floats[0], ins.floats[1]
-    if ins.op == "clamp" and len(ins.ints) >= 2 and ins.ints[0] and ins.ints[1] and len(ins.floats) >= 2:
-        return 2, ins.floats[0], ins.floats[1]
+    if ins.op == "hardtanh":
+        return 2, ins.farg("min_val"), ins.farg("max_val")
+    if ins.op == "clamp" and ins.arg("has_min") and ins.arg("has_max"):
+        return 2, ins.farg("min"), ins.farg("max")
     return None
 
 
@@ -59,13 +59,12 @@ def fuse_activations(graph: Graph) -> int:
             continue
         if src.dtype != ins.outputs[0].dtype or src.shape != ins.outputs[0].shape:
             continue
-        act_i, _ = _FUSABLE[prod.op]
-        ints = list(prod.ints) + [0] * max(0, act_i + 1 - len(prod.ints))
-        if ints[act_i] != 0:
+        if prod.arg("act") != 0:
             continue
-        ints[act_i] = act[0]
-        prod.ints = ints
-        prod.floats = [act[1], act[2]] if act[0] == 2 else list(prod.floats)
+        prod.set_arg("act", act[0])
+        if act[0] == 2:
+            prod.set_arg("act_min", act[1])
+            prod.set_arg("act_max", act[2])
         prod.outputs = [ins.outputs[0]]
         removed.add(id(ins))
         fused += 1
@@ -84,7 +83,7 @@ def fuse_residual_adds(graph: Graph) -> int:
     for add in graph.instrs:
         if add.op != "add" or add.kind != "op" or len(add.inputs) != 2 or any(v is None for v in add.inputs):
             continue
-        if add.floats and add.floats[0] != 1.0:
+        if add.farg("alpha", default=1.0) != 1.0:
             continue
         out = add.outputs[0]
         for j in (0, 1):
@@ -95,7 +94,7 @@ def fuse_residual_adds(graph: Graph) -> int:
                 continue
             if src.alias_of is not None or uses.get(src, 0) != 1 or src in outputs or conv.device != add.device:
                 continue
-            if (len(conv.inputs) > 3 and conv.inputs[3] is not None) or (len(conv.ints) > 3 and conv.ints[3]):
+            if (len(conv.inputs) > 3 and conv.inputs[3] is not None) or conv.arg("act"):
                 continue
             if not (src.dtype == other.dtype == out.dtype) or not (src.shape == other.shape == out.shape):
                 continue
@@ -115,18 +114,18 @@ def fuse_residual_adds(graph: Graph) -> int:
 
 def _conv_nhwc_kind(ins: Instr) -> str:
     """'pointwise' (1x1, stride 1, no padding, groups 1), 'depthwise', or '' for a conv2d_nhwc"""
-    if ins.op != "conv2d_nhwc" or ins.kind != "op" or len(ins.ints) < 9 or any(ins.ints[9:10]):
+    if ins.op != "conv2d_nhwc" or ins.kind != "op" or ins.arg("input_nchw"):
         return ""  # (input_nchw: the blocks read channels-last inputs)
-    sh, sw, ph, pw, _, _, groups = ins.ints[:7]
+    groups = ins.arg("groups")
     w = ins.inputs[1]
     if groups == 1 and w is not None and len(w.shape) == 5 and w.shape[1] == w.shape[2] == 1 and \
-            (sh, sw, ph, pw) == (1, 1, 0, 0):
+            [ins.arg(a) for a in ("stride_h", "stride_w", "pad_h", "pad_w")] == [1, 1, 0, 0]:
         return "pointwise"
-    return "depthwise" if groups > 1 and ins.ints[8] == 0 else ""
+    return "depthwise" if groups > 1 and ins.arg("block") == 0 else ""
 
 
-def _act_floats(ins: Instr) -> list[float]:
-    return [*ins.floats, 0.0, 0.0][:2] if ins.ints[7] == 2 else [0.0, 0.0]
+def _act_bounds(ins: Instr) -> tuple[float, float]:
+    return (ins.farg("act_min"), ins.farg("act_max")) if ins.arg("act") == 2 else (0.0, 0.0)
 
 
 def fuse_mbconv(graph: Graph) -> int:
@@ -152,16 +151,19 @@ def fuse_mbconv(graph: Graph) -> int:
         x = dw.inputs[0]
         exp = producer.get(x) if x is not None else None
         if exp is not None and (_conv_nhwc_kind(exp) != "pointwise" or not private(x, exp) or exp.device != dw.device
-                                or exp.ints[8] != proj.ints[8]):
+                                or exp.arg("block") != proj.arg("block")):
             exp = None
         ins_e = (list(exp.inputs) + [None] * 3)[:3] if exp is not None else [dw.inputs[0], None, None]
         bias = (list(dw.inputs) + [None] * 3)[2], (list(proj.inputs) + [None] * 3)[2]
         proj.inputs = [ins_e[0], ins_e[1], ins_e[2], dw.inputs[1], bias[0], proj.inputs[1], bias[1]]
-        acts = [exp.ints[7] if exp is not None else 0, dw.ints[7], proj.ints[7]]
-        floats = (_act_floats(exp) if exp is not None else [0.0, 0.0]) + _act_floats(dw) + _act_floats(proj)
-        proj.ints = [*dw.ints[:6], *acts, proj.ints[8]]
-        proj.floats = floats
-        proj.op = "mbconv_nhwc"
+        e_min, e_max = _act_bounds(exp) if exp is not None else (0.0, 0.0)
+        d_min, d_max = _act_bounds(dw)
+        p_min, p_max = _act_bounds(proj)
+        window = {a: dw.arg(a) for a in ("stride_h", "stride_w", "pad_h", "pad_w", "dilation_h", "dilation_w")}
+        proj.become("mbconv_nhwc", **window, expand_act=exp.arg("act") if exp is not None else 0,
+                    dw_act=dw.arg("act"), project_act=proj.arg("act"), block=proj.arg("block"),
+                    expand_min=e_min, expand_max=e_max, dw_min=d_min, dw_max=d_max, project_min=p_min,
+                    project_max=p_max)
         removed.add(id(dw))
         if exp is not None:
             removed.add(id(exp))

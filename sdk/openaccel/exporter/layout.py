@@ -31,7 +31,9 @@ Grouped convolutions other than depthwise, convolutions with weights computed at
 
 `mode`: "nchw" (off), "nhwc" (every eligible convolution), "auto" (on when the graph has a
 depthwise convolution and the export prefers no device but the CPU: accelerators implement the
-NCHW op set, and conv2d_nhwc / mbconv_nhwc would keep those layers on the CPU).
+NCHW op set, so a stack split between them and the CPU would pay a permute at every crossing).
+The pass only sees the CPU's part of the graph (the pipeline's CPU boundary, boundary.py): an
+accelerator's convolutions stay conv2d whatever the mode.
 
 Measured on MobileNetV2 (x86_64 AVX2, one thread, `oa_run --bench` alternating the files): NHWC
 1.1-1.3x faster than NCHW (the pixel-heavy early layers about even, the 14x14 and 7x7 ones
@@ -44,12 +46,11 @@ import torch
 
 from ..errors import ExportError
 from ..ir import Graph, Instr, Value
-from ..opset import OPS
+from ..opset import CPU_PANEL_BLOCK, OPS
 
 MODES = ("auto", "nchw", "nhwc")
-# output channels per weight panel of a groups = 1 conv2d_nhwc (the AVX2 micro-kernel's NR; NEON
-# and the portable kernels read the same panels through row offsets)
-BLOCK = 16
+# output channels per weight panel of a groups = 1 conv2d_nhwc (opset.py: the widest micro-kernel NR)
+BLOCK = CPU_PANEL_BLOCK
 TO_NHWC = [0, 2, 3, 1]
 TO_NCHW = [0, 3, 1, 2]
 # a groups = 1 convolution with a kernel larger than 1x1 over at most this many input channels
@@ -65,19 +66,19 @@ def _nhwc_shape(shape: tuple[int, ...]) -> tuple[int, ...]:
 def _is_depthwise(ins: Instr) -> bool:
     x, w = ins.inputs[0], ins.inputs[1]
     assert x is not None and w is not None
-    groups = ins.ints[6] if len(ins.ints) > 6 else 1
+    groups = ins.arg("groups")
     return groups > 1 and groups == x.shape[1] == w.shape[0]
 
 
 def _conv_eligible(ins: Instr) -> bool:
-    if ins.op != "conv2d" or ins.kind != "op" or len(ins.inputs) < 2 or len(ins.ints) < 7:
+    if ins.op != "conv2d" or ins.kind != "op" or len(ins.inputs) < 2:
         return False
     x, w, out = ins.inputs[0], ins.inputs[1], ins.outputs[0]
     if x is None or w is None or w.data is None or out.alias_of is not None:
         return False
     if len(x.shape) != 4 or x.dtype != torch.float32 or out.dtype != torch.float32:
         return False
-    return ins.ints[6] == 1 or _is_depthwise(ins)
+    return ins.arg("groups") == 1 or _is_depthwise(ins)
 
 
 def _elementwise_eligible(ins: Instr, nhwc: set[Value]) -> bool:
@@ -109,7 +110,7 @@ def _spatial_reduction(ins: Instr, nhwc: set[Value]) -> bool:
         return False
     x, out = ins.inputs[0], ins.outputs[0]
     return (x is not None and x in nhwc and len(x.shape) == 4 and out.alias_of is None
-            and x.dtype == out.dtype and sorted(ins.ints[1:]) == [2, 3])
+            and x.dtype == out.dtype and sorted(ins.arg_list("dims")) == [2, 3])
 
 
 def pack_weights(w: torch.Tensor, block: int = BLOCK) -> torch.Tensor:
@@ -138,8 +139,8 @@ def _viewed(graph: Graph) -> set[Value]:
 
 
 def wanted(graph: Graph, mode: str, accelerators: bool = False) -> bool:
-    """Whether to run the pass. `accelerators`: the export prefers a device other than the CPU;
-    devices implement the NCHW op set (conv2d), so "auto" keeps NCHW for them."""
+    """Whether to run the pass. `accelerators`: the export prefers a device other than the CPU
+    ("auto" then keeps NCHW)."""
     if mode not in MODES:
         raise ExportError(f"layout {mode!r} is not one of {', '.join(MODES)}")
     if mode == "nchw" or (mode == "auto" and accelerators):
@@ -189,7 +190,7 @@ def rewrite(graph: Graph, mode: str = "auto", accelerators: bool = False) -> int
     def reads_nchw(ins: Instr, j: int, v: Value) -> bool:
         """the convolution's input v (only in NCHW so far) is read in place: input_nchw"""
         w = ins.inputs[1]
-        return (ins.op == "conv2d" and j == 0 and ins.ints[6] == 1 and w is not None
+        return (ins.op == "conv2d" and j == 0 and ins.arg("groups") == 1 and w is not None
                 and v.shape[1] <= NCHW_INPUT_MAX_CHANNELS and tuple(w.shape[2:]) != (1, 1))
 
     for ins in graph.instrs:
@@ -200,8 +201,8 @@ def rewrite(graph: Graph, mode: str = "auto", accelerators: bool = False) -> int
             x, out = ins.inputs[0], ins.outputs[0]
             assert x is not None
             ins.inputs = [form[x]]
-            ins.ints = [ins.ints[0], 1, 2]
-            if ins.ints[0]:  # keepdim: [N, 1, 1, C], which [N, C, 1, 1] views
+            ins.set_arg("dims", [1, 2])
+            if ins.arg("keepdim"):  # [N, 1, 1, C], which [N, C, 1, 1] views
                 n, c = out.shape[0], out.shape[1]
                 res = Value(name=f"{out.name}.nhwc", dtype=out.dtype, shape=(n, 1, 1, c))
                 out.alias_of, out.alias_offset = res, 0
@@ -223,16 +224,14 @@ def rewrite(graph: Graph, mode: str = "auto", accelerators: bool = False) -> int
         if ins.op == "conv2d":
             w = ins.inputs[1]
             assert w is not None and w.data is not None
-            depthwise = ins.ints[6] > 1
+            depthwise = ins.arg("groups") > 1
             if id(w) not in weights:
                 data = w.data.permute(2, 3, 1, 0).contiguous() if depthwise else pack_weights(w.data)
                 weights[id(w)] = Value(name=f"{w.name}.{'hwio' if depthwise else 'packed'}", dtype=w.dtype,
                                        shape=tuple(data.shape), data=data)
             new_inputs[1] = weights[id(w)]
-            ins.ints = [*(list(ins.ints) + [0] * 8)[:8], 0 if depthwise else BLOCK]
-            if new_inputs[0] is ins.inputs[0]:
-                ins.ints.append(1)  # input_nchw
-            ins.op = "conv2d_nhwc"
+            in_place = {"input_nchw": 1} if new_inputs[0] is ins.inputs[0] else {}
+            ins.become("conv2d_nhwc", block=0 if depthwise else BLOCK, **in_place)
             convs += 1
         out = ins.outputs[0]
         ins.inputs = new_inputs

@@ -113,7 +113,7 @@ def plan_memory(graph: Graph, inplace: bool = True, n_pools: int = 1) -> MemoryP
         for v in ins.outputs:
             r, _ = root_of(v)
             first.setdefault(r, i)
-    homes: dict[Value, int] = getattr(graph, "homes", {})
+    homes = graph.homes
     buffers = [r for r in first if not r.is_const]
     naive = sum(_align(b.nbytes) for b in buffers)
     offsets: dict[Value, int] = {}

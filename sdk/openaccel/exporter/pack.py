@@ -8,8 +8,8 @@ kernels read the same panels through row offsets), the kernel reads them in plac
 does with its weights.
 
 Only linears with more than GEMV_MAX_ROWS rows are packed: below that the GEMV kernel reads W in
-place and packing gains nothing. Only for CPU-only exports: accelerators implement `linear` on the
-[N, K] weight, and `linear_packed` would pin the layer to the CPU.
+place and packing gains nothing. Only the CPU's linears are packed (the pipeline gives this pass the
+CPU's part of the graph, exporter/boundary.py): accelerators implement `linear` on the [N, K] weight.
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ from __future__ import annotations
 import torch
 
 from ..ir import Graph, Value
+from ..opset import CPU_GEMV_MAX_ROWS
 from .layout import BLOCK, pack_weights
 
-# the runtime's GEMV threshold (runtime_c/src/kernels/fast/ops.c: GEMV_MAX_ROWS)
-GEMV_MAX_ROWS = 32
+GEMV_MAX_ROWS = CPU_GEMV_MAX_ROWS  # the runtime's GEMV threshold (opset.py)
 
 
 def pack_linear_weight(w: torch.Tensor, block: int = BLOCK) -> torch.Tensor:
@@ -30,10 +30,8 @@ def pack_linear_weight(w: torch.Tensor, block: int = BLOCK) -> torch.Tensor:
     return pack_weights(w.reshape(n, k, 1, 1), block).reshape(-(-n // block), k, block)
 
 
-def rewrite(graph: Graph, accelerators: bool = False) -> int:
+def rewrite(graph: Graph) -> int:
     """Turn eligible `linear` instructions into `linear_packed`; returns how many."""
-    if accelerators:
-        return 0
     packed: dict[int, Value] = {}
     count = 0
     for ins in graph.instrs:
@@ -50,8 +48,7 @@ def rewrite(graph: Graph, accelerators: bool = False) -> int:
         if id(w) not in packed:
             data = pack_linear_weight(w.data)
             packed[id(w)] = Value(name=f"{w.name}.packed", dtype=w.dtype, shape=tuple(data.shape), data=data)
-        ins.op = "linear_packed"
+        ins.become("linear_packed", block=BLOCK)  # act and its bounds kept
         ins.inputs = [x, packed[id(w)], *ins.inputs[2:]]
-        ins.ints = [ins.ints[0] if ins.ints else 0, BLOCK]
         count += 1
     return count

@@ -1,6 +1,8 @@
-"""Placement by capability: put each instruction on the first device of the user's preference
-list that supports its op and dtype (from a device profile), fall back to the CPU, and add the
-transfers and events that move data between devices and order the work.
+"""Placement by capability, in two steps: `assign` puts each instruction on the first device of
+the user's preference list that supports its op and dtype (from a device profile), else on the
+CPU, right after lowering, so the CPU-only rewrites after it only ever see the CPU's instructions
+(pipeline.py); `place_transfers`, once the rewrites are done, adds the transfers and events that
+move data between devices and order the work.
 
 Execution model this relies on (runtime_c/src/method.c): CPU instructions run synchronously in
 order; each accelerator slot has one in-order stream; a TRANSFER runs on the accelerator side's
@@ -17,6 +19,7 @@ from typing import Any
 
 from ..errors import ExportError
 from ..ir import Graph, Instr, Source, Value, dtype_name
+from .memory_plan import root_of
 
 CPU = "cpu"
 
@@ -56,7 +59,8 @@ def load_profiles(source: str | Path | list[dict[str, Any]] | None) -> dict[str,
     return out
 
 
-def _compute_dtype(ins: Instr) -> str:
+def compute_dtype(ins: Instr) -> str:
+    """The dtype an instruction computes in, as the profiles list it: its first input's."""
     for v in ins.inputs:
         if v is not None:
             return dtype_name(v.dtype)
@@ -71,33 +75,68 @@ class PlacementReport:
     events: int
 
 
-def place(graph: Graph, profiles: dict[str, DeviceProfile], prefer: list[str]) -> PlacementReport:
-    """Assign devices, insert transfers and events. Slot 0 is always the CPU."""
+@dataclass
+class Assignment:
+    """Which device slot each instruction was given (assign)."""
+
+    device_kinds: list[str]                  # slot -> kind; slot 0 is the CPU
+    preferred: list[str]                     # the devices preferred over the CPU
+    # ops that went to the CPU because no preferred device's profile has them: (op, dtype) -> count
+    refused: dict[tuple[str, str], int] = field(default_factory=dict)
+
+    def fallback_note(self) -> str | None:
+        """How many ops run on the CPU against the preference, and why (None when none do)."""
+        n = sum(self.refused.values())
+        if not n:
+            return None
+        ops = ", ".join(f"{op} ({dt}) x{c}" for (op, dt), c in self.refused.items())
+        if len(self.preferred) == 1:
+            why = f"{self.preferred[0]} is preferred: its profile has no {ops}"
+        else:
+            why = f"{', '.join(self.preferred)} are preferred: none of their profiles has {ops}"
+        return f"{n} op{'s' if n > 1 else ''} will run on the CPU although {why}"
+
+
+def assign(graph: Graph, profiles: dict[str, DeviceProfile], prefer: list[str]) -> Assignment:
+    """Give each instruction the first device of `prefer` whose profile supports its op and dtype,
+    the CPU when none before it does (a device after "cpu" in `prefer` is never chosen)."""
     for kind in prefer:
         if kind != CPU and kind not in profiles:
             raise ExportError(f"preferred device '{kind}' is not in the device profile "
                               f"(profile has: {', '.join(profiles) or 'nothing'}); write one with "
                               "`openaccel devices --json [--device LIB] > devices.json`")
-    kinds = [CPU]
+    preferred = list(prefer[:prefer.index(CPU)] if CPU in prefer else prefer)
+    done = Assignment([CPU], preferred)
     for ins in graph.instrs:
         chosen = CPU
-        for kind in prefer:
-            if kind == CPU:
-                break
-            if profiles[kind].supports(ins.op, _compute_dtype(ins)):
+        for kind in preferred:
+            if profiles[kind].supports(ins.op, compute_dtype(ins)):
                 chosen = kind
                 break
-        if chosen not in kinds:
-            kinds.append(chosen)
-        ins.device = kinds.index(chosen)
+        if chosen == CPU and preferred and ins.kind == "op":
+            key = (ins.op, compute_dtype(ins))
+            done.refused[key] = done.refused.get(key, 0) + 1
+        if chosen not in done.device_kinds:
+            done.device_kinds.append(chosen)
+        ins.device = done.device_kinds.index(chosen)
+    return done
+
+
+def place(graph: Graph, profiles: dict[str, DeviceProfile], prefer: list[str]) -> PlacementReport:
+    """Assign devices, insert transfers and events. Slot 0 is always the CPU."""
+    return place_transfers(graph, assign(graph, profiles, prefer).device_kinds)
+
+
+def place_transfers(graph: Graph, kinds: list[str]) -> PlacementReport:
+    """Insert the transfers and events that instructions placed on `kinds` (slot -> kind, by
+    assign) need: each reads its inputs from its own device's memory, the method's outputs end in
+    host memory, and work on different devices is ordered by events."""
     counts = {k: sum(1 for i in graph.instrs if i.device == s) for s, k in enumerate(kinds)}
     if len(kinds) == 1:
         return PlacementReport(kinds, counts, 0, 0)
 
     # where each value lives: graph inputs on the CPU, results where they were produced,
     # aliases with their source (views never cross devices)
-    from .memory_plan import root_of
-
     home: dict[Value, int] = {root_of(v)[0]: 0 for v in graph.inputs}
     out: list[Instr] = []
     copies: dict[tuple[Value, int], Value] = {}

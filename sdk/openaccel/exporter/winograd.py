@@ -26,8 +26,9 @@ from __future__ import annotations
 import torch
 
 from ..ir import Graph, Instr, Value
+from ..opset import CPU_PANEL_BLOCK
 
-BLOCK = 16
+BLOCK = CPU_PANEL_BLOCK
 
 _BT = {
     2: [[1, 0, -1, 0],
@@ -122,7 +123,7 @@ def choose_tile(c: int, k: int, oh: int, ow: int) -> int:
     return 4 if -(-oh // 4) * -(-ow // 4) >= F4_MIN_TILES else 2
 
 
-def rewrite(graph: Graph, target: str = "host", enabled: bool = True) -> int:
+def rewrite(graph: Graph, enabled: bool = True) -> int:
     """Turn eligible conv2d instructions into conv2d_winograd; returns how many."""
     if not enabled:
         return 0
@@ -141,10 +142,8 @@ def rewrite(graph: Graph, target: str = "host", enabled: bool = True) -> int:
             u = transform_weights(w.data, tile)
             done[key] = Value(name=f"{w.name}.winograd{tile}", dtype=torch.float32, shape=tuple(u.shape), data=u)
         bias = ins.inputs[2] if len(ins.inputs) > 2 else None
-        ints = list(ins.ints) + [0] * (8 - len(ins.ints))
-        ins.op = "conv2d_winograd"
+        ins.become("conv2d_winograd", tile=tile, block=BLOCK)  # pad_h, pad_w, act and its bounds kept
         ins.inputs = [ins.inputs[0], done[key], bias]
-        ins.ints = [tile, ints[2], ints[3], ints[7], BLOCK]
         count += 1
     return count
 
@@ -158,9 +157,8 @@ def _eligible(ins: Instr) -> int:
         return 0
     if len(w.shape) != 4 or len(x.shape) != 4 or tuple(w.shape[2:]) != (3, 3):
         return 0
-    ints = list(ins.ints) + [0] * (8 - len(ins.ints))
-    sh, sw, ph, pw, dh, dw, groups = ints[:7]
-    if (sh, sw, dh, dw, groups) != (1, 1, 1, 1, 1) or ph > 2 or pw > 2:
+    ph, pw = ins.arg("pad_h"), ins.arg("pad_w")
+    if any(ins.arg(a) != 1 for a in ("stride_h", "stride_w", "dilation_h", "dilation_w", "groups")) or ph > 2 or pw > 2:
         return 0
     n, c, h, wd = x.shape
     k = w.shape[0]
