@@ -64,7 +64,13 @@ def pack(program: ProgramT, segments: SegmentWriter) -> bytes:
         program.segments.append(s)
     builder = flatbuffers.Builder(1 << 16)
     builder.Finish(program.Pack(builder), file_identifier=IDENTIFIER)
-    fb = bytes(builder.Output())
+    return container(bytes(builder.Output()), segments)
+
+
+def container(fb: bytes, segments: SegmentWriter) -> bytes:
+    """The .oab file of a finished flatbuffer `fb` (root offset and identifier first, as
+    `Builder.Finish(..., file_identifier=IDENTIFIER)` writes them) and the segment data: the
+    extended header goes in after the identifier, the segments after the flatbuffer."""
     (root,) = struct.unpack_from("<I", fb, 0)
     fb_size = len(fb) + HEADER_SIZE
     seg_base = _align(fb_size)
