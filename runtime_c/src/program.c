@@ -8,6 +8,74 @@
 #define HEADER_MAGIC "OAXH"
 #define HEADER_BYTES 40 /* root offset + identifier + 32-byte extended header */
 
+/* ---- the tree walk: every table and vector reachable from the root, each counted where it is
+ * referenced. A file that stores every table once (as a flatbuffer writer does) adds up to at most
+ * its own size; one whose offsets point at the same table from many places (a methods vector of N
+ * offsets to one Method whose tensors vector holds N offsets to one Tensor: 8N bytes, N^2 visits)
+ * runs out of budget, so loading is linear in the file size whatever the offsets say. */
+typedef struct walk_field {
+  uint8_t table, slot, kind, elem;
+  int8_t target;
+} walk_field_t;
+#define OA_WALK_ENTRY(T, S, K, E, TG) {T, S, K, E, TG},
+static const walk_field_t k_walk_fields[] = {OAB_WALK_FIELDS(OA_WALK_ENTRY)};
+static const char *const k_table_names[OAB_TABLE_COUNT] = {OAB_TABLE_NAMES};
+
+typedef struct walk {
+  size_t budget; /* bytes of tables and vectors the rest of the walk may still reach */
+  size_t fb_size;
+} walk_t;
+
+/* Take `bytes` (a table at `at`, or with slot >= 0 the vector in that field) from the budget. */
+static oa_status_t charge(walk_t *w, size_t bytes, size_t at, unsigned table, int slot, oa_diag_t *diag) {
+  if (bytes <= w->budget) {
+    w->budget -= bytes;
+    return OA_OK;
+  }
+  char what[96];
+  if (slot < 0) oa_format(what, sizeof what, "a %s table", k_table_names[table]);
+  else oa_format(what, sizeof what, "the vector in field %d of a %s table", slot, k_table_names[table]);
+  return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM,
+                      "malformed flatbuffer at byte offset %zu (%s): the tables and vectors reachable from the root "
+                      "add up to more than the flatbuffer's %zu bytes, so some are referenced from more than one "
+                      "place; every table and vector must be stored once, where it is used",
+                      at, what, w->fb_size);
+}
+
+static oa_status_t walk_table(walk_t *w, const oa_fb_table_t *t, unsigned type, oa_diag_t *diag) {
+  oa_status_t st;
+  if ((st = charge(w, t->tbl_size, t->pos, type, -1, diag))) return st;
+  for (size_t f = 0; f < sizeof k_walk_fields / sizeof k_walk_fields[0]; f++) {
+    const walk_field_t *wf = &k_walk_fields[f];
+    if (wf->table != type) continue;
+    const char *s;
+    oa_fb_vec_t v;
+    oa_fb_table_t sub;
+    bool present;
+    switch (wf->kind) {
+      case OAB_WALK_STRING:
+        if ((st = oa_fb_string(t, wf->slot, &s, diag))) return st;
+        break;
+      case OAB_WALK_TABLE:
+        if ((st = oa_fb_subtable(t, wf->slot, &sub, &present, diag))) return st;
+        if (present && (st = walk_table(w, &sub, (unsigned)wf->target, diag))) return st;
+        break;
+      default: /* vectors: charged before their elements are visited */
+        if ((st = oa_fb_vector(t, wf->slot, wf->elem, &v, diag))) return st;
+        if (!v.count) break;
+        if ((st = charge(w, 4u + (size_t)v.count * wf->elem, v.pos - 4, type, wf->slot, diag))) return st;
+        for (uint32_t i = 0; i < v.count && wf->kind == OAB_WALK_STRINGS; i++)
+          if ((st = oa_fb_vec_string(&v, i, &s, diag))) return st;
+        for (uint32_t i = 0; i < v.count && wf->kind == OAB_WALK_TABLES; i++) {
+          if ((st = oa_fb_vec_table(&v, i, &sub, diag))) return st;
+          if ((st = walk_table(w, &sub, (unsigned)wf->target, diag))) return st;
+        }
+        break;
+    }
+  }
+  return OA_OK;
+}
+
 static oa_fb_t fb_of(const oa_program_t *p) {
   oa_fb_t fb = {p->data, p->flatbuffer_size};
   return fb;
@@ -462,6 +530,8 @@ oa_status_t oa_program_load(const void *data, size_t size, oa_program_t *out_pro
     return oa_diag_fail(diag, OA_ERR_UNSUPPORTED_VERSION,
                         "file format %u.%u is newer than this runtime reads (%d.x); update the openaccel runtime",
                         major, minor, OA_FORMAT_MAJOR);
+  walk_t walk = {p.flatbuffer_size, p.flatbuffer_size};
+  if ((st = walk_table(&walk, &root, OAB_TABLE_PROGRAM, diag))) return st;
   oa_fb_vec_t v;
   if ((st = oa_fb_vector(&root, OAB_PROGRAM_METHODS, 4, &v, diag))) return st;
   p.method_count = v.count;
