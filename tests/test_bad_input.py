@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import craft
 import numpy as np
@@ -166,16 +167,62 @@ def _save(tmp_path: Path, name: str, data: bytes) -> Path:
     return path
 
 
+def _oa_run(*args: Any, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """The host oa_run itself (not through the CLI: a time-out must stop the runner, not only its parent)."""
+    from openaccel.runtime.build import build_runtime
+
+    return subprocess.run([str(build_runtime("host").oa_run), *map(str, args)], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def test_zero_size_tensors_bound_their_other_dims(tmp_path: Path) -> None:
+    """A tensor with a zero dim has no bytes, but kernels loop over its other dims: sdpa with head
+    dim 0 and a batch of 2^40 in a 1 KB file kept oa_run busy for hours."""
+    b = craft.Builder()
+    q = b.tensor("q", (1 << 40, 1, 1, 0))
+    k = b.tensor("k", (1, 1, 1, 0))
+    v = b.tensor("v", (1, 1, 1, 0))
+    o = b.tensor("o", (1 << 40, 1, 1, 0), offset=64)
+    b.instr("sdpa", [q, k, v], [o], ints=[0, 1])
+    b.inputs, b.outputs = [q], [o]
+    data = b.build()
+    assert len(data) < 2048
+    r = _oa_run(_save(tmp_path, "sdpa_zero", data), timeout=60)  # (hours before)
+    assert r.returncode == 2 and "tensor 0 ('q'): shape [1099511627776, 1, 1, 0] has no elements, but with its zero " \
+        "dims counted as 1 it describes 4398046511104 bytes, more than pool 0 holds (4096 bytes)" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("op", ["batch_norm", "group_norm", "permute"])
+def test_products_of_dims_fit_in_int64(tmp_path: Path, op: str) -> None:
+    """Kernels multiply a tensor's dims in int64: [0, 1, 2^40, 2^40] has no elements, but the
+    product of its dims overflowed (UBSan) in batch_norm, group_norm and the fast permute."""
+    g = 1 << 40
+    b = craft.Builder()
+    x = b.tensor("x", (0, 1, g, g))
+    if op == "batch_norm":
+        c = b.tensor("c", (1,), data=np.ones(1, np.float32))
+        y = b.tensor("y", (0, 1, g, g))
+        b.instr(op, [x, c, c, c, c], [y], floats=[1e-5])
+    elif op == "group_norm":
+        y = b.tensor("y", (0, 1, g, g))
+        b.instr(op, [x, -1, -1], [y], ints=[1], floats=[1e-5])
+    else:
+        y = b.tensor("y", (0, g, 1, g))
+        b.instr(op, [x], [y], ints=[0, 2, 1, 3])
+    b.inputs, b.outputs = [x], [y]
+    assert_user_error(cli("run", str(_save(tmp_path, op, b.build()))),
+                      "tensor 0 ('x'): shape [0, 1, 1099511627776, 1099511627776]: the product of its non-zero dims "
+                      "exceeds 2^50 elements")
+
+
 def test_shared_tables_load_in_linear_time(tmp_path: Path) -> None:
     """N offsets to one Method whose tensors vector holds N offsets to one Tensor: 8N bytes that
     expand to N^2 (oa_run took 29 s on a 131 KB file, Program.load 46 s and 480 MB on 8.5 KB)."""
-    from openaccel.runtime.build import build_runtime
-
     big = _save(tmp_path, "shared", craft.shared_tables(16000))
     assert big.stat().st_size < 140_000
-    oa_run = build_runtime("host").oa_run
+    _oa_run("--devices")  # (built)
     t0 = time.monotonic()
-    r = subprocess.run([str(oa_run), str(big), "--test"], capture_output=True, text=True, timeout=60)
+    r = _oa_run(big, "--test", timeout=60)
     assert time.monotonic() - t0 < 5, "the C loader is not linear in the file size"
     assert r.returncode == 2, r.stdout + r.stderr
     assert "(a Tensor table): the tables and vectors reachable from the root add up to more than the flatbuffer's" \

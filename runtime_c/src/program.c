@@ -7,6 +7,7 @@
 
 #define HEADER_MAGIC "OAXH"
 #define HEADER_BYTES 40 /* root offset + identifier + 32-byte extended header */
+#define OA_MAX_ELEMENTS ((uint64_t)1 << 50) /* per dim, per tensor, and of a tensor's non-zero dims */
 
 /* ---- the tree walk: every table and vector reachable from the root, each counted where it is
  * referenced. A file that stores every table once (as a flatbuffer writer does) adds up to at most
@@ -191,32 +192,52 @@ oa_status_t oa_program_device_slot(const oa_program_t *p, const oa_method_view_t
   return OA_OK;
 }
 
-/* Shape, dtype and element count of a shape vector; shared by tensors and test data. */
+/* "[2, 0, 3]" into buf. */
+static const char *shape_str(const int64_t *shape, int32_t ndim, char *buf, size_t size) {
+  size_t n = oa_format(buf, size, "[");
+  for (int32_t d = 0; d < ndim && n + 1 < size; d++) n += oa_format(buf + n, size - n, d ? ", %lld" : "%lld", (long long)shape[d]);
+  if (n + 1 < size) oa_format(buf + n, size - n, "]");
+  return buf;
+}
+
+/* Shape, dtype and element count of a shape vector; shared by tensors and test data.
+ * Every dim and the element count are at most 2^50, and so is the product of the non-zero dims
+ * (`out_nominal`, the element count with zero dims counted as 1): a tensor with no elements still
+ * has kernels loop over its other dims, so they are bounded like a non-empty tensor's, and any
+ * product of one tensor's dims fits in int64 with room to spare. */
 static oa_status_t read_shape(const oa_fb_vec_t *shape, int32_t dtype, int32_t *out_ndim,
                               int64_t *out_shape, int64_t *out_numel, uint64_t *out_bytes,
-                              const char *what, uint32_t index, oa_diag_t *diag) {
+                              uint64_t *out_nominal, const char *what, uint32_t index, const char *name,
+                              oa_diag_t *diag) {
+  char who[160];
+  oa_format(who, sizeof who, name && *name ? "%s %u ('%s')" : "%s %u", what, index, name);
   size_t esize = oa_dtype_size(dtype);
   if (!esize)
-    return oa_diag_fail(diag, OA_ERR_UNSUPPORTED, "%s %u: unknown dtype %d", what, index, dtype);
+    return oa_diag_fail(diag, OA_ERR_UNSUPPORTED, "%s: unknown dtype %d", who, dtype);
   if (shape->count > OA_MAX_DIMS)
-    return oa_diag_fail(diag, OA_ERR_UNSUPPORTED, "%s %u: %u dimensions, at most %d supported", what,
-                        index, shape->count, OA_MAX_DIMS);
-  uint64_t numel = 1;
-  const uint64_t limit = (uint64_t)1 << 50;
+    return oa_diag_fail(diag, OA_ERR_UNSUPPORTED, "%s: %u dimensions, at most %d supported", who,
+                        shape->count, OA_MAX_DIMS);
+  uint64_t numel = 1, nominal = 1;
   for (uint32_t d = 0; d < shape->count; d++) {
     int64_t dim = oa_fb_vec_i64(shape, d);
-    if (dim < 0 || (uint64_t)dim > limit)
-      return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "%s %u: dimension %u has invalid size %lld",
-                          what, index, d, (long long)dim);
+    if (dim < 0 || (uint64_t)dim > OA_MAX_ELEMENTS)
+      return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "%s: dimension %u has invalid size %lld (expected 0 to 2^50)",
+                          who, d, (long long)dim);
     out_shape[d] = dim;
-    if (dim && numel > limit / (uint64_t)dim)
-      return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "%s %u: element count overflows", what, index);
+    if (dim && nominal > OA_MAX_ELEMENTS / (uint64_t)dim) {
+      char buf[200];
+      return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM,
+                          "%s: shape %s: the product of its non-zero dims exceeds 2^50 elements", who,
+                          shape_str(out_shape, (int32_t)d + 1, buf, sizeof buf));
+    }
+    nominal *= dim ? (uint64_t)dim : 1u;
     numel *= (uint64_t)dim;
   }
   for (uint32_t d = shape->count; d < OA_MAX_DIMS; d++) out_shape[d] = 1;
   *out_ndim = (int32_t)shape->count;
   *out_numel = (int64_t)numel;
   *out_bytes = numel * esize;
+  *out_nominal = nominal * esize;
   return OA_OK;
 }
 
@@ -234,8 +255,9 @@ oa_status_t oa_program_tensor(const oa_program_t *p, const oa_method_view_t *m, 
   if ((st = oa_fb_u8(&t, OAB_TENSOR_DTYPE, OAB_DTYPE_FLOAT32, &dtype, diag))) return st;
   out->dtype = (int8_t)dtype;
   if ((st = oa_fb_vector(&t, OAB_TENSOR_SHAPE, 8, &shape, diag))) return st;
-  uint64_t bytes;
-  if ((st = read_shape(&shape, out->dtype, &out->ndim, out->shape, &out->numel, &bytes, "tensor", index, diag)))
+  uint64_t bytes, nominal;
+  if ((st = read_shape(&shape, out->dtype, &out->ndim, out->shape, &out->numel, &bytes, &nominal, "tensor", index,
+                       out->name, diag)))
     return st;
   if ((st = oa_fb_vector(&t, OAB_TENSOR_DIM_ORDER, 1, &order, diag))) return st;
   out->contiguous = 1;
@@ -277,6 +299,15 @@ oa_status_t oa_program_tensor(const oa_program_t *p, const oa_method_view_t *m, 
                           "tensor %u ('%s'): bytes [%llu, +%llu) run past pool %u (%llu bytes)", index,
                           out->name, (unsigned long long)out->offset, (unsigned long long)out->nbytes,
                           out->pool, (unsigned long long)pool.size);
+    if (nominal > pool.size) {
+      char buf[200];
+      return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM,
+                          "tensor %u ('%s'): shape %s has no elements, but with its zero dims counted as 1 it "
+                          "describes %llu bytes, more than pool %u holds (%llu bytes); a tensor's dims are bounded "
+                          "by its pool whether it is empty or not", index, out->name,
+                          shape_str(out->shape, out->ndim, buf, sizeof buf), (unsigned long long)nominal, out->pool,
+                          (unsigned long long)pool.size);
+    }
   } else if (out->storage == OAB_STORAGE_CONSTANT) {
     const uint8_t *data;
     uint64_t size;
@@ -287,6 +318,14 @@ oa_status_t oa_program_tensor(const oa_program_t *p, const oa_method_view_t *m, 
                           "tensor %u ('%s'): bytes [%llu, +%llu) run past segment %u (%llu bytes)", index,
                           out->name, (unsigned long long)out->offset, (unsigned long long)out->nbytes,
                           out->segment, (unsigned long long)size);
+    if (nominal > p->size) {
+      char buf[200];
+      return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM,
+                          "tensor %u ('%s'): constant of shape %s has no elements, but with its zero dims counted as 1 "
+                          "it describes %llu bytes, more than the %zu-byte file; a constant's dims are bounded by the "
+                          "file whether it is empty or not", index, out->name,
+                          shape_str(out->shape, out->ndim, buf, sizeof buf), (unsigned long long)nominal, p->size);
+    }
   } else {
     return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "tensor %u ('%s'): unknown storage kind %u", index,
                         out->name, out->storage);
@@ -371,14 +410,22 @@ oa_status_t oa_program_test_data(const oa_program_t *p, const oa_fb_vec_t *vec, 
   oa_status_t st;
   uint8_t dtype;
   uint32_t segment;
-  uint64_t offset, nbytes, bytes;
+  uint64_t offset, nbytes, bytes, nominal;
   int64_t numel;
   if ((st = oa_fb_vec_table(vec, index, &t, diag))) return st;
   if ((st = oa_fb_u8(&t, OAB_TENSOR_DATA_DTYPE, OAB_DTYPE_FLOAT32, &dtype, diag))) return st;
   out->dtype = (int8_t)dtype;
   if ((st = oa_fb_vector(&t, OAB_TENSOR_DATA_SHAPE, 8, &shape, diag))) return st;
-  if ((st = read_shape(&shape, out->dtype, &out->ndim, out->shape, &numel, &bytes, "test tensor", index, diag)))
+  if ((st = read_shape(&shape, out->dtype, &out->ndim, out->shape, &numel, &bytes, &nominal, "test tensor", index,
+                       NULL, diag)))
     return st;
+  if (nominal > p->size) {
+    char buf[200];
+    return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM,
+                        "test tensor %u: shape %s has no elements, but with its zero dims counted as 1 it describes "
+                        "%llu bytes, more than the %zu-byte file", index, shape_str(out->shape, out->ndim, buf, sizeof buf),
+                        (unsigned long long)nominal, p->size);
+  }
   if ((st = oa_fb_u32(&t, OAB_TENSOR_DATA_SEGMENT, 0, &segment, diag))) return st;
   if ((st = oa_fb_u64(&t, OAB_TENSOR_DATA_OFFSET, 0, &offset, diag))) return st;
   if ((st = oa_fb_u64(&t, OAB_TENSOR_DATA_NBYTES, 0, &nbytes, diag))) return st;
