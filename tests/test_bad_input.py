@@ -3,6 +3,7 @@ traceback: damaged files, wrong inputs, unsupported ops, unreadable or unsafe mo
 
 from __future__ import annotations
 
+import re
 import struct
 import subprocess
 import sys
@@ -175,6 +176,105 @@ def _oa_run(*args: Any, timeout: float = 120) -> subprocess.CompletedProcess[str
                           timeout=timeout)
 
 
+def _index_select_over_its_indices() -> bytes:
+    """index_select's output planned over its own index tensor: the kernel checks the indices,
+    then re-reads them after its first rows overwrote them with bytes of x (an out-of-bounds read)."""
+    b = craft.Builder(pool=1 << 16)
+    x = b.tensor("x", (4, 16))
+    idx = b.tensor("idx", (64,), craft.I64, offset=256)
+    y = b.tensor("y", (64, 16), offset=256)
+    b.instr("index_select", [x, idx], [y], ints=[0])
+    b.inputs, b.outputs = [x, idx], [y]
+    xv = np.arange(64, dtype=np.float32).reshape(4, 16) + 1e6
+    iv = np.zeros(64, dtype=np.int64)
+    b.test([xv, iv], [xv[iv]])
+    return b.build()
+
+
+def _select_over_its_input() -> bytes:
+    """select writing rows of its own input (memcpy of overlapping ranges)"""
+    b = craft.Builder(pool=1 << 16)
+    x = b.tensor("x", (64, 64))
+    y = b.tensor("y", (64,), offset=4)
+    b.instr("select", [x], [y], ints=[0, 1])
+    b.inputs, b.outputs = [x], [y]
+    b.test([np.ones((64, 64), np.float32)], [np.ones(64, np.float32)])
+    return b.build()
+
+
+def _cat_over_its_inputs() -> bytes:
+    b = craft.Builder()
+    a, c = b.tensor("a", (64,)), b.tensor("c", (64,), offset=256)
+    y = b.tensor("y", (128,), offset=128)
+    b.instr("cat", [a, c], [y], ints=[0])
+    b.inputs, b.outputs = [a, c], [y]
+    b.test([np.ones(64, np.float32), np.ones(64, np.float32)], [np.ones(128, np.float32)])
+    return b.build()
+
+
+@pytest.mark.parametrize("case,needles", [
+    (_index_select_over_its_indices, ("instruction 0 (index_select): output 0 ('y', bytes [256, +4096) of pool "
+                                      "0) overlaps input 1 ('idx', bytes [256, +512))",
+                                      "index_select never runs in place")),
+    (_select_over_its_input, ("instruction 0 (select): output 0 ('y'", "overlaps input 0 ('x'",
+                              "select never runs in place")),
+    (_cat_over_its_inputs, ("instruction 0 (cat): output 0 ('y', bytes [128, +512) of pool 0) overlaps input 0",
+                            "cat never runs in place")),
+], ids=["index_select", "select", "cat"])
+def test_output_planned_over_its_input_is_refused(tmp_path: Path, case: Any, needles: tuple[str, ...]) -> None:
+    path = _save(tmp_path, case.__name__, case())
+    assert_user_error(cli("test", str(path)), "INVALID_PROGRAM", *needles)
+
+
+def _unary(op: str, y_offset: int) -> bytes:
+    b = craft.Builder()
+    x = b.tensor("x", (4, 8))
+    y = b.tensor("y", (4, 8), offset=y_offset)
+    b.instr(op, [x], [y])
+    b.inputs, b.outputs = [x], [y]
+    xv = np.linspace(-2, 2, 32, dtype=np.float32).reshape(4, 8)
+    b.test([xv], [np.maximum(xv, 0) if op == "relu" else -xv])
+    return b.build()
+
+
+def _add(x_off: int, y_off: int, out_off: int, same: bool = False) -> bytes:
+    b = craft.Builder()
+    x = b.tensor("x", (4, 8), offset=x_off)
+    y = x if same else b.tensor("y", (4, 8), offset=y_off)
+    out = b.tensor("out", (4, 8), offset=out_off)
+    b.instr("add", [x, y], [out], floats=[1.0])
+    b.inputs, b.outputs = ([x] if same else [x, y]), [out]
+    xv = np.linspace(-2, 2, 32, dtype=np.float32).reshape(4, 8)
+    yv = xv if same else xv * 3
+    b.test([xv] if same else [xv, yv], [xv + yv])
+    return b.build()
+
+
+def test_in_place_rules(tmp_path: Path) -> None:
+    """Output 0 may be exactly the bytes of the op's in-place input (opset `inplace`), and of
+    inputs identical to it for elementwise ops; any other overlap is refused."""
+    ok = {"relu_in_place": _unary("relu", 0), "add_in_place": _add(0, 128, 0), "add_x_x_in_place": _add(0, 0, 0, True)}
+    for name, data in ok.items():
+        r = cli("test", str(_save(tmp_path, name, data)))
+        assert r.returncode == 0 and r.stdout.strip().endswith("1 passed, 0 failed"), (name, r.stdout, r.stderr)
+    assert_user_error(cli("test", str(_save(tmp_path, "relu_shifted", _unary("relu", 4)))),
+                      "instruction 0 (relu): output 0 ('y', bytes [4, +128) of pool 0) overlaps input 0 ('x', bytes "
+                      "[0, +128)); relu runs in place only on input 0: output 0 may be exactly its bytes")
+    assert_user_error(cli("test", str(_save(tmp_path, "add_over_other", _add(0, 128, 128)))),
+                      "instruction 0 (add): output 0 ('out', bytes [128, +128) of pool 0) overlaps input 1 ('y'",
+                      "add runs in place only on input 0")
+    # two outputs of one instruction over each other
+    b = craft.Builder()
+    x = b.tensor("x", (2, 8))
+    out, mean, rstd = b.tensor("out", (2, 8), offset=64), b.tensor("mean", (2, 1), offset=64), \
+        b.tensor("rstd", (2, 1), offset=256)
+    b.instr("layer_norm", [x, -1, -1], [out, mean, rstd], ints=[1], floats=[1e-5])
+    b.inputs, b.outputs = [x], [out]
+    assert_user_error(cli("test", str(_save(tmp_path, "outputs_overlap", b.build()))),
+                      "instruction 0 (layer_norm): outputs 0 ('out', bytes [64, +64) of pool 0) and 1 ('mean', bytes "
+                      "[64, +8)) overlap")
+
+
 def test_zero_size_tensors_bound_their_other_dims(tmp_path: Path) -> None:
     """A tensor with a zero dim has no bytes, but kernels loop over its other dims: sdpa with head
     dim 0 and a batch of 2^40 in a 1 KB file kept oa_run busy for hours."""
@@ -247,3 +347,15 @@ def test_tree_walks_agree_with_the_schema() -> None:
     spec.loader.exec_module(gen)
     tree = gen.tree((root / "runtime_c" / "schema" / "oab.fbs").read_text())
     assert {k: tuple(v) for k, v in tree.items()} == fileformat._TREE
+
+
+def test_in_place_rules_agree_with_the_opset() -> None:
+    """runtime_c/src/op_rules.c lists exactly the opset's in-place ops (elementwise ops: inputs
+    identical to the in-place one may share its bytes too)."""
+    from openaccel.opset import OPS
+
+    text = (Path(__file__).resolve().parents[1] / "runtime_c" / "src" / "op_rules.c").read_text()
+    table = {m[0]: (int(m[1]), bool(int(m[2]))) for m in re.findall(r'\{"(\w+)", (\d+), (\d)\}', text)}
+    want = {name: (d.inplace, d.family in ("elementwise", "binary")) for name, d in OPS.items()
+            if d.inplace is not None}
+    assert table == want

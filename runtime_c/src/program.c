@@ -457,6 +457,99 @@ void oa_program_debug(const oa_program_t *p, const oa_method_view_t *m, int32_t 
   if (oa_fb_string(&t, OAB_SOURCE_LOCATION_CODE, out_code, NULL)) *out_code = "";
 }
 
+/* Where a tensor's bytes are, for the aliasing rules: planned tensors of one pool overlap when
+ * their byte ranges do; constants and empty tensors never overlap anything written. */
+typedef struct span {
+  uint64_t offset, nbytes;
+  uint32_t pool;
+  uint8_t written; /* planned and non-empty */
+} span_t;
+
+static int spans_overlap(const span_t *a, const span_t *b) {
+  return a->written && b->written && a->pool == b->pool && a->offset < b->offset + b->nbytes &&
+         b->offset < a->offset + a->nbytes;
+}
+
+static int spans_equal(const span_t *a, const span_t *b) {
+  return a->pool == b->pool && a->offset == b->offset && a->nbytes == b->nbytes;
+}
+
+static int same_dtype_shape(const oa_tensor_desc_t *a, const oa_tensor_desc_t *b) {
+  if (a->dtype != b->dtype || a->ndim != b->ndim) return 0;
+  for (int32_t d = 0; d < a->ndim; d++)
+    if (a->shape[d] != b->shape[d]) return 0;
+  return 1;
+}
+
+/* The aliasing rules of instruction `i`: its outputs are pairwise disjoint, and disjoint from its
+ * inputs except where the op runs in place (oa_op_inplace_input): output 0 may be exactly the
+ * bytes, dtype and shape of its in-place input (and, for elementwise ops, of inputs identical to
+ * that one). Kernels read inputs after writing outputs (index_select re-reads its indices, cat and
+ * select memcpy), so any other overlap lets a file feed a kernel bytes it already checked and then
+ * changed, or hand memcpy overlapping ranges. */
+static oa_status_t verify_aliasing(const oa_program_t *p, const oa_method_view_t *m, uint32_t i,
+                                   const oa_instr_desc_t *ins, oa_diag_t *diag) {
+  span_t in[OA_MAX_OP_INPUTS], out[OA_MAX_OP_OUTPUTS];
+  oa_tensor_desc_t a, b;
+  oa_status_t st;
+  const uint32_t n_in = ins->inputs.count, n_out = ins->outputs.count;
+  const oa_fb_vec_t *vecs[2] = {&ins->inputs, &ins->outputs};
+  span_t *spans[2] = {in, out};
+  for (int k = 0; k < 2; k++) {
+    for (uint32_t j = 0; j < vecs[k]->count; j++) {
+      int32_t t = oa_fb_vec_i32(vecs[k], j);
+      span_t *s = &spans[k][j];
+      memset(s, 0, sizeof *s);
+      if (t < 0) continue;
+      if ((st = oa_program_tensor(p, m, (uint32_t)t, &a, diag))) return st;
+      s->offset = a.offset;
+      s->nbytes = a.nbytes;
+      s->pool = a.pool;
+      s->written = a.storage == OAB_STORAGE_PLANNED && a.nbytes > 0;
+    }
+  }
+  const char *op = ins->kind == OAB_INSTRUCTION_KIND_TRANSFER ? "transfer" : oa_program_operator_name(p, ins->op);
+  if (!op) op = "?";
+  for (uint32_t o = 0; o < n_out; o++) {
+    for (uint32_t o2 = o + 1; o2 < n_out; o2++) {
+      if (!spans_overlap(&out[o], &out[o2])) continue;
+      if ((st = oa_program_tensor(p, m, (uint32_t)oa_fb_vec_i32(&ins->outputs, o), &a, diag)) ||
+          (st = oa_program_tensor(p, m, (uint32_t)oa_fb_vec_i32(&ins->outputs, o2), &b, diag)))
+        return st;
+      return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM,
+                          "instruction %u (%s): outputs %u ('%s', bytes [%llu, +%llu) of pool %u) and %u ('%s', bytes "
+                          "[%llu, +%llu)) overlap; an instruction's outputs must be disjoint", i, op, o, a.name,
+                          (unsigned long long)a.offset, (unsigned long long)a.nbytes, a.pool, o2, b.name,
+                          (unsigned long long)b.offset, (unsigned long long)b.nbytes);
+    }
+  }
+  int elementwise = 0;
+  int k = ins->kind == OAB_INSTRUCTION_KIND_OP ? oa_op_inplace_input(op, &elementwise) : -1;
+  for (uint32_t o = 0; o < n_out; o++) {
+    for (uint32_t j = 0; j < n_in; j++) {
+      if (!spans_overlap(&out[o], &in[j])) continue;
+      if ((st = oa_program_tensor(p, m, (uint32_t)oa_fb_vec_i32(&ins->outputs, o), &a, diag)) ||
+          (st = oa_program_tensor(p, m, (uint32_t)oa_fb_vec_i32(&ins->inputs, j), &b, diag)))
+        return st;
+      int allowed = o == 0 && k >= 0 && (uint32_t)k < n_in && spans_equal(&out[0], &in[j]) &&
+                    same_dtype_shape(&a, &b) && (j == (uint32_t)k || (elementwise && spans_equal(&in[k], &in[j])));
+      if (allowed) continue;
+      char rule[160];
+      if (k >= 0)
+        oa_format(rule, sizeof rule, "%s runs in place only on input %d: output 0 may be exactly its bytes, dtype "
+                  "and shape, and must be disjoint from the other inputs", op, k);
+      else
+        oa_format(rule, sizeof rule, "%s never runs in place: its outputs must be disjoint from its inputs", op);
+      return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM,
+                          "instruction %u (%s): output %u ('%s', bytes [%llu, +%llu) of pool %u) overlaps input %u "
+                          "('%s', bytes [%llu, +%llu)); %s", i, op, o, a.name, (unsigned long long)a.offset,
+                          (unsigned long long)a.nbytes, a.pool, j, b.name, (unsigned long long)b.offset,
+                          (unsigned long long)b.nbytes, rule);
+    }
+  }
+  return OA_OK;
+}
+
 /* Walk one method completely so prepare can trust indices and sizes. */
 static oa_status_t verify_method(const oa_program_t *p, uint32_t index, oa_diag_t *diag) {
   oa_method_view_t m;
@@ -486,6 +579,7 @@ static oa_status_t verify_method(const oa_program_t *p, uint32_t index, oa_diag_
       if (t.storage == OAB_STORAGE_CONSTANT)
         return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "instruction %u writes constant tensor '%s'", i, t.name);
     }
+    if ((st = verify_aliasing(p, &m, i, &ins, diag))) return st;
   }
   const oa_fb_vec_t *io[2] = {&m.inputs, &m.outputs};
   for (int k = 0; k < 2; k++) {
