@@ -158,6 +158,7 @@ def test_bad_usage_exits_2() -> None:
 
 
 
+
 # ---- the semantic verifier: files that are well-formed flatbuffers but break a rule ----------------
 # Each crafted file below loaded, and then crashed, hung or read out of bounds before the rule it
 # breaks was checked (issue 12); the C loader must now refuse it, naming the rule and the place.
@@ -359,3 +360,41 @@ def test_in_place_rules_agree_with_the_opset() -> None:
     want = {name: (d.inplace, d.family in ("elementwise", "binary")) for name, d in OPS.items()
             if d.inplace is not None}
     assert table == want
+
+
+# ---- oa_run / openaccel run: inputs and outputs ------------------------------------------------------
+
+def _two_inputs(tmp_path: Path, bundled: bool = True) -> Path:
+    b = craft.Builder()
+    x, y = b.tensor("x", (4, 8)), b.tensor("y", (4, 8), offset=128)
+    out = b.tensor("out", (4, 8), offset=256)
+    b.instr("add", [x, y], [out], floats=[1.0])
+    b.inputs, b.outputs = [x, y], [out]
+    if bundled:
+        b.test([np.ones((4, 8), np.float32), np.full((4, 8), 2, np.float32)], [np.full((4, 8), 3, np.float32)])
+    return _save(tmp_path, "two_inputs" if bundled else "two_inputs_no_tests", b.build())
+
+
+def test_every_input_is_given_exactly_once(tmp_path: Path) -> None:
+    """`--input x=a.npy --input x=b.npy` on a program taking x and y passed the count check, never
+    wrote y and ran on whatever the arena held."""
+    path = _two_inputs(tmp_path)
+    a, c = tmp_path / "a.npy", tmp_path / "c.npy"
+    np.save(a, np.ones((4, 8), np.float32))
+    np.save(c, np.full((4, 8), 5, np.float32))
+    assert_user_error(cli("run", str(path), "--input", f"x={a}", "--input", f"x={c}"),
+                      f"input 0 ('x') is given twice (--input x={a} and --input x={c}); give each input once")
+    assert_user_error(cli("run", str(path), "--input", f"0={a}", "--input", f"x={c}"), "input 0 ('x') is given twice")
+    assert_user_error(cli("run", str(path), "--input", f"x={a}"),
+                      "input 1 ('y') is not given (the program takes 2 inputs: 'x', 'y'); give each once with --input")
+    r = cli("run", str(path), "--input", f"y={c}", "--input", f"x={a}", "--output-dir", str(tmp_path / "out"))
+    assert r.returncode == 0, r.stdout + r.stderr
+    np.testing.assert_array_equal(np.load(tmp_path / "out" / "output_0.npy"), np.full((4, 8), 6, np.float32))
+    # without --input the bundled test's inputs are used; a file without tests has none to use
+    r = cli("run", str(path), "--output-dir", str(tmp_path / "out"))
+    assert r.returncode == 0, r.stdout + r.stderr
+    np.testing.assert_array_equal(np.load(tmp_path / "out" / "output_0.npy"), np.full((4, 8), 3, np.float32))
+    assert_user_error(cli("run", str(_two_inputs(tmp_path, bundled=False))),
+                      "input 0 ('x') is not given", "the file has no bundled test to take them from")
+    with pytest.raises(oa.InputError, match=r"takes 2 inputs \(x, y\), 1 were given"):
+        oa.load(path)(np.ones((4, 8), np.float32))
