@@ -398,3 +398,27 @@ def test_every_input_is_given_exactly_once(tmp_path: Path) -> None:
                       "input 0 ('x') is not given", "the file has no bundled test to take them from")
     with pytest.raises(oa.InputError, match=r"takes 2 inputs \(x, y\), 1 were given"):
         oa.load(path)(np.ones((4, 8), np.float32))
+
+
+def test_structured_npy_is_refused(program: tuple[oa.Program, Path], tmp_path: Path) -> None:
+    """A record-dtype .npy whose first field is named '<f4' was read as float32."""
+    prog, path = program
+    rec = np.zeros((1, 32), dtype=[("<f4", "<i4")])
+    np.save(tmp_path / "rec.npy", rec)
+    assert_user_error(cli("run", str(path), "--input", f"x={tmp_path / 'rec.npy'}"),
+                      "a structured (record) dtype is not supported")
+    with pytest.raises(oa.InputError, match=r"input 0 \('x'\): expected float32\[1, 32\]"):
+        oa.load(prog)(rec)
+
+
+def test_long_output_directory(program: tuple[oa.Program, Path], tmp_path: Path) -> None:
+    """An --output-dir of about 1,000 characters was cut to 1,023 bytes (`.../output_0.n`)."""
+    prog, path = program
+    out = tmp_path.joinpath(*[c * 200 for c in "abcde"])
+    assert len(str(out)) > 1000
+    x = np.linspace(-1, 1, 32, dtype=np.float32).reshape(1, 32)
+    np.save(tmp_path / "x.npy", x)
+    r = cli("run", str(path), "--input", f"x={tmp_path / 'x.npy'}", "--output-dir", str(out))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert [p.name for p in out.iterdir()] == ["output_0.npy"]
+    np.testing.assert_allclose(np.load(out / "output_0.npy"), oa.load(prog)(x)[0].numpy(), rtol=1e-6, atol=1e-6)

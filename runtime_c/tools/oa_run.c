@@ -53,7 +53,7 @@ static int fail(const char *what, oa_status_t st, const char *message) {
     fputs("{\"event\": \"error\", \"status\": ", stdout);
     json_string(stdout, oa_status_name(st));
     fputs(", \"message\": ", stdout);
-    char buf[1200];
+    static char buf[8192];
     snprintf(buf, sizeof buf, "%s%s%s", what, *message ? ": " : "", message);
     json_string(stdout, buf);
     fputs("}\n", stdout);
@@ -392,7 +392,7 @@ int main(int argc, char **argv) {
     for (uint32_t i = 0; i < devs.count; i++) print_device(i, devs.list[i]);
     if (!o.file) return 0;
   }
-  char err[512];
+  char err[4096]; /* messages name paths, which may be long */
   size_t size = 0;
   atexit(release_all);
   void *data = read_file(o.file, &size, err, sizeof err);
@@ -569,9 +569,14 @@ int main(int argc, char **argv) {
         oa_method_output(m, i, &t);
         print_tensor_summary(i, t);
         if (o.output_dir) {
-          char path[1024];
-          snprintf(path, sizeof path, "%s/output_%u.npy", o.output_dir, i);
-          if (npy_write(path, t, err, sizeof err)) return fail("--output-dir", OA_ERR_IO, err);
+          /* sized for the directory given: a fixed buffer silently cut long paths short */
+          size_t len = strlen(o.output_dir) + 32;
+          char *path = (char *)malloc(len);
+          if (!path) return fail("--output-dir", OA_ERR_OUT_OF_MEMORY, "");
+          snprintf(path, len, "%s/output_%u.npy", o.output_dir, i);
+          int bad = npy_write(path, t, err, sizeof err);
+          free(path);
+          if (bad) return fail("--output-dir", OA_ERR_IO, err);
         }
       }
     }
