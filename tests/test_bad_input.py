@@ -158,7 +158,6 @@ def test_bad_usage_exits_2() -> None:
 
 
 
-
 # ---- the semantic verifier: files that are well-formed flatbuffers but break a rule ----------------
 # Each crafted file below loaded, and then crashed, hung or read out of bounds before the rule it
 # breaks was checked (issue 12); the C loader must now refuse it, naming the rule and the place.
@@ -361,6 +360,17 @@ def test_in_place_rules_agree_with_the_opset() -> None:
             if d.inplace is not None}
     assert table == want
 
+
+def test_test_vector_of_the_wrong_size(program: tuple[oa.Program, Path], tmp_path: Path) -> None:
+    """`inspect --json` used to fail in NumPy (`cannot reshape array of size 39 into shape (5,8)`)."""
+    prog, _ = program
+    fb, _ = unpack(prog.buffer)
+    fb.methods[0].tests[0].inputs[0].nbytes -= 4
+    bad = _save(tmp_path, "short_vector", pack(fb, craft.segments_of(prog.buffer)))
+    assert_user_error(cli("inspect", "--json", str(bad)),
+                      "test 0 ('", "input 0 ('x'): float32[1, 32] is 128 bytes, the file gives 124")
+    with pytest.raises(oa.ProgramError, match=r"input 0 \('x'\): float32\[1, 32\] is 128 bytes, the file gives 124"):
+        oa.Program(bad.read_bytes()).tests()
 
 # ---- oa_run / openaccel run: inputs and outputs ------------------------------------------------------
 
