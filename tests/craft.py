@@ -162,3 +162,153 @@ def shared_tables(n: int) -> bytes:
     out = container(bytes(b.Output()), SegmentWriter())
     assert struct.unpack_from("<I", out, 0)[0] < len(out)
     return out
+
+
+# ---- programs breaking one rule of the verifier (each loaded before the rule was checked) ----------
+
+def index_select_over_its_indices() -> bytes:
+    """index_select's output planned over its own index tensor: the kernel checks the indices,
+    then re-reads them after its first rows overwrote them with bytes of x (an out-of-bounds read)."""
+    b = Builder(pool=1 << 16)
+    x = b.tensor("x", (4, 16))
+    idx = b.tensor("idx", (64,), I64, offset=256)
+    y = b.tensor("y", (64, 16), offset=256)
+    b.instr("index_select", [x, idx], [y], ints=[0])
+    b.inputs, b.outputs = [x, idx], [y]
+    xv = np.arange(64, dtype=np.float32).reshape(4, 16) + 1e6
+    iv = np.zeros(64, dtype=np.int64)
+    b.test([xv, iv], [xv[iv]])
+    return b.build()
+
+
+def select_over_its_input() -> bytes:
+    """select writing rows of its own input (memcpy of overlapping ranges)"""
+    b = Builder(pool=1 << 16)
+    x = b.tensor("x", (64, 64))
+    y = b.tensor("y", (64,), offset=4)
+    b.instr("select", [x], [y], ints=[0, 1])
+    b.inputs, b.outputs = [x], [y]
+    b.test([np.ones((64, 64), np.float32)], [np.ones(64, np.float32)])
+    return b.build()
+
+
+def cat_over_its_inputs() -> bytes:
+    b = Builder()
+    a, c = b.tensor("a", (64,)), b.tensor("c", (64,), offset=256)
+    y = b.tensor("y", (128,), offset=128)
+    b.instr("cat", [a, c], [y], ints=[0])
+    b.inputs, b.outputs = [a, c], [y]
+    b.test([np.ones(64, np.float32), np.ones(64, np.float32)], [np.ones(128, np.float32)])
+    return b.build()
+
+
+def unary(op: str, y_offset: int) -> bytes:
+    """relu or neg of x [4, 8] at offset 0 into y at `y_offset` (0: in place)"""
+    b = Builder()
+    x = b.tensor("x", (4, 8))
+    y = b.tensor("y", (4, 8), offset=y_offset)
+    b.instr(op, [x], [y])
+    b.inputs, b.outputs = [x], [y]
+    xv = np.linspace(-2, 2, 32, dtype=np.float32).reshape(4, 8)
+    b.test([xv], [np.maximum(xv, 0) if op == "relu" else -xv])
+    return b.build()
+
+
+def add(x_off: int, y_off: int, out_off: int, same: bool = False) -> bytes:
+    """out = x + y (same: x + x) at the given pool offsets"""
+    b = Builder()
+    x = b.tensor("x", (4, 8), offset=x_off)
+    y = x if same else b.tensor("y", (4, 8), offset=y_off)
+    out = b.tensor("out", (4, 8), offset=out_off)
+    b.instr("add", [x, y], [out], floats=[1.0])
+    b.inputs, b.outputs = ([x] if same else [x, y]), [out]
+    xv = np.linspace(-2, 2, 32, dtype=np.float32).reshape(4, 8)
+    yv = xv if same else xv * 3
+    b.test([xv] if same else [xv, yv], [xv + yv])
+    return b.build()
+
+
+def layer_norm_outputs_overlap() -> bytes:
+    b = Builder()
+    x = b.tensor("x", (2, 8))
+    out, mean, rstd = b.tensor("out", (2, 8), offset=64), b.tensor("mean", (2, 1), offset=64), \
+        b.tensor("rstd", (2, 1), offset=256)
+    b.instr("layer_norm", [x, -1, -1], [out, mean, rstd], ints=[1], floats=[1e-5])
+    b.inputs, b.outputs = [x], [out]
+    return b.build()
+
+
+def sdpa_zero_head_dim() -> bytes:
+    """sdpa with head dim 0 and a batch of 2^40: no tensor has a byte, the kernel loops 2^40 times"""
+    b = Builder()
+    q = b.tensor("q", (1 << 40, 1, 1, 0))
+    k = b.tensor("k", (1, 1, 1, 0))
+    v = b.tensor("v", (1, 1, 1, 0))
+    o = b.tensor("o", (1 << 40, 1, 1, 0), offset=64)
+    b.instr("sdpa", [q, k, v], [o], ints=[0, 1])
+    b.inputs, b.outputs = [q], [o]
+    return b.build()
+
+
+def dims_overflow(op: str) -> bytes:
+    """batch_norm / group_norm / permute of [0, 1, 2^40, 2^40]: no elements, dims whose product overflows"""
+    g = 1 << 40
+    b = Builder()
+    x = b.tensor("x", (0, 1, g, g))
+    if op == "batch_norm":
+        c = b.tensor("c", (1,), data=np.ones(1, np.float32))
+        y = b.tensor("y", (0, 1, g, g))
+        b.instr(op, [x, c, c, c, c], [y], floats=[1e-5])
+    elif op == "group_norm":
+        y = b.tensor("y", (0, 1, g, g))
+        b.instr(op, [x, -1, -1], [y], ints=[1], floats=[1e-5])
+    else:
+        y = b.tensor("y", (0, g, 1, g))
+        b.instr(op, [x], [y], ints=[0, 2, 1, 3])
+    b.inputs, b.outputs = [x], [y]
+    return b.build()
+
+
+def two_inputs(bundled: bool = True) -> bytes:
+    """out = x + y, with a bundled test (x = 1, y = 2) or without"""
+    b = Builder()
+    x, y = b.tensor("x", (4, 8)), b.tensor("y", (4, 8), offset=128)
+    out = b.tensor("out", (4, 8), offset=256)
+    b.instr("add", [x, y], [out], floats=[1.0])
+    b.inputs, b.outputs = [x, y], [out]
+    if bundled:
+        b.test([np.ones((4, 8), np.float32), np.full((4, 8), 2, np.float32)], [np.full((4, 8), 3, np.float32)])
+    return b.build()
+
+
+def winograd_without_input_channels() -> bytes:
+    """conv2d_winograd of an input with 0 channels: the output is the bias (the fast kernel divided
+    by the channel count)"""
+    b = Builder()
+    x = b.tensor("x", (1, 0, 6, 6))
+    w = b.tensor("w", (16, 1, 0, 16), data=np.zeros(0, np.float32))
+    bias = b.tensor("b", (16,), data=np.arange(16, dtype=np.float32))
+    y = b.tensor("y", (1, 16, 4, 4))
+    b.instr("conv2d_winograd", [x, w, bias], [y], ints=[2, 0, 0, 0, 16])
+    b.inputs, b.outputs = [x], [y]
+    b.test([np.zeros((1, 0, 6, 6), np.float32)],
+           [np.repeat(np.arange(16, dtype=np.float32), 16).reshape(1, 16, 4, 4)])
+    return b.build()
+
+
+def refused() -> dict[str, bytes]:
+    """Programs the loader must refuse, one broken rule each (for the C tests and the fuzz corpus)."""
+    out = {"index_select_over_its_indices": index_select_over_its_indices(),
+           "select_over_its_input": select_over_its_input(), "cat_over_its_inputs": cat_over_its_inputs(),
+           "relu_shifted": unary("relu", 4), "add_over_other": add(0, 128, 128),
+           "layer_norm_outputs_overlap": layer_norm_outputs_overlap(), "sdpa_zero_head_dim": sdpa_zero_head_dim(),
+           "shared_tables": shared_tables(300)}
+    for op in ("batch_norm", "group_norm", "permute"):
+        out[f"{op}_dims_overflow"] = dims_overflow(op)
+    return out
+
+
+def accepted() -> dict[str, bytes]:
+    """Programs at the edge of the rules that must load and pass their bundled test."""
+    return {"relu_in_place": unary("relu", 0), "add_in_place": add(0, 128, 0), "add_x_x_in_place": add(0, 0, 0, True),
+            "two_inputs": two_inputs(), "winograd_without_input_channels": winograd_without_input_channels()}

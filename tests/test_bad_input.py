@@ -157,7 +157,6 @@ def test_bad_usage_exits_2() -> None:
     assert r.returncode == 2
 
 
-
 # ---- the semantic verifier: files that are well-formed flatbuffers but break a rule ----------------
 # Each crafted file below loaded, and then crashed, hung or read out of bounds before the rule it
 # breaks was checked (issue 12); the C loader must now refuse it, naming the rule and the place.
@@ -176,101 +175,34 @@ def _oa_run(*args: Any, timeout: float = 120) -> subprocess.CompletedProcess[str
                           timeout=timeout)
 
 
-def _index_select_over_its_indices() -> bytes:
-    """index_select's output planned over its own index tensor: the kernel checks the indices,
-    then re-reads them after its first rows overwrote them with bytes of x (an out-of-bounds read)."""
-    b = craft.Builder(pool=1 << 16)
-    x = b.tensor("x", (4, 16))
-    idx = b.tensor("idx", (64,), craft.I64, offset=256)
-    y = b.tensor("y", (64, 16), offset=256)
-    b.instr("index_select", [x, idx], [y], ints=[0])
-    b.inputs, b.outputs = [x, idx], [y]
-    xv = np.arange(64, dtype=np.float32).reshape(4, 16) + 1e6
-    iv = np.zeros(64, dtype=np.int64)
-    b.test([xv, iv], [xv[iv]])
-    return b.build()
-
-
-def _select_over_its_input() -> bytes:
-    """select writing rows of its own input (memcpy of overlapping ranges)"""
-    b = craft.Builder(pool=1 << 16)
-    x = b.tensor("x", (64, 64))
-    y = b.tensor("y", (64,), offset=4)
-    b.instr("select", [x], [y], ints=[0, 1])
-    b.inputs, b.outputs = [x], [y]
-    b.test([np.ones((64, 64), np.float32)], [np.ones(64, np.float32)])
-    return b.build()
-
-
-def _cat_over_its_inputs() -> bytes:
-    b = craft.Builder()
-    a, c = b.tensor("a", (64,)), b.tensor("c", (64,), offset=256)
-    y = b.tensor("y", (128,), offset=128)
-    b.instr("cat", [a, c], [y], ints=[0])
-    b.inputs, b.outputs = [a, c], [y]
-    b.test([np.ones(64, np.float32), np.ones(64, np.float32)], [np.ones(128, np.float32)])
-    return b.build()
-
-
 @pytest.mark.parametrize("case,needles", [
-    (_index_select_over_its_indices, ("instruction 0 (index_select): output 0 ('y', bytes [256, +4096) of pool "
-                                      "0) overlaps input 1 ('idx', bytes [256, +512))",
-                                      "index_select never runs in place")),
-    (_select_over_its_input, ("instruction 0 (select): output 0 ('y'", "overlaps input 0 ('x'",
-                              "select never runs in place")),
-    (_cat_over_its_inputs, ("instruction 0 (cat): output 0 ('y', bytes [128, +512) of pool 0) overlaps input 0",
-                            "cat never runs in place")),
+    (craft.index_select_over_its_indices, ("instruction 0 (index_select): output 0 ('y', bytes [256, +4096) of "
+                                           "pool 0) overlaps input 1 ('idx', bytes [256, +512))",
+                                           "index_select never runs in place")),
+    (craft.select_over_its_input, ("instruction 0 (select): output 0 ('y'", "overlaps input 0 ('x'",
+                                   "select never runs in place")),
+    (craft.cat_over_its_inputs, ("instruction 0 (cat): output 0 ('y', bytes [128, +512) of pool 0) overlaps "
+                                 "input 0", "cat never runs in place")),
 ], ids=["index_select", "select", "cat"])
 def test_output_planned_over_its_input_is_refused(tmp_path: Path, case: Any, needles: tuple[str, ...]) -> None:
     path = _save(tmp_path, case.__name__, case())
     assert_user_error(cli("test", str(path)), "INVALID_PROGRAM", *needles)
 
 
-def _unary(op: str, y_offset: int) -> bytes:
-    b = craft.Builder()
-    x = b.tensor("x", (4, 8))
-    y = b.tensor("y", (4, 8), offset=y_offset)
-    b.instr(op, [x], [y])
-    b.inputs, b.outputs = [x], [y]
-    xv = np.linspace(-2, 2, 32, dtype=np.float32).reshape(4, 8)
-    b.test([xv], [np.maximum(xv, 0) if op == "relu" else -xv])
-    return b.build()
-
-
-def _add(x_off: int, y_off: int, out_off: int, same: bool = False) -> bytes:
-    b = craft.Builder()
-    x = b.tensor("x", (4, 8), offset=x_off)
-    y = x if same else b.tensor("y", (4, 8), offset=y_off)
-    out = b.tensor("out", (4, 8), offset=out_off)
-    b.instr("add", [x, y], [out], floats=[1.0])
-    b.inputs, b.outputs = ([x] if same else [x, y]), [out]
-    xv = np.linspace(-2, 2, 32, dtype=np.float32).reshape(4, 8)
-    yv = xv if same else xv * 3
-    b.test([xv] if same else [xv, yv], [xv + yv])
-    return b.build()
-
-
 def test_in_place_rules(tmp_path: Path) -> None:
     """Output 0 may be exactly the bytes of the op's in-place input (opset `inplace`), and of
     inputs identical to it for elementwise ops; any other overlap is refused."""
-    ok = {"relu_in_place": _unary("relu", 0), "add_in_place": _add(0, 128, 0), "add_x_x_in_place": _add(0, 0, 0, True)}
-    for name, data in ok.items():
-        r = cli("test", str(_save(tmp_path, name, data)))
+    for name in ("relu_in_place", "add_in_place", "add_x_x_in_place"):
+        r = cli("test", str(_save(tmp_path, name, craft.accepted()[name])))
         assert r.returncode == 0 and r.stdout.strip().endswith("1 passed, 0 failed"), (name, r.stdout, r.stderr)
-    assert_user_error(cli("test", str(_save(tmp_path, "relu_shifted", _unary("relu", 4)))),
+    assert_user_error(cli("test", str(_save(tmp_path, "relu_shifted", craft.unary("relu", 4)))),
                       "instruction 0 (relu): output 0 ('y', bytes [4, +128) of pool 0) overlaps input 0 ('x', bytes "
                       "[0, +128)); relu runs in place only on input 0: output 0 may be exactly its bytes")
-    assert_user_error(cli("test", str(_save(tmp_path, "add_over_other", _add(0, 128, 128)))),
+    assert_user_error(cli("test", str(_save(tmp_path, "add_over_other", craft.add(0, 128, 128)))),
                       "instruction 0 (add): output 0 ('out', bytes [128, +128) of pool 0) overlaps input 1 ('y'",
                       "add runs in place only on input 0")
     # two outputs of one instruction over each other
-    b = craft.Builder()
-    x = b.tensor("x", (2, 8))
-    out, mean, rstd = b.tensor("out", (2, 8), offset=64), b.tensor("mean", (2, 1), offset=64), \
-        b.tensor("rstd", (2, 1), offset=256)
-    b.instr("layer_norm", [x, -1, -1], [out, mean, rstd], ints=[1], floats=[1e-5])
-    b.inputs, b.outputs = [x], [out]
-    assert_user_error(cli("test", str(_save(tmp_path, "outputs_overlap", b.build()))),
+    assert_user_error(cli("test", str(_save(tmp_path, "outputs_overlap", craft.layer_norm_outputs_overlap()))),
                       "instruction 0 (layer_norm): outputs 0 ('out', bytes [64, +64) of pool 0) and 1 ('mean', bytes "
                       "[64, +8)) overlap")
 
@@ -278,14 +210,7 @@ def test_in_place_rules(tmp_path: Path) -> None:
 def test_zero_size_tensors_bound_their_other_dims(tmp_path: Path) -> None:
     """A tensor with a zero dim has no bytes, but kernels loop over its other dims: sdpa with head
     dim 0 and a batch of 2^40 in a 1 KB file kept oa_run busy for hours."""
-    b = craft.Builder()
-    q = b.tensor("q", (1 << 40, 1, 1, 0))
-    k = b.tensor("k", (1, 1, 1, 0))
-    v = b.tensor("v", (1, 1, 1, 0))
-    o = b.tensor("o", (1 << 40, 1, 1, 0), offset=64)
-    b.instr("sdpa", [q, k, v], [o], ints=[0, 1])
-    b.inputs, b.outputs = [q], [o]
-    data = b.build()
+    data = craft.sdpa_zero_head_dim()
     assert len(data) < 2048
     r = _oa_run(_save(tmp_path, "sdpa_zero", data), timeout=60)  # (hours before)
     assert r.returncode == 2 and "tensor 0 ('q'): shape [1099511627776, 1, 1, 0] has no elements, but with its zero " \
@@ -296,21 +221,7 @@ def test_zero_size_tensors_bound_their_other_dims(tmp_path: Path) -> None:
 def test_products_of_dims_fit_in_int64(tmp_path: Path, op: str) -> None:
     """Kernels multiply a tensor's dims in int64: [0, 1, 2^40, 2^40] has no elements, but the
     product of its dims overflowed (UBSan) in batch_norm, group_norm and the fast permute."""
-    g = 1 << 40
-    b = craft.Builder()
-    x = b.tensor("x", (0, 1, g, g))
-    if op == "batch_norm":
-        c = b.tensor("c", (1,), data=np.ones(1, np.float32))
-        y = b.tensor("y", (0, 1, g, g))
-        b.instr(op, [x, c, c, c, c], [y], floats=[1e-5])
-    elif op == "group_norm":
-        y = b.tensor("y", (0, 1, g, g))
-        b.instr(op, [x, -1, -1], [y], ints=[1], floats=[1e-5])
-    else:
-        y = b.tensor("y", (0, g, 1, g))
-        b.instr(op, [x], [y], ints=[0, 2, 1, 3])
-    b.inputs, b.outputs = [x], [y]
-    assert_user_error(cli("run", str(_save(tmp_path, op, b.build()))),
+    assert_user_error(cli("run", str(_save(tmp_path, op, craft.dims_overflow(op)))),
                       "tensor 0 ('x'): shape [0, 1, 1099511627776, 1099511627776]: the product of its non-zero dims "
                       "exceeds 2^50 elements")
 
@@ -372,23 +283,21 @@ def test_test_vector_of_the_wrong_size(program: tuple[oa.Program, Path], tmp_pat
     with pytest.raises(oa.ProgramError, match=r"input 0 \('x'\): float32\[1, 32\] is 128 bytes, the file gives 124"):
         oa.Program(bad.read_bytes()).tests()
 
-# ---- oa_run / openaccel run: inputs and outputs ------------------------------------------------------
 
-def _two_inputs(tmp_path: Path, bundled: bool = True) -> Path:
-    b = craft.Builder()
-    x, y = b.tensor("x", (4, 8)), b.tensor("y", (4, 8), offset=128)
-    out = b.tensor("out", (4, 8), offset=256)
-    b.instr("add", [x, y], [out], floats=[1.0])
-    b.inputs, b.outputs = [x, y], [out]
-    if bundled:
-        b.test([np.ones((4, 8), np.float32), np.full((4, 8), 2, np.float32)], [np.full((4, 8), 3, np.float32)])
-    return _save(tmp_path, "two_inputs" if bundled else "two_inputs_no_tests", b.build())
+def test_empty_winograd_convolution(tmp_path: Path) -> None:
+    """Found by the structured fuzzer: conv2d_winograd of an input with no channels (the output is
+    the bias) divided by zero in the fast kernel's prepare (SIGFPE)."""
+    r = cli("test", str(_save(tmp_path, "wino_c0", craft.winograd_without_input_channels())))
+    assert r.returncode == 0 and r.stdout.strip().endswith("1 passed, 0 failed"), r.stdout + r.stderr
+
+
+# ---- oa_run / openaccel run: inputs and outputs ------------------------------------------------------
 
 
 def test_every_input_is_given_exactly_once(tmp_path: Path) -> None:
     """`--input x=a.npy --input x=b.npy` on a program taking x and y passed the count check, never
     wrote y and ran on whatever the arena held."""
-    path = _two_inputs(tmp_path)
+    path = _save(tmp_path, "two_inputs", craft.two_inputs())
     a, c = tmp_path / "a.npy", tmp_path / "c.npy"
     np.save(a, np.ones((4, 8), np.float32))
     np.save(c, np.full((4, 8), 5, np.float32))
@@ -404,7 +313,7 @@ def test_every_input_is_given_exactly_once(tmp_path: Path) -> None:
     r = cli("run", str(path), "--output-dir", str(tmp_path / "out"))
     assert r.returncode == 0, r.stdout + r.stderr
     np.testing.assert_array_equal(np.load(tmp_path / "out" / "output_0.npy"), np.full((4, 8), 3, np.float32))
-    assert_user_error(cli("run", str(_two_inputs(tmp_path, bundled=False))),
+    assert_user_error(cli("run", str(_save(tmp_path, "no_tests", craft.two_inputs(bundled=False)))),
                       "input 0 ('x') is not given", "the file has no bundled test to take them from")
     with pytest.raises(oa.InputError, match=r"takes 2 inputs \(x, y\), 1 were given"):
         oa.load(path)(np.ones((4, 8), np.float32))
