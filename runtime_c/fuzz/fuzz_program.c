@@ -1,12 +1,27 @@
 /* libFuzzer target: any bytes -> load, verify, prepare, execute, bundled tests. The runtime
- * must answer every input with a status, never a crash, leak or undefined behaviour. */
+ * must answer every input with a status, never a crash, leak or undefined behaviour.
+ *
+ * Mutations: three in four change the value of fields of a valid program (dims, offsets, tensor
+ * indices, ops, arguments, sizes, table offsets: mutate_oab.c), so mutants pass the bounds checks
+ * and reach the semantic rules and the kernels; the rest are libFuzzer's byte mutations. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "mutate_oab.h"
 #include "openaccel/openaccel.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+size_t LLVMFuzzerMutate(uint8_t *data, size_t size, size_t max_size);
+size_t LLVMFuzzerCustomMutator(uint8_t *data, size_t size, size_t max_size, unsigned int seed);
+
+size_t LLVMFuzzerCustomMutator(uint8_t *data, size_t size, size_t max_size, unsigned int seed) {
+  if (seed % 4 != 0 && getenv("OA_FUZZ_BYTES_ONLY") == NULL) {
+    size_t n = oa_fuzz_mutate_oab(data, size, seed / 4, 1 + seed % 3);
+    if (n) return n;
+  }
+  return LLVMFuzzerMutate(data, size, max_size);
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   uint8_t *buf = (uint8_t *)oa_platform_alloc(size ? size : 1, 64);
