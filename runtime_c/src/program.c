@@ -209,25 +209,25 @@ static oa_status_t read_shape(const oa_fb_vec_t *shape, int32_t dtype, int32_t *
                               int64_t *out_shape, int64_t *out_numel, uint64_t *out_bytes,
                               uint64_t *out_nominal, const char *what, uint32_t index, const char *name,
                               oa_diag_t *diag) {
-  char who[160];
-  oa_format(who, sizeof who, name && *name ? "%s %u ('%s')" : "%s %u", what, index, name);
+  char who[160]; /* "tensor 3 ('x')", written only for a message */
+#define OA_WHO() (oa_format(who, sizeof who, name && *name ? "%s %u ('%s')" : "%s %u", what, index, name), who)
   size_t esize = oa_dtype_size(dtype);
   if (!esize)
-    return oa_diag_fail(diag, OA_ERR_UNSUPPORTED, "%s: unknown dtype %d", who, dtype);
+    return oa_diag_fail(diag, OA_ERR_UNSUPPORTED, "%s: unknown dtype %d", OA_WHO(), dtype);
   if (shape->count > OA_MAX_DIMS)
-    return oa_diag_fail(diag, OA_ERR_UNSUPPORTED, "%s: %u dimensions, at most %d supported", who,
+    return oa_diag_fail(diag, OA_ERR_UNSUPPORTED, "%s: %u dimensions, at most %d supported", OA_WHO(),
                         shape->count, OA_MAX_DIMS);
   uint64_t numel = 1, nominal = 1;
   for (uint32_t d = 0; d < shape->count; d++) {
     int64_t dim = oa_fb_vec_i64(shape, d);
     if (dim < 0 || (uint64_t)dim > OA_MAX_ELEMENTS)
       return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "%s: dimension %u has invalid size %lld (expected 0 to 2^50)",
-                          who, d, (long long)dim);
+                          OA_WHO(), d, (long long)dim);
     out_shape[d] = dim;
     if (dim && nominal > OA_MAX_ELEMENTS / (uint64_t)dim) {
       char buf[200];
       return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM,
-                          "%s: shape %s: the product of its non-zero dims exceeds 2^50 elements", who,
+                          "%s: shape %s: the product of its non-zero dims exceeds 2^50 elements", OA_WHO(),
                           shape_str(out_shape, (int32_t)d + 1, buf, sizeof buf));
     }
     nominal *= dim ? (uint64_t)dim : 1u;
@@ -239,6 +239,7 @@ static oa_status_t read_shape(const oa_fb_vec_t *shape, int32_t dtype, int32_t *
   *out_bytes = numel * esize;
   *out_nominal = nominal * esize;
   return OA_OK;
+#undef OA_WHO
 }
 
 oa_status_t oa_program_tensor(const oa_program_t *p, const oa_method_view_t *m, uint32_t index,
