@@ -296,6 +296,28 @@ def winograd_without_input_channels() -> bytes:
     return b.build()
 
 
+def mbconv_empty_batch() -> bytes:
+    """mbconv_nhwc (1x1 expand to 24, 3x3 depthwise, 1x1 project to 8; weights packed in panels
+    of 16) of a batch of 0 images: the fast kernel's prepare divided by the batch size"""
+    rng = np.random.default_rng(0)
+
+    def const(shape: tuple[int, ...]) -> np.ndarray:
+        return rng.standard_normal(shape).astype(np.float32)
+
+    b = Builder()
+    x = b.tensor("x", (0, 7, 7, 8))
+    ins = [x, b.tensor("expand_w", (2, 1, 1, 8, 16), data=const((2, 1, 1, 8, 16))),
+           b.tensor("expand_b", (24,), data=const((24,))), b.tensor("dw_w", (3, 3, 1, 24), data=const((3, 3, 1, 24))),
+           b.tensor("dw_b", (24,), data=const((24,))),
+           b.tensor("project_w", (1, 1, 1, 24, 16), data=const((1, 1, 1, 24, 16))),
+           b.tensor("project_b", (8,), data=const((8,)))]
+    y = b.tensor("y", (0, 7, 7, 8))
+    b.instr("mbconv_nhwc", ins, [y], ints=[1, 1, 1, 1, 1, 1, 2, 2, 0, 16], floats=[0, 6, 0, 6, 0, 0])
+    b.inputs, b.outputs = [x], [y]
+    b.test([np.zeros((0, 7, 7, 8), np.float32)], [np.zeros((0, 7, 7, 8), np.float32)])
+    return b.build()
+
+
 def refused() -> dict[str, bytes]:
     """Programs the loader must refuse, one broken rule each (for the C tests and the fuzz corpus)."""
     out = {"index_select_over_its_indices": index_select_over_its_indices(),
@@ -311,4 +333,5 @@ def refused() -> dict[str, bytes]:
 def accepted() -> dict[str, bytes]:
     """Programs at the edge of the rules that must load and pass their bundled test."""
     return {"relu_in_place": unary("relu", 0), "add_in_place": add(0, 128, 0), "add_x_x_in_place": add(0, 0, 0, True),
-            "two_inputs": two_inputs(), "winograd_without_input_channels": winograd_without_input_channels()}
+            "two_inputs": two_inputs(), "winograd_without_input_channels": winograd_without_input_channels(),
+            "mbconv_empty_batch": mbconv_empty_batch()}

@@ -284,10 +284,11 @@ def test_test_vector_of_the_wrong_size(program: tuple[oa.Program, Path], tmp_pat
         oa.Program(bad.read_bytes()).tests()
 
 
-def test_empty_winograd_convolution(tmp_path: Path) -> None:
+@pytest.mark.parametrize("name", ["winograd_without_input_channels", "mbconv_empty_batch"])
+def test_empty_convolutions(tmp_path: Path, name: str) -> None:
     """Found by the structured fuzzer: conv2d_winograd of an input with no channels (the output is
-    the bias) divided by zero in the fast kernel's prepare (SIGFPE)."""
-    r = cli("test", str(_save(tmp_path, "wino_c0", craft.winograd_without_input_channels())))
+    the bias) and mbconv_nhwc of a batch of 0 divided by zero in the fast kernels' prepare (SIGFPE)."""
+    r = cli("test", str(_save(tmp_path, name, craft.accepted()[name])))
     assert r.returncode == 0 and r.stdout.strip().endswith("1 passed, 0 failed"), r.stdout + r.stderr
 
 
