@@ -5,7 +5,7 @@ PY        := .venv/bin/python
 TARGET    ?= qemu-aarch64
 PYTEST_J  ?= 2
 
-.PHONY: setup demo test test-fast lint schema docs bench bench-setup clean
+.PHONY: setup demo test test-fast lint schema docs bench bench-setup fuzz clean
 
 setup:
 	@scripts/setup.sh
@@ -21,6 +21,13 @@ test: setup
 
 test-fast: setup
 	@$(PY) -m pytest -q -n $(PYTEST_J) --dist loadgroup -m "not slow"
+
+# the structured fuzzer (tests/test_c_runtime.py) for longer than make test's minute, under ASan and
+# UBSan; the corpus grows in build/fuzz-corpus from one run to the next
+FUZZ_SECONDS ?= 1200
+fuzz: setup
+	@OA_FUZZ_SECONDS=$(FUZZ_SECONDS) OA_FUZZ_CORPUS=$(CURDIR)/build/fuzz-corpus \
+	  $(PY) -m pytest -q -s tests/test_c_runtime.py -k fuzz
 
 lint: setup
 	@$(PY) -m ruff check sdk tests benchmarks examples

@@ -7,6 +7,75 @@
 
 #define HEADER_MAGIC "OAXH"
 #define HEADER_BYTES 40 /* root offset + identifier + 32-byte extended header */
+#define OA_MAX_ELEMENTS ((uint64_t)1 << 50) /* per dim, per tensor, and of a tensor's non-zero dims */
+
+/* ---- the tree walk: every table and vector reachable from the root, each counted where it is
+ * referenced. A file that stores every table once (as a flatbuffer writer does) adds up to at most
+ * its own size; one whose offsets point at the same table from many places (a methods vector of N
+ * offsets to one Method whose tensors vector holds N offsets to one Tensor: 8N bytes, N^2 visits)
+ * runs out of budget, so loading is linear in the file size whatever the offsets say. */
+typedef struct walk_field {
+  uint8_t table, slot, kind, elem;
+  int8_t target;
+} walk_field_t;
+#define OA_WALK_ENTRY(T, S, K, E, TG) {T, S, K, E, TG},
+static const walk_field_t k_walk_fields[] = {OAB_WALK_FIELDS(OA_WALK_ENTRY)};
+static const char *const k_table_names[OAB_TABLE_COUNT] = {OAB_TABLE_NAMES};
+
+typedef struct walk {
+  size_t budget; /* bytes of tables and vectors the rest of the walk may still reach */
+  size_t fb_size;
+} walk_t;
+
+/* Take `bytes` (a table at `at`, or with slot >= 0 the vector in that field) from the budget. */
+static oa_status_t charge(walk_t *w, size_t bytes, size_t at, unsigned table, int slot, oa_diag_t *diag) {
+  if (bytes <= w->budget) {
+    w->budget -= bytes;
+    return OA_OK;
+  }
+  char what[96];
+  if (slot < 0) oa_format(what, sizeof what, "a %s table", k_table_names[table]);
+  else oa_format(what, sizeof what, "the vector in field %d of a %s table", slot, k_table_names[table]);
+  return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM,
+                      "malformed flatbuffer at byte offset %zu (%s): the tables and vectors reachable from the root "
+                      "add up to more than the flatbuffer's %zu bytes, so some are referenced from more than one "
+                      "place; every table and vector must be stored once, where it is used",
+                      at, what, w->fb_size);
+}
+
+static oa_status_t walk_table(walk_t *w, const oa_fb_table_t *t, unsigned type, oa_diag_t *diag) {
+  oa_status_t st;
+  if ((st = charge(w, t->tbl_size, t->pos, type, -1, diag))) return st;
+  for (size_t f = 0; f < sizeof k_walk_fields / sizeof k_walk_fields[0]; f++) {
+    const walk_field_t *wf = &k_walk_fields[f];
+    if (wf->table != type) continue;
+    const char *s;
+    oa_fb_vec_t v;
+    oa_fb_table_t sub;
+    bool present;
+    switch (wf->kind) {
+      case OAB_WALK_STRING:
+        if ((st = oa_fb_string(t, wf->slot, &s, diag))) return st;
+        break;
+      case OAB_WALK_TABLE:
+        if ((st = oa_fb_subtable(t, wf->slot, &sub, &present, diag))) return st;
+        if (present && (st = walk_table(w, &sub, (unsigned)wf->target, diag))) return st;
+        break;
+      default: /* vectors: charged before their elements are visited */
+        if ((st = oa_fb_vector(t, wf->slot, wf->elem, &v, diag))) return st;
+        if (!v.count) break;
+        if ((st = charge(w, 4u + (size_t)v.count * wf->elem, v.pos - 4, type, wf->slot, diag))) return st;
+        for (uint32_t i = 0; i < v.count && wf->kind == OAB_WALK_STRINGS; i++)
+          if ((st = oa_fb_vec_string(&v, i, &s, diag))) return st;
+        for (uint32_t i = 0; i < v.count && wf->kind == OAB_WALK_TABLES; i++) {
+          if ((st = oa_fb_vec_table(&v, i, &sub, diag))) return st;
+          if ((st = walk_table(w, &sub, (unsigned)wf->target, diag))) return st;
+        }
+        break;
+    }
+  }
+  return OA_OK;
+}
 
 static oa_fb_t fb_of(const oa_program_t *p) {
   oa_fb_t fb = {p->data, p->flatbuffer_size};
@@ -123,33 +192,54 @@ oa_status_t oa_program_device_slot(const oa_program_t *p, const oa_method_view_t
   return OA_OK;
 }
 
-/* Shape, dtype and element count of a shape vector; shared by tensors and test data. */
+/* "[2, 0, 3]" into buf. */
+static const char *shape_str(const int64_t *shape, int32_t ndim, char *buf, size_t size) {
+  size_t n = oa_format(buf, size, "[");
+  for (int32_t d = 0; d < ndim && n + 1 < size; d++) n += oa_format(buf + n, size - n, d ? ", %lld" : "%lld", (long long)shape[d]);
+  if (n + 1 < size) oa_format(buf + n, size - n, "]");
+  return buf;
+}
+
+/* Shape, dtype and element count of a shape vector; shared by tensors and test data.
+ * Every dim and the element count are at most 2^50, and so is the product of the non-zero dims
+ * (`out_nominal`, the element count with zero dims counted as 1): a tensor with no elements still
+ * has kernels loop over its other dims, so they are bounded like a non-empty tensor's, and any
+ * product of one tensor's dims fits in int64 with room to spare. */
 static oa_status_t read_shape(const oa_fb_vec_t *shape, int32_t dtype, int32_t *out_ndim,
                               int64_t *out_shape, int64_t *out_numel, uint64_t *out_bytes,
-                              const char *what, uint32_t index, oa_diag_t *diag) {
+                              uint64_t *out_nominal, const char *what, uint32_t index, const char *name,
+                              oa_diag_t *diag) {
+  char who[160]; /* "tensor 3 ('x')", written only for a message */
+#define OA_WHO() (oa_format(who, sizeof who, name && *name ? "%s %u ('%s')" : "%s %u", what, index, name), who)
   size_t esize = oa_dtype_size(dtype);
   if (!esize)
-    return oa_diag_fail(diag, OA_ERR_UNSUPPORTED, "%s %u: unknown dtype %d", what, index, dtype);
+    return oa_diag_fail(diag, OA_ERR_UNSUPPORTED, "%s: unknown dtype %d", OA_WHO(), dtype);
   if (shape->count > OA_MAX_DIMS)
-    return oa_diag_fail(diag, OA_ERR_UNSUPPORTED, "%s %u: %u dimensions, at most %d supported", what,
-                        index, shape->count, OA_MAX_DIMS);
-  uint64_t numel = 1;
-  const uint64_t limit = (uint64_t)1 << 50;
+    return oa_diag_fail(diag, OA_ERR_UNSUPPORTED, "%s: %u dimensions, at most %d supported", OA_WHO(),
+                        shape->count, OA_MAX_DIMS);
+  uint64_t numel = 1, nominal = 1;
   for (uint32_t d = 0; d < shape->count; d++) {
     int64_t dim = oa_fb_vec_i64(shape, d);
-    if (dim < 0 || (uint64_t)dim > limit)
-      return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "%s %u: dimension %u has invalid size %lld",
-                          what, index, d, (long long)dim);
+    if (dim < 0 || (uint64_t)dim > OA_MAX_ELEMENTS)
+      return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "%s: dimension %u has invalid size %lld (expected 0 to 2^50)",
+                          OA_WHO(), d, (long long)dim);
     out_shape[d] = dim;
-    if (dim && numel > limit / (uint64_t)dim)
-      return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "%s %u: element count overflows", what, index);
+    if (dim && nominal > OA_MAX_ELEMENTS / (uint64_t)dim) {
+      char buf[200];
+      return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM,
+                          "%s: shape %s: the product of its non-zero dims exceeds 2^50 elements", OA_WHO(),
+                          shape_str(out_shape, (int32_t)d + 1, buf, sizeof buf));
+    }
+    nominal *= dim ? (uint64_t)dim : 1u;
     numel *= (uint64_t)dim;
   }
   for (uint32_t d = shape->count; d < OA_MAX_DIMS; d++) out_shape[d] = 1;
   *out_ndim = (int32_t)shape->count;
   *out_numel = (int64_t)numel;
   *out_bytes = numel * esize;
+  *out_nominal = nominal * esize;
   return OA_OK;
+#undef OA_WHO
 }
 
 oa_status_t oa_program_tensor(const oa_program_t *p, const oa_method_view_t *m, uint32_t index,
@@ -166,8 +256,9 @@ oa_status_t oa_program_tensor(const oa_program_t *p, const oa_method_view_t *m, 
   if ((st = oa_fb_u8(&t, OAB_TENSOR_DTYPE, OAB_DTYPE_FLOAT32, &dtype, diag))) return st;
   out->dtype = (int8_t)dtype;
   if ((st = oa_fb_vector(&t, OAB_TENSOR_SHAPE, 8, &shape, diag))) return st;
-  uint64_t bytes;
-  if ((st = read_shape(&shape, out->dtype, &out->ndim, out->shape, &out->numel, &bytes, "tensor", index, diag)))
+  uint64_t bytes, nominal;
+  if ((st = read_shape(&shape, out->dtype, &out->ndim, out->shape, &out->numel, &bytes, &nominal, "tensor", index,
+                       out->name, diag)))
     return st;
   if ((st = oa_fb_vector(&t, OAB_TENSOR_DIM_ORDER, 1, &order, diag))) return st;
   out->contiguous = 1;
@@ -209,6 +300,15 @@ oa_status_t oa_program_tensor(const oa_program_t *p, const oa_method_view_t *m, 
                           "tensor %u ('%s'): bytes [%llu, +%llu) run past pool %u (%llu bytes)", index,
                           out->name, (unsigned long long)out->offset, (unsigned long long)out->nbytes,
                           out->pool, (unsigned long long)pool.size);
+    if (nominal > pool.size) {
+      char buf[200];
+      return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM,
+                          "tensor %u ('%s'): shape %s has no elements, but with its zero dims counted as 1 it "
+                          "describes %llu bytes, more than pool %u holds (%llu bytes); a tensor's dims are bounded "
+                          "by its pool whether it is empty or not", index, out->name,
+                          shape_str(out->shape, out->ndim, buf, sizeof buf), (unsigned long long)nominal, out->pool,
+                          (unsigned long long)pool.size);
+    }
   } else if (out->storage == OAB_STORAGE_CONSTANT) {
     const uint8_t *data;
     uint64_t size;
@@ -219,6 +319,14 @@ oa_status_t oa_program_tensor(const oa_program_t *p, const oa_method_view_t *m, 
                           "tensor %u ('%s'): bytes [%llu, +%llu) run past segment %u (%llu bytes)", index,
                           out->name, (unsigned long long)out->offset, (unsigned long long)out->nbytes,
                           out->segment, (unsigned long long)size);
+    if (nominal > p->size) {
+      char buf[200];
+      return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM,
+                          "tensor %u ('%s'): constant of shape %s has no elements, but with its zero dims counted as 1 "
+                          "it describes %llu bytes, more than the %zu-byte file; a constant's dims are bounded by the "
+                          "file whether it is empty or not", index, out->name,
+                          shape_str(out->shape, out->ndim, buf, sizeof buf), (unsigned long long)nominal, p->size);
+    }
   } else {
     return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "tensor %u ('%s'): unknown storage kind %u", index,
                         out->name, out->storage);
@@ -303,14 +411,22 @@ oa_status_t oa_program_test_data(const oa_program_t *p, const oa_fb_vec_t *vec, 
   oa_status_t st;
   uint8_t dtype;
   uint32_t segment;
-  uint64_t offset, nbytes, bytes;
+  uint64_t offset, nbytes, bytes, nominal;
   int64_t numel;
   if ((st = oa_fb_vec_table(vec, index, &t, diag))) return st;
   if ((st = oa_fb_u8(&t, OAB_TENSOR_DATA_DTYPE, OAB_DTYPE_FLOAT32, &dtype, diag))) return st;
   out->dtype = (int8_t)dtype;
   if ((st = oa_fb_vector(&t, OAB_TENSOR_DATA_SHAPE, 8, &shape, diag))) return st;
-  if ((st = read_shape(&shape, out->dtype, &out->ndim, out->shape, &numel, &bytes, "test tensor", index, diag)))
+  if ((st = read_shape(&shape, out->dtype, &out->ndim, out->shape, &numel, &bytes, &nominal, "test tensor", index,
+                       NULL, diag)))
     return st;
+  if (nominal > p->size) {
+    char buf[200];
+    return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM,
+                        "test tensor %u: shape %s has no elements, but with its zero dims counted as 1 it describes "
+                        "%llu bytes, more than the %zu-byte file", index, shape_str(out->shape, out->ndim, buf, sizeof buf),
+                        (unsigned long long)nominal, p->size);
+  }
   if ((st = oa_fb_u32(&t, OAB_TENSOR_DATA_SEGMENT, 0, &segment, diag))) return st;
   if ((st = oa_fb_u64(&t, OAB_TENSOR_DATA_OFFSET, 0, &offset, diag))) return st;
   if ((st = oa_fb_u64(&t, OAB_TENSOR_DATA_NBYTES, 0, &nbytes, diag))) return st;
@@ -342,6 +458,99 @@ void oa_program_debug(const oa_program_t *p, const oa_method_view_t *m, int32_t 
   if (oa_fb_string(&t, OAB_SOURCE_LOCATION_CODE, out_code, NULL)) *out_code = "";
 }
 
+/* Where a tensor's bytes are, for the aliasing rules: planned tensors of one pool overlap when
+ * their byte ranges do; constants and empty tensors never overlap anything written. */
+typedef struct span {
+  uint64_t offset, nbytes;
+  uint32_t pool;
+  uint8_t written; /* planned and non-empty */
+} span_t;
+
+static int spans_overlap(const span_t *a, const span_t *b) {
+  return a->written && b->written && a->pool == b->pool && a->offset < b->offset + b->nbytes &&
+         b->offset < a->offset + a->nbytes;
+}
+
+static int spans_equal(const span_t *a, const span_t *b) {
+  return a->pool == b->pool && a->offset == b->offset && a->nbytes == b->nbytes;
+}
+
+static int same_dtype_shape(const oa_tensor_desc_t *a, const oa_tensor_desc_t *b) {
+  if (a->dtype != b->dtype || a->ndim != b->ndim) return 0;
+  for (int32_t d = 0; d < a->ndim; d++)
+    if (a->shape[d] != b->shape[d]) return 0;
+  return 1;
+}
+
+/* The aliasing rules of instruction `i`: its outputs are pairwise disjoint, and disjoint from its
+ * inputs except where the op runs in place (oa_op_inplace_input): output 0 may be exactly the
+ * bytes, dtype and shape of its in-place input (and, for elementwise ops, of inputs identical to
+ * that one). Kernels read inputs after writing outputs (index_select re-reads its indices, cat and
+ * select memcpy), so any other overlap lets a file feed a kernel bytes it already checked and then
+ * changed, or hand memcpy overlapping ranges. */
+static oa_status_t verify_aliasing(const oa_program_t *p, const oa_method_view_t *m, uint32_t i,
+                                   const oa_instr_desc_t *ins, oa_diag_t *diag) {
+  span_t in[OA_MAX_OP_INPUTS], out[OA_MAX_OP_OUTPUTS];
+  oa_tensor_desc_t a, b;
+  oa_status_t st;
+  const uint32_t n_in = ins->inputs.count, n_out = ins->outputs.count;
+  const oa_fb_vec_t *vecs[2] = {&ins->inputs, &ins->outputs};
+  span_t *spans[2] = {in, out};
+  for (int k = 0; k < 2; k++) {
+    for (uint32_t j = 0; j < vecs[k]->count; j++) {
+      int32_t t = oa_fb_vec_i32(vecs[k], j);
+      span_t *s = &spans[k][j];
+      memset(s, 0, sizeof *s);
+      if (t < 0) continue;
+      if ((st = oa_program_tensor(p, m, (uint32_t)t, &a, diag))) return st;
+      s->offset = a.offset;
+      s->nbytes = a.nbytes;
+      s->pool = a.pool;
+      s->written = a.storage == OAB_STORAGE_PLANNED && a.nbytes > 0;
+    }
+  }
+  const char *op = ins->kind == OAB_INSTRUCTION_KIND_TRANSFER ? "transfer" : oa_program_operator_name(p, ins->op);
+  if (!op) op = "?";
+  for (uint32_t o = 0; o < n_out; o++) {
+    for (uint32_t o2 = o + 1; o2 < n_out; o2++) {
+      if (!spans_overlap(&out[o], &out[o2])) continue;
+      if ((st = oa_program_tensor(p, m, (uint32_t)oa_fb_vec_i32(&ins->outputs, o), &a, diag)) ||
+          (st = oa_program_tensor(p, m, (uint32_t)oa_fb_vec_i32(&ins->outputs, o2), &b, diag)))
+        return st;
+      return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM,
+                          "instruction %u (%s): outputs %u ('%s', bytes [%llu, +%llu) of pool %u) and %u ('%s', bytes "
+                          "[%llu, +%llu)) overlap; an instruction's outputs must be disjoint", i, op, o, a.name,
+                          (unsigned long long)a.offset, (unsigned long long)a.nbytes, a.pool, o2, b.name,
+                          (unsigned long long)b.offset, (unsigned long long)b.nbytes);
+    }
+  }
+  int elementwise = 0;
+  int k = ins->kind == OAB_INSTRUCTION_KIND_OP ? oa_op_inplace_input(op, &elementwise) : -1;
+  for (uint32_t o = 0; o < n_out; o++) {
+    for (uint32_t j = 0; j < n_in; j++) {
+      if (!spans_overlap(&out[o], &in[j])) continue;
+      if ((st = oa_program_tensor(p, m, (uint32_t)oa_fb_vec_i32(&ins->outputs, o), &a, diag)) ||
+          (st = oa_program_tensor(p, m, (uint32_t)oa_fb_vec_i32(&ins->inputs, j), &b, diag)))
+        return st;
+      int allowed = o == 0 && k >= 0 && (uint32_t)k < n_in && spans_equal(&out[0], &in[j]) &&
+                    same_dtype_shape(&a, &b) && (j == (uint32_t)k || (elementwise && spans_equal(&in[k], &in[j])));
+      if (allowed) continue;
+      char rule[160];
+      if (k >= 0)
+        oa_format(rule, sizeof rule, "%s runs in place only on input %d: output 0 may be exactly its bytes, dtype "
+                  "and shape, and must be disjoint from the other inputs", op, k);
+      else
+        oa_format(rule, sizeof rule, "%s never runs in place: its outputs must be disjoint from its inputs", op);
+      return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM,
+                          "instruction %u (%s): output %u ('%s', bytes [%llu, +%llu) of pool %u) overlaps input %u "
+                          "('%s', bytes [%llu, +%llu)); %s", i, op, o, a.name, (unsigned long long)a.offset,
+                          (unsigned long long)a.nbytes, a.pool, j, b.name, (unsigned long long)b.offset,
+                          (unsigned long long)b.nbytes, rule);
+    }
+  }
+  return OA_OK;
+}
+
 /* Walk one method completely so prepare can trust indices and sizes. */
 static oa_status_t verify_method(const oa_program_t *p, uint32_t index, oa_diag_t *diag) {
   oa_method_view_t m;
@@ -371,6 +580,7 @@ static oa_status_t verify_method(const oa_program_t *p, uint32_t index, oa_diag_
       if (t.storage == OAB_STORAGE_CONSTANT)
         return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "instruction %u writes constant tensor '%s'", i, t.name);
     }
+    if ((st = verify_aliasing(p, &m, i, &ins, diag))) return st;
   }
   const oa_fb_vec_t *io[2] = {&m.inputs, &m.outputs};
   for (int k = 0; k < 2; k++) {
@@ -462,6 +672,8 @@ oa_status_t oa_program_load(const void *data, size_t size, oa_program_t *out_pro
     return oa_diag_fail(diag, OA_ERR_UNSUPPORTED_VERSION,
                         "file format %u.%u is newer than this runtime reads (%d.x); update the openaccel runtime",
                         major, minor, OA_FORMAT_MAJOR);
+  walk_t walk = {p.flatbuffer_size, p.flatbuffer_size};
+  if ((st = walk_table(&walk, &root, OAB_TABLE_PROGRAM, diag))) return st;
   oa_fb_vec_t v;
   if ((st = oa_fb_vector(&root, OAB_PROGRAM_METHODS, 4, &v, diag))) return st;
   p.method_count = v.count;

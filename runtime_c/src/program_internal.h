@@ -82,6 +82,10 @@ oa_status_t oa_program_test_data(const oa_program_t *p, const oa_fb_vec_t *vec, 
 /* Source location of debug entry `index` ("file:line" and code), or "" when absent. */
 void oa_program_debug(const oa_program_t *p, const oa_method_view_t *m, int32_t index,
                       const char **out_file, uint32_t *out_line, const char **out_code);
+/* The in-place rule of op `op` (src/op_rules.c, from the opset): the input whose bytes output 0
+ * may share exactly (same offset, size, dtype and shape), or -1 when outputs and inputs must be
+ * disjoint. *out_elementwise: inputs identical to that one may share them too. */
+int oa_op_inplace_input(const char *op, int *out_elementwise);
 /* Address and size of segment `index`. */
 oa_status_t oa_program_segment(const oa_program_t *p, uint32_t index, const uint8_t **out_data,
                                uint64_t *out_size, oa_diag_t *diag);

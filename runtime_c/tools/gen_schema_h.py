@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Generate the C headers that tie the runtime to the one description of each fact:
-- runtime_c/src/oab_schema.h (field slots and enums) from runtime_c/schema/oab.fbs. The C reader
-  is hand-written and bounds-checked; this keeps its field numbering tied to the one schema file.
-  Only the subset of the flatbuffers IDL that oab.fbs uses is understood: enums with explicit or
-  implicit values, tables with fields in declaration order (no `id:` attributes).
+- runtime_c/src/oab_schema.h (field slots, enums and the offset fields the loader's tree walk
+  follows) from runtime_c/schema/oab.fbs. The C reader is hand-written and bounds-checked; this
+  keeps its field numbering tied to the one schema file. Only the subset of the flatbuffers IDL
+  that oab.fbs uses is understood: enums with explicit or implicit values, tables with fields in
+  declaration order (no `id:` attributes).
 - runtime_c/src/oab_args.h (with --args) from sdk/openaccel/opset.py: the position of every named
   op argument in an instruction's ints / floats, and the CPU tuning constants the exporter shares
   with the kernels.
@@ -53,6 +54,38 @@ def parse(text: str) -> tuple[dict[str, list[tuple[str, int]]], dict[str, list[t
     return enums, tables
 
 
+_SCALAR_SIZES = {"bool": 1, "byte": 1, "ubyte": 1, "int8": 1, "uint8": 1, "short": 2, "ushort": 2, "int16": 2,
+                 "uint16": 2, "int": 4, "uint": 4, "int32": 4, "uint32": 4, "float": 4, "float32": 4, "long": 8,
+                 "ulong": 8, "int64": 8, "uint64": 8, "double": 8, "float64": 8}
+
+# kinds of the fields that hold an offset (what the tree walk follows)
+STRING, VECTOR, STRINGS, TABLES, TABLE = "STRING", "VECTOR", "STRINGS", "TABLES", "TABLE"
+
+
+def tree(text: str) -> dict[str, list[tuple[int, str, int, str]]]:
+    """For each table, its fields that hold an offset: (slot, kind, element size, table type).
+    Scalars and enums are stored inline and are left out; element size is 4 for offsets."""
+    _, tables = parse(text)
+    bases = dict(re.findall(r"\benum\s+(\w+)\s*:\s*(\w+)", _strip_comments(text)))
+    sizes = dict(_SCALAR_SIZES, **{name: _SCALAR_SIZES[base] for name, base in bases.items()})
+    out: dict[str, list[tuple[int, str, int, str]]] = {}
+    for name, fields in tables.items():
+        walk = []
+        for slot, (_, ftype) in enumerate(fields):
+            vec = ftype.startswith("[")
+            base = ftype.strip("[]")
+            if base == "string":
+                walk.append((slot, STRINGS if vec else STRING, 4, ""))
+            elif base in tables:
+                walk.append((slot, TABLES if vec else TABLE, 4, base))
+            elif base not in sizes:
+                raise ValueError(f"table {name}: unknown field type {ftype}")
+            elif vec:
+                walk.append((slot, VECTOR, sizes[base], ""))
+        out[name] = walk
+    return out
+
+
 def _upper(name: str) -> str:
     return re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", name).upper()
 
@@ -79,6 +112,22 @@ def render(src_name: str, text: str) -> str:
         for slot, (fname, ftype) in enumerate(fields):
             out.append(f"#define OAB_{_upper(name)}_{fname.upper()} {slot} /* {ftype} */")
         out.append("")
+    walk = tree(text)
+    out.append("/* The loader's tree walk: table numbers, and for each table the fields holding an offset,")
+    out.append(" * X(table, slot, kind, element size, target table) with kind one of OAB_WALK_*. */")
+    for i, name in enumerate(tables):
+        out.append(f"#define OAB_TABLE_{_upper(name)} {i}")
+    out.append(f"#define OAB_TABLE_COUNT {len(tables)}")
+    out.append("#define OAB_TABLE_NAMES " + ", ".join(f'"{name}"' for name in tables))
+    for i, kind in enumerate((STRING, VECTOR, STRINGS, TABLES, TABLE)):
+        out.append(f"#define OAB_WALK_{kind} {i + 1}")
+    out.append("#define OAB_WALK_FIELDS(X) \\")
+    rows = [f"  X(OAB_TABLE_{_upper(name)}, {slot}, OAB_WALK_{kind}, {size}, "
+            f"{'OAB_TABLE_' + _upper(target) if target else -1})"
+            for name in tables for slot, kind, size, target in walk[name]]
+    out.extend(r + " \\" for r in rows[:-1])
+    out.append(rows[-1])
+    out.append("")
     out.append("#endif /* OA_OAB_SCHEMA_H */")
     return "\n".join(out) + "\n"
 

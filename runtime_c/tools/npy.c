@@ -57,17 +57,28 @@ int npy_read(const char *path, npy_array_t *out, char *err, size_t err_size) {
     return 1;
   }
   h[hlen] = '\0';
+  for (size_t n = hlen; n > 0 && (h[n - 1] == ' ' || h[n - 1] == '\n'); n--) h[n - 1] = '\0'; /* (padding) */
   const char *d = strstr(h, "'descr'");
   const char *fo = strstr(h, "'fortran_order'");
   const char *sh = strstr(h, "'shape'");
   int ok = d && fo && sh;
   out->dtype = -1;
   if (ok) {
-    const char *q = strchr(d + 7, '\'');
-    for (size_t i = 0; q && i < sizeof kDescrs / sizeof kDescrs[0]; i++)
+    /* the value of 'descr' must be one of the plain type strings: a structured (record) dtype is a
+     * list of fields ('descr': [('a', '<f4'), ...]) whose bytes are not an array of one type */
+    const char *q = d + 7;
+    while (*q == ' ') q++;
+    if (*q == ':') q++;
+    while (*q == ' ') q++;
+    for (size_t i = 0; *q == '\'' && i < sizeof kDescrs / sizeof kDescrs[0]; i++)
       if (strncmp(q + 1, kDescrs[i].descr, 3) == 0 && q[4] == '\'') out->dtype = kDescrs[i].dtype;
     if (out->dtype < 0) {
-      snprintf(err, err_size, "%s: unsupported dtype in header %s", path, h);
+      if (*q == '[')
+        snprintf(err, err_size, "%s: a structured (record) dtype is not supported (header %s); save a plain array",
+                 path, h);
+      else
+        snprintf(err, err_size, "%s: unsupported dtype in header %s (expected one of <f4 <f8 <f2 <i8 <i4 <i2 |i1 |u1 |b1)",
+                 path, h);
       free(h);
       fclose(f);
       return 1;

@@ -53,7 +53,7 @@ static int fail(const char *what, oa_status_t st, const char *message) {
     fputs("{\"event\": \"error\", \"status\": ", stdout);
     json_string(stdout, oa_status_name(st));
     fputs(", \"message\": ", stdout);
-    char buf[1200];
+    static char buf[8192];
     snprintf(buf, sizeof buf, "%s%s%s", what, *message ? ": " : "", message);
     json_string(stdout, buf);
     fputs("}\n", stdout);
@@ -392,7 +392,7 @@ int main(int argc, char **argv) {
     for (uint32_t i = 0; i < devs.count; i++) print_device(i, devs.list[i]);
     if (!o.file) return 0;
   }
-  char err[512];
+  char err[4096]; /* messages name paths, which may be long */
   size_t size = 0;
   atexit(release_all);
   void *data = read_file(o.file, &size, err, sizeof err);
@@ -467,6 +467,10 @@ int main(int argc, char **argv) {
     if (!g_json) printf("%u passed, %u failed\n", passed, failed);
     if (failed) exit_code = 1;
   } else {
+    /* every input exactly once: a duplicate would leave another input holding whatever the arena held */
+    const uint32_t n_in = oa_method_input_count(m);
+    int *given = (int *)calloc(n_in ? n_in : 1, sizeof(int)); /* --input index + 1 that set input i */
+    if (!given) return fail("--input", OA_ERR_OUT_OF_MEMORY, "");
     for (int k = 0; k < o.n_inputs; k++) {
       const char *spec = o.inputs[k];
       const char *eq = strchr(spec, '=');
@@ -474,20 +478,39 @@ int main(int argc, char **argv) {
       const char *path = spec;
       uint32_t idx = (uint32_t)k;
       if (eq) {
-        size_t len = (size_t)(eq - spec) < sizeof name - 1 ? (size_t)(eq - spec) : sizeof name - 1;
-        memcpy(name, spec, len);
-        name[len] = '\0';
+        if ((size_t)(eq - spec) >= sizeof name) {
+          free(given);
+          snprintf(err, sizeof err, "input name of %zu characters in '%.40s...' (at most %zu)", (size_t)(eq - spec), spec,
+                   sizeof name - 1);
+          return fail("--input", OA_ERR_INVALID_ARGUMENT, err);
+        }
+        memcpy(name, spec, (size_t)(eq - spec));
+        name[eq - spec] = '\0';
         path = eq + 1;
         if (find_input(m, name, &idx)) {
+          free(given);
           snprintf(err, sizeof err, "the program has no input named '%s'", name);
           return fail("--input", OA_ERR_INVALID_ARGUMENT, err);
         }
-      } else if (idx >= oa_method_input_count(m)) {
-        snprintf(err, sizeof err, "%d --input files for a program with %u inputs", o.n_inputs, oa_method_input_count(m));
+      } else if (idx >= n_in) {
+        free(given);
+        snprintf(err, sizeof err, "%d --input files for a program with %u inputs", o.n_inputs, n_in);
         return fail("--input", OA_ERR_INVALID_ARGUMENT, err);
       }
+      oa_tensor_t *dst;
+      oa_method_input(m, idx, &dst);
+      if (given[idx]) {
+        snprintf(err, sizeof err, "input %u ('%s') is given twice (--input %s and --input %s); give each input once",
+                 idx, dst->name, o.inputs[given[idx] - 1], spec);
+        free(given);
+        return fail("--input", OA_ERR_INVALID_ARGUMENT, err);
+      }
+      given[idx] = k + 1;
       npy_array_t arr;
-      if (npy_read(path, &arr, err, sizeof err)) return fail("--input", OA_ERR_INVALID_ARGUMENT, err);
+      if (npy_read(path, &arr, err, sizeof err)) {
+        free(given);
+        return fail("--input", OA_ERR_INVALID_ARGUMENT, err);
+      }
       oa_tensor_t src;
       memset(&src, 0, sizeof src);
       src.data = arr.data;
@@ -498,16 +521,43 @@ int main(int argc, char **argv) {
       oa_diag_clear(&diag);
       st = oa_method_set_input(m, idx, &src, &diag);
       npy_free(&arr);
-      if (st) return fail(path, st, diag.message);
-    }
-    if (o.n_inputs && (uint32_t)o.n_inputs < oa_method_input_count(m)) {
-      snprintf(err, sizeof err, "%d of %u inputs given", o.n_inputs, oa_method_input_count(m));
-      return fail("--input", OA_ERR_INVALID_ARGUMENT, err);
+      if (st) {
+        free(given);
+        return fail(path, st, diag.message);
+      }
     }
     if (!o.n_inputs && oa_method_test_count(m)) {
       /* no inputs given: use the first bundled test's inputs */
       oa_test_result_t r;
+      free(given);
       if ((st = oa_method_run_test(m, 0, &r, &diag))) return fail(o.file, st, diag.message);
+    } else if (!o.n_inputs && o.bench) {
+      /* a benchmark of a file without bundled tests runs on zeros, not on what the arena held */
+      free(given);
+      for (uint32_t i = 0; i < n_in; i++) {
+        oa_tensor_t *t;
+        oa_method_input(m, i, &t);
+        if (t->nbytes) memset(t->data, 0, t->nbytes);
+      }
+    } else {
+      for (uint32_t i = 0; i < n_in; i++) {
+        if (given[i]) continue;
+        oa_tensor_t *t;
+        oa_method_input(m, i, &t);
+        size_t n = (size_t)snprintf(err, sizeof err, "input %u ('%s') is not given (the program takes %u input%s:", i,
+                                    t->name, n_in, n_in == 1 ? "" : "s");
+        for (uint32_t j = 0; j < n_in && n < sizeof err; j++) {
+          oa_tensor_t *u;
+          oa_method_input(m, j, &u);
+          n += (size_t)snprintf(err + n, sizeof err - n, "%s '%s'", j ? "," : "", u->name);
+        }
+        if (n < sizeof err)
+          snprintf(err + n, sizeof err - n, "%s); give each once with --input NAME=FILE.npy",
+                   o.n_inputs ? "" : "; the file has no bundled test to take them from");
+        free(given);
+        return fail("--input", OA_ERR_INVALID_ARGUMENT, err);
+      }
+      free(given);
     }
     uint64_t t0 = oa_platform_now_ns();
     if ((st = oa_method_execute(m, &diag))) return fail(o.file, st, diag.message);
@@ -519,9 +569,14 @@ int main(int argc, char **argv) {
         oa_method_output(m, i, &t);
         print_tensor_summary(i, t);
         if (o.output_dir) {
-          char path[1024];
-          snprintf(path, sizeof path, "%s/output_%u.npy", o.output_dir, i);
-          if (npy_write(path, t, err, sizeof err)) return fail("--output-dir", OA_ERR_IO, err);
+          /* sized for the directory given: a fixed buffer silently cut long paths short */
+          size_t len = strlen(o.output_dir) + 32;
+          char *path = (char *)malloc(len);
+          if (!path) return fail("--output-dir", OA_ERR_OUT_OF_MEMORY, "");
+          snprintf(path, len, "%s/output_%u.npy", o.output_dir, i);
+          int bad = npy_write(path, t, err, sizeof err);
+          free(path);
+          if (bad) return fail("--output-dir", OA_ERR_IO, err);
         }
       }
     }

@@ -64,7 +64,13 @@ def pack(program: ProgramT, segments: SegmentWriter) -> bytes:
         program.segments.append(s)
     builder = flatbuffers.Builder(1 << 16)
     builder.Finish(program.Pack(builder), file_identifier=IDENTIFIER)
-    fb = bytes(builder.Output())
+    return container(bytes(builder.Output()), segments)
+
+
+def container(fb: bytes, segments: SegmentWriter) -> bytes:
+    """The .oab file of a finished flatbuffer `fb` (root offset and identifier first, as
+    `Builder.Finish(..., file_identifier=IDENTIFIER)` writes them) and the segment data: the
+    extended header goes in after the identifier, the segments after the flatbuffer."""
     (root,) = struct.unpack_from("<I", fb, 0)
     fb_size = len(fb) + HEADER_SIZE
     seg_base = _align(fb_size)
@@ -105,6 +111,139 @@ def read_header(buf: bytes) -> Header:
     return Header(fb_size, seg_base, seg_size)
 
 
+# The tree walk of the C loader (runtime_c/src/program.c; its table is generated from the schema
+# by runtime_c/tools/gen_schema_h.py `tree()`, and tests/test_bad_input.py checks this copy agrees):
+# for each table, the fields that hold an offset, as (slot, kind, element size, table type).
+_TREE: dict[str, tuple[tuple[int, str, int, str], ...]] = {
+    "QuantParams": ((0, "VECTOR", 4, ""), (1, "VECTOR", 8, "")),
+    "Tensor": ((0, "STRING", 4, ""), (2, "VECTOR", 8, ""), (3, "VECTOR", 1, ""), (9, "TABLE", 4, "QuantParams")),
+    "Instruction": ((1, "VECTOR", 4, ""), (2, "VECTOR", 4, ""), (3, "VECTOR", 8, ""), (4, "VECTOR", 8, ""),
+                    (8, "VECTOR", 4, "")),
+    "Operator": ((0, "STRING", 4, ""),),
+    "DeviceSlot": ((0, "STRING", 4, ""),),
+    "MemoryPool": (),
+    "MemoryPlan": ((0, "TABLES", 4, "MemoryPool"),),
+    "SourceLocation": ((0, "STRING", 4, ""), (2, "STRING", 4, ""), (3, "STRING", 4, ""), (4, "STRING", 4, "")),
+    "TensorData": ((1, "VECTOR", 8, ""),),
+    "TestCase": ((0, "STRING", 4, ""), (1, "TABLES", 4, "TensorData"), (2, "TABLES", 4, "TensorData")),
+    "Method": ((0, "STRING", 4, ""), (1, "VECTOR", 4, ""), (2, "VECTOR", 4, ""), (3, "TABLES", 4, "Tensor"),
+               (4, "TABLES", 4, "Instruction"), (5, "TABLES", 4, "DeviceSlot"), (6, "TABLE", 4, "MemoryPlan"),
+               (7, "TABLES", 4, "TestCase"), (8, "TABLES", 4, "SourceLocation")),
+    "Segment": (),
+    "Program": ((2, "STRING", 4, ""), (3, "STRING", 4, ""), (4, "STRINGS", 4, ""), (5, "TABLES", 4, "Operator"),
+                (6, "TABLES", 4, "Method"), (7, "TABLES", 4, "Segment")),
+}
+
+
+class _Walk:
+    """Every table and vector reachable from the root, each counted where it is referenced, with
+    the C loader's bounds checks. A file that stores each table once adds up to at most its own
+    size; one whose offsets point at one table from many places (N offsets to one Method whose
+    tensors vector holds N offsets to one Tensor: 8N bytes, N^2 objects) runs out of budget
+    before the object tree is built, so reading stays linear in the file size."""
+
+    def __init__(self, buf: bytes, size: int) -> None:
+        self.buf, self.size, self.budget = buf, size, size
+
+    def bad(self, at: int, what: str, value: int, limit: int) -> ProgramError:
+        return ProgramError(f"malformed flatbuffer at byte offset {at}: {what} ({value}, limit {limit})")
+
+    def u32(self, at: int) -> int:
+        return int(struct.unpack_from("<I", self.buf, at)[0])
+
+    def charge(self, n: int, at: int, table: str, slot: int) -> None:
+        if n <= self.budget:
+            self.budget -= n
+            return
+        what = f"a {table} table" if slot < 0 else f"the vector in field {slot} of a {table} table"
+        raise ProgramError(f"malformed flatbuffer at byte offset {at} ({what}): the tables and vectors reachable "
+                           f"from the root add up to more than the flatbuffer's {self.size} bytes, so some are "
+                           "referenced from more than one place; every table and vector must be stored once, "
+                           "where it is used")
+
+    def table_at(self, pos: int) -> tuple[int, int, int]:
+        """(vtable position, vtable size, table size) of the table at `pos`."""
+        size = self.size
+        if pos > size or size - pos < 4:
+            raise self.bad(pos, "table start outside buffer", pos, size)
+        (soff,) = struct.unpack_from("<i", self.buf, pos)
+        vt = pos - soff
+        if vt < 0 or vt > size or size - vt < 4:
+            raise self.bad(pos, "vtable offset outside buffer", max(vt, 0), size)
+        vt_size, tbl_size = struct.unpack_from("<HH", self.buf, vt)
+        if vt_size < 4 or vt_size & 1:
+            raise self.bad(vt, "vtable size invalid", vt_size, 4)
+        if size - vt < vt_size:
+            raise self.bad(vt, "vtable runs past end", vt_size, size - vt)
+        if tbl_size < 4:
+            raise self.bad(pos, "table size invalid", tbl_size, 4)
+        if size - pos < tbl_size:
+            raise self.bad(pos, "table runs past end", tbl_size, size - pos)
+        return vt, vt_size, tbl_size
+
+    def follow(self, at: int) -> int:
+        off = self.u32(at)
+        if off == 0 or off > self.size - at:
+            raise self.bad(at, "offset points outside buffer", off, self.size - at)
+        return at + off
+
+    def string(self, pos: int) -> None:
+        if self.size - pos < 4:
+            raise self.bad(pos, "string length outside buffer", pos, self.size)
+        n = self.u32(pos)
+        if n >= self.size - pos - 4:
+            raise self.bad(pos, "string runs past end", n, self.size - pos - 4)
+        if self.buf[pos + 4 + n] != 0:
+            raise self.bad(pos, "string not NUL-terminated", n, n)
+
+    def vector(self, pos: int, elem: int) -> int:
+        if self.size - pos < 4:
+            raise self.bad(pos, "vector length outside buffer", pos, self.size)
+        count = self.u32(pos)
+        avail = self.size - pos - 4
+        if count * elem > avail:
+            raise self.bad(pos, "vector runs past end (elements)", count, avail // elem)
+        return count
+
+    def table(self, pos: int, kind: str) -> None:
+        vt, vt_size, tbl_size = self.table_at(pos)
+        self.charge(tbl_size, pos, kind, -1)
+        for slot, fkind, elem, target in _TREE[kind]:
+            entry = 4 + 2 * slot
+            if entry + 2 > vt_size:
+                continue
+            (voff,) = struct.unpack_from("<H", self.buf, vt + entry)
+            if voff == 0:
+                continue
+            if voff + 4 > tbl_size:
+                raise self.bad(pos, "field runs past its table", voff + 4, tbl_size)
+            at = self.follow(pos + voff)
+            if fkind == "STRING":
+                self.string(at)
+            elif fkind == "TABLE":
+                self.table(at, target)
+            else:
+                count = self.vector(at, elem)
+                if not count:
+                    continue
+                self.charge(4 + count * elem, at, kind, slot)
+                for i in range(count) if fkind in ("STRINGS", "TABLES") else ():
+                    el = self.follow(at + 4 + 4 * i)
+                    if fkind == "STRINGS":
+                        self.string(el)
+                    else:
+                        self.table(el, target)
+
+
+def check_tree(buf: bytes, flatbuffer_size: int) -> None:
+    """Refuse a flatbuffer whose tables and vectors, counted where they are referenced, add up to
+    more than the flatbuffer (shared tables), or whose offsets are malformed; linear in its size."""
+    if flatbuffer_size < 8:
+        raise ProgramError(f"malformed flatbuffer: {flatbuffer_size} bytes, too small (limit 8)")
+    w = _Walk(buf, flatbuffer_size)
+    w.table(w.u32(0), "Program")
+
+
 def unpack(buf: bytes) -> tuple[ProgramT, Header]:
     """Parse an .oab file into the flatbuffers object tree. Refuses newer major versions."""
     header = read_header(buf)
@@ -118,6 +257,7 @@ def unpack(buf: bytes) -> tuple[ProgramT, Header]:
     if major > FORMAT_MAJOR:
         raise ProgramError(f"file format {major}.{minor} is newer than this openaccel reads "
                            f"({FORMAT_MAJOR}.x); update openaccel")
+    check_tree(buf, header.flatbuffer_size)
     try:
         program = ProgramT.InitFromObj(fb)
     except Exception as e:

@@ -167,19 +167,39 @@ class Program:
         return out
 
     def tests(self) -> list[tuple[str, list[np.ndarray], list[np.ndarray], float, float]]:
-        """Bundled test vectors: (name, inputs, expected outputs, atol, rtol)."""
+        """Bundled test vectors: (name, inputs, expected outputs, atol, rtol). A vector whose dtype,
+        shape and size disagree is a ProgramError naming the test and the tensor."""
         out = []
-        for tc in self._m.tests or []:
-            def arrays(items: list) -> list[np.ndarray]:
-                res = []
-                for d in items or []:
-                    raw = segment_bytes(self.buffer, self._fb, self._header, int(d.segment),
-                                        int(d.offset), int(d.nbytes))
-                    shape = tuple(int(x) for x in (d.shape if d.shape is not None else []))
-                    res.append(np.frombuffer(raw, dtype=dtypes.numpy_of(int(d.dtype))).reshape(shape).copy())
-                return res
-            out.append((_s(tc.name), arrays(tc.inputs), arrays(tc.outputs), float(tc.atol), float(tc.rtol)))
+        for ti, tc in enumerate(self._m.tests or []):
+            name = _s(tc.name)
+            out.append((name, self._test_arrays(ti, name, tc.inputs, "input"),
+                        self._test_arrays(ti, name, tc.outputs, "output"), float(tc.atol), float(tc.rtol)))
         return out
+
+    def _test_arrays(self, ti: int, name: str, items: list | None, kind: str) -> list[np.ndarray]:
+        res = []
+        sig = self._m.inputs if kind == "input" else self._m.outputs
+        tensors = self._m.tensors or []
+        for j, d in enumerate(items or []):
+            where = f"test {ti} ('{name}') {kind} {j}"
+            if sig is not None and j < len(sig) and 0 <= int(sig[j]) < len(tensors):
+                where += f" ('{_s(tensors[int(sig[j])].name)}')"
+            code = int(d.dtype)
+            if code not in dtypes.known_codes():
+                raise ProgramError(f"{where}: unknown dtype {code}")
+            shape = tuple(int(x) for x in (d.shape if d.shape is not None else []))
+            if any(x < 0 for x in shape):
+                raise ProgramError(f"{where}: shape {list(shape)} has a negative dim")
+            want = int(np.prod(shape, dtype=object)) * dtypes.size_of(code)
+            if int(d.nbytes) != want:
+                raise ProgramError(f"{where}: {dtypes.name_of(code)}{list(shape)} is {want} bytes, the file gives "
+                                   f"{int(d.nbytes)}")
+            try:
+                raw = segment_bytes(self.buffer, self._fb, self._header, int(d.segment), int(d.offset), int(d.nbytes))
+            except ProgramError as e:
+                raise ProgramError(f"{where}: {e}") from None
+            res.append(np.frombuffer(raw, dtype=dtypes.numpy_of(code)).reshape(shape).copy())
+        return res
 
     def summary(self) -> str:
         """A human-readable description: signature, ops, memory, sizes."""

@@ -67,7 +67,8 @@ static int mb_geo(const oa_mbconv_parts_t *m, const oa_fast_isa_t *isa, int32_t 
     if (g->band == 1 || (bytes >= 0 && bytes <= BAND_BYTES)) break;
     g->band = g->band / 2;
   }
-  const int64_t tasks_per_image = g->n >= threads ? 1 : oa_min64(g->oh, oa_cdiv(threads, g->n));
+  /* (an empty batch is planned as one image: prepare then takes the nothing-to-do path) */
+  const int64_t tasks_per_image = g->n >= threads ? 1 : oa_min64(g->oh, oa_cdiv(threads, oa_max64(g->n, 1)));
   g->chunks = tasks_per_image;
   g->slots = oa_min64(threads, g->n * g->chunks);
   oa_gemm_blocking_t blk;

@@ -119,6 +119,9 @@ oa_status_t oa_fast_conv2d_winograd_prepare_isa(const oa_op_call_t *call, const 
   plan->scratch_bytes = 0;
   const int64_t block = call->ints[4];
   if (block % I->nr != 0 || I->nr % W->vw != 0) return OA_ERR_UNSUPPORTED;
+  /* no input channels (the output is the bias) or no images: the reference kernel (the blocking
+   * below divides by the channel count) */
+  if (!call->inputs[0]->numel) return OA_ERR_UNSUPPORTED;
   const int32_t threads = env ? oa_fast_threads(env->pool) : 1;
   wino_geo_t g;
   if (!wino_geo(call, I, W, threads, &g)) return OA_ERR_UNSUPPORTED;
