@@ -8,8 +8,9 @@ set(OA_RISCV_SYSROOT /usr/riscv64-linux-gnu CACHE PATH "riscv64 Linux sysroot (f
 find_program(OA_RVV_CLANG NAMES clang clang-19 clang-16 clang-14 REQUIRED)
 set(CMAKE_C_COMPILER ${OA_RVV_CLANG})
 set(CMAKE_C_COMPILER_TARGET riscv64-linux-gnu)
-set(CMAKE_SYSROOT ${OA_RISCV_SYSROOT})
-# clang finds the cross gcc's crtbegin.o and libgcc under /usr/lib/gcc-cross/riscv64-linux-gnu
+# no --sysroot: the cross libc's linker scripts (libc.so) name absolute paths under
+# /usr/riscv64-linux-gnu, which a sysroot would prefix again; clang finds Debian's cross layout
+# itself, and the cross gcc's crtbegin.o and libgcc under /usr/lib/gcc-cross/riscv64-linux-gnu
 set(CMAKE_C_FLAGS_INIT "--gcc-toolchain=/usr")
 set(CMAKE_EXE_LINKER_FLAGS_INIT "--gcc-toolchain=/usr")
 set(CMAKE_FIND_ROOT_PATH ${OA_RISCV_SYSROOT})

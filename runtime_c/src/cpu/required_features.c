@@ -70,6 +70,6 @@ oa_status_t oa_cpu_check_required_features(const oa_program_t *program, oa_devic
   return oa_diag_fail(diag, OA_ERR_UNSUPPORTED,
                       "this file needs CPU features %s (exported for target %s); this CPU (%s) has %s; "
                       "it lacks %s. Run it on a CPU that has them, or export it again for a target without them",
-                      need, target, oa_cpu_arch_name((oa_cpu_arch_t)arch), h ? have : "none of the optional ones",
+                      need, target, oa_cpu_arch_name((oa_cpu_arch_t)arch), h ? have : "no optional features",
                       lack);
 }
