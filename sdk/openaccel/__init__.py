@@ -36,8 +36,9 @@ if TYPE_CHECKING:
     from .runtime.module import Module
 
 __all__ = [
-    "CheckFailed", "CpuFeatureError", "ExportError", "ExportWarning", "InputError", "ModelLoadError", "OpenAccelError", "Program",
-    "ProgramError", "RuntimeFailure", "ToolchainError", "UnsupportedOpError", "__version__",
+    "CheckFailed", "CpuFeatureError", "ExportError", "ExportWarning", "InputError", "ModelLoadError",
+    "OpenAccelError", "Program", "ProgramError", "RuntimeFailure", "ToolchainError", "UnsupportedOpError",
+    "__version__",
     "devices", "export", "load", "targets",
 ]
 
