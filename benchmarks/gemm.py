@@ -8,7 +8,9 @@ Each case is a single-op model exported with openaccel (nn.Linear without bias -
 constant weight; a @ b of two inputs -> `matmul`; nn.Conv2d without bias -> `conv2d`) and run on the
 host through the ctypes binding. openaccel's time is the C execute call alone (inputs are set once;
 one ctypes call per run, about a microsecond); PyTorch's is torch.mm(a, b, out=c) or F.conv2d on
-the same data. FLOPs = 2*M*N*K (GEMM) and 2*Cout*Hout*Wout*Cin*kh*kw/groups (conv).
+the same data. FLOPs = 2*M*N*K (GEMM) and 2*Cout*Hout*Wout*Cin*kh*kw/groups (conv). The roofline
+column is openaccel's GFLOP/s as % of this core's measured fp32 FMA peak for the ISA its kernels used
+(benchmarks/peak.py; times the thread count).
 """
 
 from __future__ import annotations
@@ -208,26 +210,44 @@ def run_micro(threads: int = 1, small: bool = False, runs: int = 20, warmup: int
     return rows
 
 
-def print_table(rows: list[dict[str, Any]], console: Any, threads: int) -> None:
+def add_roofline(rows: list[dict[str, Any]], isa: str, peaks: dict[str, float], threads: int) -> None:
+    """Each row's openaccel GFLOP/s as % of the FMA peak of the ISA the kernels used (`isa`),
+    times the thread count (the peak is one core's)."""
+    from peak import roofline
+
+    scaled = {k: v * max(threads, 1) for k, v in peaks.items()}
+    for r in rows:
+        r["roofline_isa"] = isa
+        r["roofline_pct"] = roofline(r.get("openaccel_gflops"), isa, scaled)
+
+
+def print_table(rows: list[dict[str, Any]], console: Any, threads: int, machine: dict[str, Any],
+                peaks: dict[str, float]) -> None:
+    from peak import peak_line
     from rich.table import Table
 
-    from openaccel.hostinfo import machine_summary, summary_line
+    from openaccel.hostinfo import summary_line
 
+    isa = str(machine.get("kernel_isa"))
     t = Table(title=f"GEMM / conv micro-benchmark, GFLOP/s, {threads} thread(s) "
                     "(openaccel: C execute call only; PyTorch: torch.mm(out=) / F.conv2d)")
-    for c in ("case", "shape", "MFLOP", "PyTorch GFLOP/s", "openaccel GFLOP/s", "openaccel / PyTorch",
-              "max rel err"):
+    for c in ("case", "shape", "MFLOP", "PyTorch GFLOP/s", "openaccel GFLOP/s", f"% of {isa} peak",
+              "openaccel / PyTorch", "max rel err"):
         t.add_column(c, justify="left" if c in ("case", "shape") else "right")
     for r in rows:
         if "openaccel_gflops" in r:
             ratio = r["ratio"]
             colour = "green" if ratio >= 0.9 else "yellow" if ratio >= 0.5 else "red"
-            oa_cells = [f"{r['openaccel_gflops']:.1f}", f"[{colour}]{ratio:.2f}x[/]", f"{r['max_rel_error']:.1e}"]
+            pct = r.get("roofline_pct")
+            oa_cells = [f"{r['openaccel_gflops']:.1f}", f"{pct:.0f}%" if pct is not None else "n/a",
+                        f"[{colour}]{ratio:.2f}x[/]", f"{r['max_rel_error']:.1e}"]
         else:
-            oa_cells = [f"[dim]n/a ({r.get('reason', '?')})[/]", "", ""]
+            oa_cells = [f"[dim]n/a ({r.get('reason', '?')})[/]", "", "", ""]
         t.add_row(r["name"], r["shape"], f"{r['flops'] / 1e6:.0f}", f"{r['torch_gflops']:.1f}", *oa_cells)
     console.print(t)
-    console.print(summary_line(machine_summary("host")), markup=False)
+    console.print(summary_line(machine), markup=False, soft_wrap=True)
+    console.print(peak_line(peaks, isa) + (f" (x{threads} threads for the % column)" if threads > 1 else ""),
+                  markup=False, soft_wrap=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -250,13 +270,21 @@ def main(argv: list[str] | None = None) -> int:
     from rich.console import Console
 
     console = Console(stderr=a.json == "-")
+    if not console.is_terminal:  # logs and pipes: one line per row, headers unwrapped
+        console = Console(stderr=a.json == "-", width=180)
     rows = run_micro(a.threads, a.small, a.runs, a.warmup, a.budget,
                      log=lambda s: console.print(f"[dim]{s}[/]"), cache=Path(a.out) / "artifacts" / "micro")
-    print_table(rows, console, a.threads)
-    if a.json:
-        from openaccel.hostinfo import machine_summary
+    from peak import measure
 
-        text = json.dumps({"threads": a.threads, "machine": machine_summary("host"), "micro": rows}, indent=2)
+    from openaccel.hostinfo import machine_summary
+
+    machine = machine_summary("host")
+    peaks = measure()
+    machine["fma_peak_gflops"] = peaks
+    add_roofline(rows, str(machine.get("kernel_isa")), peaks, a.threads)
+    print_table(rows, console, a.threads, machine, peaks)
+    if a.json:
+        text = json.dumps({"threads": a.threads, "machine": machine, "micro": rows}, indent=2)
         if a.json == "-":
             sys.stdout.write(text + "\n")
         else:

@@ -36,6 +36,16 @@ class Layer:
     module: torch.nn.Module
     example: torch.Tensor
     count: int              # how many times the model uses it
+    flops: int = 0          # of one use: 2 per multiply-add
+
+
+def layer_flops(m: torch.nn.Module, out_shape: tuple[int, ...]) -> int:
+    """2 x multiply-adds of one call: conv 2*N*Cout*Hout*Wout*(Cin/groups)*kh*kw, linear 2*rows*in*out."""
+    if isinstance(m, torch.nn.Conv2d):
+        kh, kw = m.kernel_size
+        return 2 * int(np.prod(out_shape)) * (m.in_channels // m.groups) * kh * kw
+    assert isinstance(m, torch.nn.Linear)
+    return 2 * int(np.prod(out_shape)) * m.in_features
 
 
 def _describe(m: torch.nn.Module, shape: tuple[int, ...]) -> str:
@@ -52,12 +62,12 @@ def distinct_layers(model: torch.nn.Module, example: tuple[torch.Tensor, ...]) -
     """The model's Conv2d and Linear layers with the input each receives, one per distinct shape."""
     seen: dict[str, Layer] = {}
 
-    def hook(m: torch.nn.Module, inputs: tuple[torch.Tensor, ...], _out: torch.Tensor) -> None:
+    def hook(m: torch.nn.Module, inputs: tuple[torch.Tensor, ...], out: torch.Tensor) -> None:
         key = _describe(m, tuple(inputs[0].shape))
         if key in seen:
             seen[key].count += 1
         else:
-            seen[key] = Layer(key, m, inputs[0].detach().clone(), 1)
+            seen[key] = Layer(key, m, inputs[0].detach().clone(), 1, layer_flops(m, tuple(out.shape)))
 
     handles = [m.register_forward_hook(hook) for m in model.modules()
                if isinstance(m, (torch.nn.Conv2d, torch.nn.Linear))]
@@ -125,30 +135,47 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="oa-layers-") as tmp:
         for layer in distinct_layers(model, example):
             ms = {e.name: time_layer(layer, e, Path(tmp), args) for e in engines}
-            rows.append({"layer": layer.key, "count": layer.count, "ms": ms})
+            rows.append({"layer": layer.key, "count": layer.count, "flops": layer.flops, "ms": ms})
             console.print(f"[dim]{layer.key} x{layer.count}: "
                           + ", ".join(f"{n} {v:.3f}" if v is not None else f"{n} n/a" for n, v in ms.items())
                           + "[/]")
+    from peak import measure, peak_line, roofline
+
+    from openaccel.hostinfo import machine_summary, summary_line
+
+    machine = machine_summary("host")
+    isa = str(machine.get("kernel_isa"))
+    peaks = {k: v * max(args.threads, 1) for k, v in measure().items()}  # the peak is one core's
+    machine["fma_peak_gflops"] = peaks
     table = Table(title=f"{args.model}: median ms per layer alone, {args.threads} thread(s)")
     table.add_column("layer")
     table.add_column("uses", justify="right")
+    table.add_column("MFLOP", justify="right")
     for e in engines:
         table.add_column(e.label, justify="right")
     oa = "openaccel" if "openaccel" in args.engine_list else None
     if oa:
+        table.add_column("openaccel GFLOP/s", justify="right")
+        table.add_column(f"% of {isa} peak", justify="right")
         table.add_column("openaccel / best peer", justify="right")
     for r in rows:
         cells = [f"{v:.3f}" if v is not None else "n/a" for v in r["ms"].values()]
-        ratio = ""
-        peers = [v for n, v in r["ms"].items() if n != oa and v is not None]
-        if oa and r["ms"].get(oa) is not None and peers:
-            ratio = f"{r['ms'][oa] / min(peers):.2f}x"
-        table.add_row(r["layer"], str(r["count"]), *cells, *([ratio] if oa else []))
+        extra: list[str] = []
+        if oa:
+            ms_oa = r["ms"].get(oa)
+            r["openaccel_gflops"] = r["flops"] / (ms_oa * 1e6) if ms_oa else None
+            r["roofline_pct"] = roofline(r["openaccel_gflops"], isa, peaks)
+            ratio = ""
+            peers = [v for n, v in r["ms"].items() if n != oa and v is not None]
+            if ms_oa is not None and peers:
+                ratio = f"{ms_oa / min(peers):.2f}x"
+            extra = [f"{r['openaccel_gflops']:.1f}" if r["openaccel_gflops"] else "n/a",
+                     f"{r['roofline_pct']:.0f}%" if r["roofline_pct"] is not None else "n/a", ratio]
+        table.add_row(r["layer"], str(r["count"]), f"{r['flops'] / 1e6:.1f}", *cells, *extra)
     console.print(table)
-    from openaccel.hostinfo import machine_summary, summary_line
-
-    machine = machine_summary("host")
-    console.print(summary_line(machine), markup=False)
+    console.print(summary_line(machine), markup=False, soft_wrap=True)
+    console.print(peak_line(peaks, isa) + (f" (x{args.threads} threads)" if args.threads > 1 else ""),
+                  markup=False, soft_wrap=True)
     if args.json:
         text = json.dumps({"model": args.model, "threads": args.threads, "machine": machine, "rows": rows},
                           indent=1)

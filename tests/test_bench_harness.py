@@ -122,6 +122,11 @@ def test_micro_benchmark_small(tmp_path: Path) -> None:
     assert "GFLOP/s" in p.stdout and "openaccel kernels:" in p.stdout
     doc = json.loads(out.read_text())
     assert doc["machine"]["model"] and doc["machine"]["kernel_isa"]
+    # the roofline: % of the measured FMA peak of the ISA the kernels used
+    isa = doc["machine"]["kernel_isa"]
+    assert f"% of {isa} peak" in p.stdout and "fp32 FMA peak, 1 core: " in p.stdout
+    assert doc["machine"]["fma_peak_gflops"][isa] > 0
+    assert all(r["roofline_isa"] == isa and r["roofline_pct"] > 0 for r in doc["micro"])
     kinds = {r["kind"] for r in doc["micro"]}
     assert kinds == {"linear", "matmul", "conv2d"}
     for r in doc["micro"]:
@@ -187,3 +192,29 @@ def test_per_layer_benchmark_mlp_small(tmp_path: Path) -> None:
     assert all(r["count"] == 1 and set(r["ms"]) == {"eager", "openaccel"} for r in rows)
     assert all(v is not None and v > 0 for r in rows for v in r["ms"].values())
     assert "openaccel / best peer" in p.stdout
+    assert [r["flops"] for r in rows] == [2 * 784 * 512, 2 * 512 * 512, 2 * 512 * 10]
+    isa = json.loads(out.read_text())["machine"]["kernel_isa"]
+    assert f"% of {isa} peak" in p.stdout and all(r["roofline_pct"] > 0 for r in rows)
+
+
+def test_fma_peak_program_reports_each_isa_of_this_cpu() -> None:
+    """benchmarks/peak/fma_peak.c builds warning-free with the host compiler and measures at least the
+    scalar peak, plus AVX2+FMA / AVX-512 / NEON where the CPU has them (names as kernel_isa gives)."""
+    import platform
+
+    sys.path.insert(0, str(BENCH))
+    import peak
+
+    peaks = peak.measure(seconds=0.02)
+    assert peaks["portable C"] > 0
+    from openaccel.hostinfo import host_cpu
+
+    ext = host_cpu().vector_extensions
+    if platform.machine() == "x86_64":
+        assert ("avx2+fma" in peaks) == ("avx2" in ext and "fma" in ext)
+        assert ("avx512" in peaks) == ("avx512f" in ext)
+    assert all(v > 0 for v in peaks.values()), peaks
+    assert peak.roofline(45.0, "avx2+fma", {"avx2+fma": 90.0}) == 50.0
+    assert peak.roofline(45.0, "avx512", {"avx2+fma": 90.0}) is None
+    assert peak.roofline_cell(None, "avx2+fma", {"avx2+fma": 90.0}) == "n/a"
+    assert "avx2+fma 90.0 (roofline)" in peak.peak_line({"portable C": 11.0, "avx2+fma": 90.0}, "avx2+fma")

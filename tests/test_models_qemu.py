@@ -40,3 +40,25 @@ def test_model_on_emulated_boards(name: str) -> None:
     for target in QEMU_TARGETS:
         (got,) = oa.load(path, target=target)(*fresh)
         torch.testing.assert_close(got, want, atol=ATOL, rtol=RTOL, msg=lambda m, t=target: f"{name} on {t}: {m}")
+
+
+@pytest.mark.parametrize("vlen", [128, 512])
+def test_model_on_the_rvv_board(vlen: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """qemu-riscv64-v (rv64gcv built by clang) at two vector lengths: a file exported for it (it
+    requires `v`) passes its bundled tests and matches eager on a fresh input."""
+    monkeypatch.setenv("OA_RVV_VLEN", str(vlen))
+    model, example = zoo.build("mlp", small=True)
+    path = CACHE / "models" / "mlp_small_rvv.oab"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    prog = oa.export(model, example, target="qemu-riscv64-v", tolerance=(ATOL, RTOL))
+    assert prog.required_features == ["v"]
+    prog.save(path)
+    check_on_boards(path, "mlp", ["qemu-riscv64-v"])
+    (dev,) = oa.devices("qemu-riscv64-v")
+    assert dev["queries"]["cpu.v"] == 1 and dev["queries"]["cpu.vlen"] == vlen, dev["queries"]
+    g = torch.Generator().manual_seed(7)
+    fresh = tuple(torch.randn(x.shape, generator=g) for x in example)
+    with torch.no_grad():
+        want = model(*fresh)
+    (got,) = oa.load(path, target="qemu-riscv64-v")(*fresh)
+    torch.testing.assert_close(got, want, atol=ATOL, rtol=RTOL, msg=lambda m: f"mlp on qemu-riscv64-v vlen {vlen}: {m}")

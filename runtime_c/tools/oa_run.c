@@ -161,7 +161,9 @@ static void print_device(uint32_t index, oa_device_t *dev) {
   oa_device_properties_t props;
   if (oa_device_get_properties(dev, &props)) return;
   static const char *cpu_keys[] = {"arch", "neon", "fp16", "dotprod", "sse4_1", "avx", "avx2", "fma", "f16c",
-                                   "avx512f", "cores", "l1d_bytes", "l2_bytes", "l3_bytes", "threads"};
+                                   "avx512f", "avx512bw", "avx512dq", "avx512vl", "avx512_vnni", "avx_vnni",
+                                   "amx_tile", "amx_int8", "amx_bf16", "v", "vlen",
+                                   "cores", "l1d_bytes", "l2_bytes", "l3_bytes", "threads"};
   static const char *dev_keys[] = {"alignment", "memory_total", "compute_units"};
   if (g_json) {
     printf("{\"event\": \"device\", \"index\": %u, \"name\": ", index);
@@ -403,6 +405,8 @@ int main(int argc, char **argv) {
   oa_program_t program;
   oa_status_t st = oa_program_load(data, size, &program, &diag);
   if (st) return fail(o.file, st, diag.message);
+  /* the CPU features the file was exported for (until oa_method_prepare checks them itself) */
+  if ((st = oa_cpu_check_required_features(&program, devs.list[0], &diag))) return fail(o.file, st, diag.message);
   uint32_t method_index = 0;
   if (oa_program_find_method(&program, "forward", &method_index)) method_index = 0;
   oa_method_config_t cfg = {devs.list, devs.count};

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from . import targets as _targets
 from .errors import (
     CheckFailed,
+    CpuFeatureError,
     ExportError,
     ExportWarning,
     InputError,
@@ -35,8 +36,9 @@ if TYPE_CHECKING:
     from .runtime.module import Module
 
 __all__ = [
-    "CheckFailed", "ExportError", "ExportWarning", "InputError", "ModelLoadError", "OpenAccelError", "Program",
-    "ProgramError", "RuntimeFailure", "ToolchainError", "UnsupportedOpError", "__version__",
+    "CheckFailed", "CpuFeatureError", "ExportError", "ExportWarning", "InputError", "ModelLoadError",
+    "OpenAccelError", "Program", "ProgramError", "RuntimeFailure", "ToolchainError", "UnsupportedOpError",
+    "__version__",
     "devices", "export", "load", "targets",
 ]
 

@@ -350,18 +350,19 @@ def cmd_targets(a: argparse.Namespace) -> int:
 
     targets = list_targets()
     if a.json:
-        print(json.dumps([{"name": t.name, "description": t.description, "arch": t.arch, "ready": t.ready,
+        print(json.dumps([{"name": t.name, "description": t.description, "arch": t.arch,
+                           "cpu_features": list(t.cpu_features), "ready": t.ready,
                            "missing": t.missing(), "install": t.install_hint() if t.missing() else ""}
                           for t in targets], indent=2))
         return 0
     table = Table(header_style="bold")
-    for col in ("target", "description", "status"):
+    for col in ("target", "description", "CPU features", "status"):
         table.add_column(col, overflow="fold")
     for t in targets:
         miss = t.missing()
         status = Text("ready", style="green") if not miss else styled((f"missing {', '.join(miss)}", "yellow"),
                                                                       f": {t.install_hint()}")
-        table.add_row(t.name, t.description, status)
+        table.add_row(t.name, t.description, " ".join(t.cpu_features) or "-", status)
     out.print(table)
     return 0
 

@@ -34,6 +34,11 @@ class RuntimeFailure(OpenAccelError):
     """The C runtime reported an error while loading, preparing or executing."""
 
 
+class CpuFeatureError(RuntimeFailure):
+    """The file was exported for CPU features (Program.required_features, from the target's
+    cpu_features) that the CPU running it lacks: the message names them, the target and the CPU."""
+
+
 class ToolchainError(OpenAccelError):
     """A compiler, emulator or build tool needed for a target is missing or failed."""
 

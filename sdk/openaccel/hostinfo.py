@@ -68,10 +68,22 @@ def host_cpu() -> CpuInfo:
     return parse_cpuinfo(text, platform.machine())
 
 
+# The CPU features the AVX-512 kernels need (the x86_64-avx512 target's cpu_features) and whether
+# this build has such kernels. Hook for issue 14: set AVX512_KERNELS (and RVV_KERNELS) to True in
+# the change that adds the kernels, so reports say "avx512" / "rvv" only once those kernels run.
+AVX512_FEATURES = ("avx512f", "avx512bw", "avx512dq", "avx512vl")
+AVX512_KERNELS = False
+RVV_KERNELS = False
+
+
 def kernel_isa(queries: Mapping[str, int]) -> str:
     """The instruction set openaccel's optimized kernels use on a CPU device, from the device's
-    query answers (`openaccel devices --json`: "cpu.avx2", "cpu.neon", ...)."""
+    query answers (`openaccel devices --json`: "cpu.avx2", "cpu.neon", "cpu.avx512f", "cpu.v", ...)."""
     q = {k.removeprefix("cpu."): v for k, v in queries.items()}
+    if AVX512_KERNELS and all(q.get(f) for f in AVX512_FEATURES):
+        return "avx512"
+    if RVV_KERNELS and q.get("v"):
+        return "rvv"
     if q.get("avx2") and q.get("fma"):
         return "avx2+fma"
     if q.get("neon"):

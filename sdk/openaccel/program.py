@@ -205,7 +205,8 @@ class Program:
         """A human-readable description: signature, ops, memory, sizes."""
         lines = [f"openaccel program ({len(self.buffer):,} bytes, format {self.format_version[0]}."
                  f"{self.format_version[1]}, target {self.target or '?'})",
-                 f"  producer: {self.producer}"]
+                 f"  producer: {self.producer}",
+                 f"  required CPU features: {', '.join(self.required_features) or 'none'}"]
         for kind, specs in (("input", self.inputs), ("output", self.outputs)):
             for s in specs:
                 lines.append(f"  {kind:6} {s.name}: {s.dtype}{list(s.shape)}")

@@ -3,7 +3,9 @@ file, emulator and its -cpu). Adding a board or target is adding a file, not cod
 
 from __future__ import annotations
 
+import os
 import platform
+import re
 import shutil
 import tomllib
 from dataclasses import dataclass, field
@@ -11,6 +13,33 @@ from pathlib import Path
 
 from .errors import ToolchainError
 from .paths import toolchains_dir
+
+# The CPU features a target may declare (`cpu_features`) and a file may require: the C runtime's
+# names (runtime_c/src/cpu/required_features.c), which are also the CPU device's "cpu" query keys.
+KNOWN_CPU_FEATURES: tuple[str, ...] = (
+    "neon", "fp16", "dotprod",
+    "sse4_1", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512dq", "avx512vl", "avx512_vnni",
+    "avx_vnni", "amx_tile", "amx_int8", "amx_bf16",
+    "v",
+)
+
+
+@dataclass(frozen=True)
+class EmulatorOption:
+    """A `{name}` placeholder in a target's emulator_args, filled from an environment variable
+    (e.g. OA_RVV_VLEN for qemu-riscv64-v's vector length) or its default."""
+
+    name: str
+    env: str
+    default: str
+    values: tuple[str, ...] = ()
+
+    def value(self, target: str) -> str:
+        v = os.environ.get(self.env, "").strip() or self.default
+        if self.values and v not in self.values:
+            raise ToolchainError(f"{self.env}={v!r} is not a valid {self.name} for target {target}; "
+                                 f"choose one of {', '.join(self.values)} (default {self.default})")
+        return v
 
 
 @dataclass(frozen=True)
@@ -27,10 +56,22 @@ class Target:
     packages: tuple[str, ...]
     runs_natively_on: str = ""
     path: Path = field(default=Path(), compare=False)
+    # CPU features every file exported for this target requires (written to Program.required_features)
+    cpu_features: tuple[str, ...] = ()
+    c_compiler: str = ""        # the compiler the toolchain file uses, when it is not <triple>-gcc
+    tools: tuple[str, ...] = ()  # other programs the build needs (e.g. a cross gcc for its sysroot)
+    emulator_options: tuple[EmulatorOption, ...] = ()
 
     @property
     def compiler(self) -> str:
+        if self.c_compiler:
+            return self.c_compiler
         return f"{self.triple}-gcc" if self.triple and self.cmake_toolchain else "cc"
+
+    def emulator_command_args(self) -> list[str]:
+        """emulator_args with each `{option}` filled in (from its environment variable or default)."""
+        values = {o.name: o.value(self.name) for o in self.emulator_options}
+        return [re.sub(r"\{(\w+)\}", lambda m: values.get(m.group(1), m.group(0)), a) for a in self.emulator_args]
 
     @property
     def toolchain_file(self) -> Path | None:
@@ -38,7 +79,7 @@ class Target:
 
     def missing(self) -> list[str]:
         """Programs this target needs that are not on PATH."""
-        need = ["cmake", self.compiler]
+        need = ["cmake", self.compiler, *self.tools]
         if self.emulator and not self.runs_here_natively:
             need.append(self.emulator)
         return [p for p in need if shutil.which(p) is None]
@@ -63,19 +104,29 @@ class Target:
                 raise ToolchainError(f"target {self.name} has no emulator and cannot run on this "
                                      f"{platform.machine()} machine; use --board to run it on hardware")
             return []
-        return [self.emulator, *self.emulator_args]
+        return [self.emulator, *self.emulator_command_args()]
 
 
 def _load(path: Path) -> Target:
     with path.open("rb") as f:
         d = tomllib.load(f)
     try:
+        features = tuple(d.get("cpu_features", []))
+        unknown = [x for x in features if x not in KNOWN_CPU_FEATURES]
+        if unknown:
+            raise ToolchainError(f"{path}: cpu_features {unknown} are not CPU features the runtime knows "
+                                 f"(known: {', '.join(KNOWN_CPU_FEATURES)})")
+        options = tuple(EmulatorOption(name=k, env=str(v["env"]), default=str(v["default"]),
+                                       values=tuple(str(x) for x in v.get("values", [])))
+                        for k, v in d.get("emulator_options", {}).items())
         return Target(name=d["name"], description=d.get("description", ""), arch=d.get("arch", ""),
                       triple=d.get("triple", ""), cmake_toolchain=d.get("cmake_toolchain", ""),
                       c_flags=d.get("c_flags", "-O2"), emulator=d.get("emulator", ""),
                       emulator_args=tuple(d.get("emulator_args", [])), static=bool(d.get("static", False)),
                       packages=tuple(d.get("packages", [])),
-                      runs_natively_on=d.get("runs_natively_on", ""), path=path)
+                      runs_natively_on=d.get("runs_natively_on", ""), path=path, cpu_features=features,
+                      c_compiler=d.get("c_compiler", ""), tools=tuple(d.get("tools", [])),
+                      emulator_options=options)
     except KeyError as e:
         raise ToolchainError(f"{path}: missing key {e}") from None
 

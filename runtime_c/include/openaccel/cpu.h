@@ -3,6 +3,7 @@
 #define OPENACCEL_CPU_H
 
 #include "openaccel/device.h"
+#include "openaccel/program.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -16,13 +17,21 @@ typedef enum oa_cpu_arch {
   OA_CPU_ARCH_RISCV64 = 4
 } oa_cpu_arch_t;
 
-/* What the CPU can do, detected once (cpuid on x86, getauxval(AT_HWCAP) on Arm/Linux). */
+/* What the CPU can do, detected once (cpuid + XCR0 on x86, getauxval(AT_HWCAP) on Arm and RISC-V
+ * Linux). A flag is 1 only when both the CPU and the OS support it (AVX-512: XCR0 saves the opmask
+ * and ZMM state). Fields are only ever appended. */
 typedef struct oa_cpu_features {
   oa_cpu_arch_t arch;
   int32_t neon, fp16, dotprod;     /* Arm */
   int32_t sse4_1, avx, avx2, fma, f16c, avx512f; /* x86 */
   int32_t cores;                   /* online logical CPUs, at least 1 */
   int64_t l1d_bytes, l2_bytes, l3_bytes; /* 0 when unknown */
+  /* x86 AVX-512 sub-features (each implies avx512f), VNNI and AMX (cpuid leaf 7, XCR0) */
+  int32_t avx512bw, avx512dq, avx512vl, avx512_vnni, avx_vnni;
+  int32_t amx_tile, amx_int8, amx_bf16; /* CPU + XCR0 tile state; Linux also wants arch_prctl */
+  /* RISC-V: the V extension (RVV 1.0, HWCAP bit 'V') and its VLEN in bits (0 when unknown: read
+   * only in builds compiled with V, the qemu-riscv64-v target's) */
+  int32_t rvv, rvv_vlen;
 } oa_cpu_features_t;
 
 /* Detect the features of the CPU this code runs on. */
@@ -77,6 +86,19 @@ const oa_device_factory_t *oa_cpu_device_factory(void);
 /* Names of the ops this build has CPU kernels for, one at a time (index from 0); NULL past the
  * end. The exporter and `openaccel targets` compare this with the files they produce. */
 const char *oa_cpu_kernel_op_name(uint32_t index);
+
+/* Names of the CPU features a file may require (Program.required_features), which are also the
+ * CPU device's "cpu" query keys ("neon", "avx2", "avx512f", "v", ...), one at a time from 0; NULL
+ * past the end. */
+const char *oa_cpu_feature_name(uint32_t index);
+
+/* Check the CPU features `program` requires against `cpu_device` (a device of kind CPU, asked with
+ * oa_device_query_i64(dev, "cpu", name)). OA_OK when it has all of them (or none are required);
+ * OA_ERR_UNSUPPORTED naming the needed features, the target the file was exported for and what
+ * this CPU has; OA_ERR_INVALID_PROGRAM naming a required feature this runtime does not know.
+ * Called before a method's ops are prepared on that device. Allocates nothing. */
+oa_status_t oa_cpu_check_required_features(const oa_program_t *program, oa_device_t *cpu_device,
+                                           oa_diag_t *diag);
 
 #ifdef __cplusplus
 }

@@ -30,7 +30,7 @@ static oa_status_t cpu_get_properties(oa_device_t *dev, oa_device_properties_t *
   oa_cpu_device_t *cpu = cpu_of(dev);
   memset(out, 0, sizeof *out);
   const oa_cpu_features_t *f = &cpu->features;
-  const char *isa = f->avx2 && f->fma ? ", avx2+fma" : (f->neon ? ", neon" : "");
+  const char *isa = f->avx2 && f->fma ? ", avx2+fma" : (f->neon ? ", neon" : (f->rvv ? ", rvv" : ""));
   oa_format(out->name, sizeof out->name, "cpu (%s%s%s)", oa_cpu_arch_name(f->arch), isa,
             cpu->options.reference_only ? ", reference kernels" : "");
   oa_format(out->vendor, sizeof out->vendor, "openaccel");
@@ -59,6 +59,12 @@ static oa_status_t cpu_query_i64(oa_device_t *dev, const char *category, const c
       {"avx", offsetof(oa_cpu_features_t, avx)},       {"avx2", offsetof(oa_cpu_features_t, avx2)},
       {"fma", offsetof(oa_cpu_features_t, fma)},       {"f16c", offsetof(oa_cpu_features_t, f16c)},
       {"avx512f", offsetof(oa_cpu_features_t, avx512f)}, {"cores", offsetof(oa_cpu_features_t, cores)},
+      {"avx512bw", offsetof(oa_cpu_features_t, avx512bw)}, {"avx512dq", offsetof(oa_cpu_features_t, avx512dq)},
+      {"avx512vl", offsetof(oa_cpu_features_t, avx512vl)},
+      {"avx512_vnni", offsetof(oa_cpu_features_t, avx512_vnni)},
+      {"avx_vnni", offsetof(oa_cpu_features_t, avx_vnni)},   {"amx_tile", offsetof(oa_cpu_features_t, amx_tile)},
+      {"amx_int8", offsetof(oa_cpu_features_t, amx_int8)},   {"amx_bf16", offsetof(oa_cpu_features_t, amx_bf16)},
+      {"v", offsetof(oa_cpu_features_t, rvv)},               {"vlen", offsetof(oa_cpu_features_t, rvv_vlen)},
   };
   for (size_t i = 0; i < sizeof i32_keys / sizeof i32_keys[0]; i++) {
     if (strcmp(key, i32_keys[i].key) == 0) {

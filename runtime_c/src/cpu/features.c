@@ -1,5 +1,6 @@
-/* CPU feature detection: cpuid on x86-64, getauxval(AT_HWCAP) on Arm Linux; static facts
- * elsewhere. Detected once when a CPU device is created and passed down to kernels. */
+/* CPU feature detection: cpuid + XCR0 on x86-64, getauxval(AT_HWCAP) on Arm and RISC-V Linux;
+ * static facts elsewhere. Detected once when a CPU device is created and passed down to kernels.
+ * No instruction of an optional extension runs unless the CPU (and OS) said it has it. */
 #include <string.h>
 
 #include "openaccel/cpu.h"
@@ -7,7 +8,7 @@
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <cpuid.h>
 #endif
-#if defined(__linux__) && (defined(__aarch64__) || defined(__arm__))
+#if defined(__linux__) && (defined(__aarch64__) || defined(__arm__) || defined(__riscv))
 #include <sys/auxv.h>
 #endif
 #if defined(__unix__)
@@ -34,19 +35,37 @@ static void detect_x86(oa_cpu_features_t *f) {
   f->f16c = (c >> 29) & 1;
   int osxsave = (c >> 27) & 1;
   int avx_hw = (c >> 28) & 1;
-  int ymm_ok = 0, zmm_ok = 0;
+  int ymm_ok = 0, zmm_ok = 0, tile_ok = 0;
   if (osxsave) {
     unsigned lo, hi;
     __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
-    ymm_ok = (lo & 0x6) == 0x6;
-    zmm_ok = (lo & 0xe6) == 0xe6;
+    ymm_ok = (lo & 0x6) == 0x6;          /* XCR0: SSE + AVX state */
+    zmm_ok = (lo & 0xe6) == 0xe6;        /* + opmask, ZMM0-15 upper halves, ZMM16-31 (bits 5-7) */
+    tile_ok = (lo & 0x60000) == 0x60000; /* XTILECFG + XTILEDATA (bits 17-18) */
   }
   f->avx = avx_hw && ymm_ok;
   if (!f->avx) f->fma = f->f16c = 0;
   if (__get_cpuid_max(0, NULL) >= 7) {
     __cpuid_count(7, 0, a, b, c, d);
+    unsigned max_sub = a;
     f->avx2 = f->avx && ((b >> 5) & 1);
     f->avx512f = zmm_ok && ((b >> 16) & 1);
+    if (f->avx512f) {
+      f->avx512dq = (b >> 17) & 1;
+      f->avx512bw = (b >> 30) & 1;
+      f->avx512vl = (b >> 31) & 1;
+      f->avx512_vnni = (c >> 11) & 1;
+    }
+    if (tile_ok) {
+      f->amx_bf16 = (d >> 22) & 1;
+      f->amx_tile = (d >> 24) & 1;
+      f->amx_int8 = (d >> 25) & 1;
+      if (!f->amx_tile) f->amx_bf16 = f->amx_int8 = 0;
+    }
+    if (max_sub >= 1) {
+      __cpuid_count(7, 1, a, b, c, d);
+      f->avx_vnni = f->avx2 && ((a >> 4) & 1);
+    }
   }
   /* cache sizes from the AMD/Intel deterministic cache leaves */
   unsigned max_ext = __get_cpuid_max(0x80000000u, NULL);
@@ -96,6 +115,19 @@ void oa_cpu_detect(oa_cpu_features_t *out_features) {
 #endif
 #elif defined(__riscv) && __riscv_xlen == 64
   f.arch = OA_CPU_ARCH_RISCV64;
+#if defined(__linux__)
+  unsigned long hw = getauxval(AT_HWCAP);
+  f.rvv = (hw & (1ul << ('V' - 'A'))) != 0; /* COMPAT_HWCAP_ISA_V */
+#endif
+#if defined(__riscv_vector)
+  /* vlenb (vector register bytes) is a V CSR: read it only on a CPU that has V, and only in a
+   * build compiled with V, so baseline (rv64gc) binaries contain no V instruction at all */
+  if (f.rvv) {
+    unsigned long vlenb;
+    __asm__ volatile("csrr %0, vlenb" : "=r"(vlenb));
+    f.rvv_vlen = (int32_t)(vlenb * 8);
+  }
+#endif
 #else
   f.arch = OA_CPU_ARCH_OTHER;
 #endif

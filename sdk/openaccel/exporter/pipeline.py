@@ -30,6 +30,7 @@ import torch
 
 from ..errors import ExportError, ExportWarning
 from ..ir import Graph, Instr
+from ..targets import get_target
 from . import fold, fuse, layout, memory_plan, pack, placement, serialize, winograd
 from .boundary import cpu_part
 from .lower import lower_graph
@@ -183,7 +184,8 @@ def _bundle_tests(graph: Graph, ctx: ExportContext) -> object:
 
 def _serialize(graph: Graph, ctx: ExportContext) -> object:
     assert ctx.plan is not None
-    ctx.buffer = serialize.serialize(graph, ctx.plan, ctx.tests, target=ctx.target, required_features=[],
+    ctx.buffer = serialize.serialize(graph, ctx.plan, ctx.tests, target=ctx.target,
+                                     required_features=list(get_target(ctx.target).cpu_features),
                                      device_kinds=ctx.device_kinds)
     return len(ctx.buffer)
 

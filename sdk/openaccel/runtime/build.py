@@ -69,8 +69,9 @@ def build_runtime(target: str | Target = "host", *, kernels_def: Path | None = N
     if shared is None:
         shared = t.name == "host"
     selective = kernels_def.read_text() if kernels_def else ""
+    toolchain = t.toolchain_file.read_text() if t.toolchain_file and t.toolchain_file.is_file() else ""
     key_parts = [t.name, t.c_flags, str(t.static), build_type, str(sanitize), str(shared), selective,
-                 *extra_cmake]
+                 t.compiler, toolchain, *extra_cmake]
     key = source_hash("\n".join(key_parts))
     suffix = "-sel" if kernels_def else ""
     suffix += "-asan" if sanitize else ""

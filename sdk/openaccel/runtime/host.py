@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from .. import dtypes
-from ..errors import InputError, ProgramError, RuntimeFailure
+from ..errors import CpuFeatureError, InputError, ProgramError, RuntimeFailure
 from .build import build_runtime
 
 MAX_DIMS = 8
@@ -22,6 +22,7 @@ MAX_DIMS = 8
 STATUS_NAMES = {0: "OK", 1: "INVALID_ARGUMENT", 2: "INVALID_PROGRAM", 3: "UNSUPPORTED_VERSION",
                 4: "UNSUPPORTED", 5: "OUT_OF_MEMORY", 6: "NOT_FOUND", 7: "NOT_READY", 8: "TIMEOUT",
                 9: "DEVICE", 10: "IO", 11: "INTERNAL", 12: "CHECK_FAILED"}
+STATUS_INVALID_PROGRAM = 2
 
 
 class Tensor(C.Structure):
@@ -102,6 +103,7 @@ def library() -> C.CDLL:
                 "oa_device_get_properties": (i32, [vp, C.POINTER(DeviceProperties)]),
                 "oa_device_query_i64": (i32, [vp, C.c_char_p, C.c_char_p, C.POINTER(C.c_int64)]),
                 "oa_cpu_kernel_op_name": (C.c_char_p, [u32]),
+                "oa_cpu_check_required_features": (i32, [vp, vp, C.POINTER(Diag)]),
                 "oa_cpu_device_factory": (vp, []),
                 "oa_cpu_device_deinit": (None, [vp]),
                 "oa_registry_init": (None, [vp, vp]),
@@ -182,7 +184,8 @@ class CpuDevice:
         lib.oa_device_get_properties(self.handle, C.byref(p))
         queries = {}
         for key in ("arch", "neon", "fp16", "dotprod", "sse4_1", "avx", "avx2", "fma", "f16c", "avx512f",
-                    "cores", "l1d_bytes", "l2_bytes", "l3_bytes", "threads"):
+                    "avx512bw", "avx512dq", "avx512vl", "avx512_vnni", "avx_vnni", "amx_tile", "amx_int8",
+                    "amx_bf16", "v", "vlen", "cores", "l1d_bytes", "l2_bytes", "l3_bytes", "threads"):
             v = C.c_int64()
             if lib.oa_device_query_i64(self.handle, b"cpu", key.encode(), C.byref(v)) == 0:
                 queries[f"cpu.{key}"] = v.value
@@ -249,6 +252,10 @@ class HostSession:
         handles = [self.device.handle.value] + (self._vendor.handles if self._vendor else [])
         self._devs = (C.c_void_p * len(handles))(*handles)
         self._cfg = MethodConfig(C.cast(self._devs, C.POINTER(C.c_void_p)), len(handles))
+        st = lib.oa_cpu_check_required_features(C.addressof(self._program), self.device.handle, C.byref(diag))
+        if st:
+            raise _fail(ProgramError if st == STATUS_INVALID_PROGRAM else CpuFeatureError, st, diag,
+                        "checking the CPU features the file needs")
         req = Requirements()
         st = lib.oa_method_requirements(C.addressof(self._program), 0, C.byref(self._cfg), C.byref(req), C.byref(diag))
         if st:

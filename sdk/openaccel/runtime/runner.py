@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import InputError, ProgramError, RuntimeFailure, ToolchainError
+from ..errors import CpuFeatureError, InputError, ProgramError, RuntimeFailure, ToolchainError
 from ..targets import Target, get_target
 from .build import RuntimeBuild, build_runtime
 
@@ -89,6 +89,8 @@ class Runner:
                 raise ProgramError(msg)
             if status == "INVALID_ARGUMENT":
                 raise InputError(msg)
+            if status == "UNSUPPORTED" and "needs CPU features" in msg:
+                raise CpuFeatureError(msg)
             raise RuntimeFailure(msg)
         if res.returncode not in (0, 1):
             raise RuntimeFailure(f"{what} on {self.target.name}: oa_run exited with {res.returncode}"
