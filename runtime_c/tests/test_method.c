@@ -4,9 +4,9 @@
 
 int main(void) {
   char buf[1200];
-  const char *path = fixture_path("mlp_small.oab", buf, sizeof buf);
+  const char *path = fixture_path("mlp.oab", buf, sizeof buf);
   if (!path) {
-    fprintf(stderr, "fixture mlp_small.oab not found in $OA_FIXTURES\n");
+    fprintf(stderr, "fixture mlp.oab not found in '%s'\n", fixture_dir());
     return 2;
   }
   fixture_t fx;
