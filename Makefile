@@ -21,7 +21,7 @@ test: setup
 
 # the C runtime alone, without Python or torch (no setup: cmake, gcc and clang are enough): its C
 # tests on the checked-in fixtures (gcc -Werror, then ASan + UBSan) and a fuzz smoke run seeded
-# with them; about three minutes on two cores
+# with them; one to two minutes on two cores
 FUZZ_SMOKE_SECONDS ?= 30
 test-c:
 	@FUZZ_SECONDS=$(FUZZ_SMOKE_SECONDS) scripts/test_c.sh
