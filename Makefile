@@ -5,7 +5,7 @@ PY        := .venv/bin/python
 TARGET    ?= qemu-aarch64
 PYTEST_J  ?= 2
 
-.PHONY: setup demo test test-fast lint schema docs bench bench-setup fuzz clean
+.PHONY: setup demo test test-c test-fast lint schema docs bench bench-setup fuzz clean
 
 setup:
 	@scripts/setup.sh
@@ -18,6 +18,13 @@ test: setup
 	@$(PY) -m mypy
 	@scripts/gen_schema.sh --check
 	@$(PY) -m pytest -q -n $(PYTEST_J) --dist loadgroup
+
+# the C runtime alone, without Python or torch (no setup: cmake, gcc and clang are enough): its C
+# tests on the checked-in fixtures (gcc -Werror, then ASan + UBSan) and a fuzz smoke run seeded
+# with them; one to two minutes on two cores
+FUZZ_SMOKE_SECONDS ?= 30
+test-c:
+	@FUZZ_SECONDS=$(FUZZ_SMOKE_SECONDS) scripts/test_c.sh
 
 test-fast: setup
 	@$(PY) -m pytest -q -n $(PYTEST_J) --dist loadgroup -m "not slow"

@@ -297,11 +297,11 @@ def test_tree_walks_agree_with_the_schema() -> None:
 
 
 def test_in_place_rules_agree_with_the_opset() -> None:
-    """runtime_c/src/op_rules.c lists exactly the opset's in-place ops (elementwise ops: inputs
+    """runtime_c/src/program/op_rules.c lists exactly the opset's in-place ops (elementwise ops: inputs
     identical to the in-place one may share its bytes too)."""
     from openaccel.opset import OPS
 
-    text = (Path(__file__).resolve().parents[1] / "runtime_c" / "src" / "op_rules.c").read_text()
+    text = (Path(__file__).resolve().parents[1] / "runtime_c" / "src" / "program" / "op_rules.c").read_text()
     table = {m[0]: (int(m[1]), bool(int(m[2]))) for m in re.findall(r'\{"(\w+)", (\d+), (\d)\}', text)}
     want = {name: (d.inplace, d.family in ("elementwise", "binary")) for name, d in OPS.items()
             if d.inplace is not None}

@@ -1,4 +1,5 @@
-/* Struct sizes for language bindings (the Python ctypes binding checks its mirrors with them). */
+/* Struct sizes for language bindings (the Python ctypes binding checks its mirrors with them), and
+ * the runtime's version string. */
 #include <string.h>
 
 #include "openaccel/openaccel.h"
@@ -22,3 +23,5 @@ size_t oa_abi_sizeof(const char *type_name) {
     if (strcmp(kSizes[i].name, type_name) == 0) return kSizes[i].size;
   return 0;
 }
+
+const char *oa_version(void) { return OA_VERSION_STRING; }

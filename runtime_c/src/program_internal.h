@@ -1,5 +1,7 @@
-/* Views of a verified program's tables, shared by the loader and the executor. Every accessor
- * checks what it reads, so the executor never trusts the file. */
+/* Views of a verified program's tables, shared by the program phases (src/program/: load.c,
+ * verify.c, view.c, op_rules.c), the method phases (src/method/) and the fuzzer. Every accessor
+ * (view.c) checks what it reads, so the executor never trusts the file. It stays at src/ rather
+ * than in src/program/ because the method phases and fuzz/ include it as much as the loader. */
 #ifndef OA_PROGRAM_INTERNAL_H
 #define OA_PROGRAM_INTERNAL_H
 
@@ -82,7 +84,11 @@ oa_status_t oa_program_test_data(const oa_program_t *p, const oa_fb_vec_t *vec, 
 /* Source location of debug entry `index` ("file:line" and code), or "" when absent. */
 void oa_program_debug(const oa_program_t *p, const oa_method_view_t *m, int32_t index,
                       const char **out_file, uint32_t *out_line, const char **out_code);
-/* The in-place rule of op `op` (src/op_rules.c, from the opset): the input whose bytes output 0
+/* Verify phase (program/verify.c): the tree walk, then every operator, segment, string and method
+ * of `program` (whose header and root load.c has read); fills its method, operator and segment
+ * counts. */
+oa_status_t oa_program_verify(oa_program_t *program, const oa_fb_table_t *root, oa_diag_t *diag);
+/* The in-place rule of op `op` (src/program/op_rules.c, from the opset): the input whose bytes output 0
  * may share exactly (same offset, size, dtype and shape), or -1 when outputs and inputs must be
  * disjoint. *out_elementwise: inputs identical to that one may share them too. */
 int oa_op_inplace_input(const char *op, int *out_elementwise);

@@ -1,4 +1,7 @@
-/* Loading the .oab fixtures the pytest driver exported into $OA_FIXTURES. */
+/* Loading .oab fixtures: from $OA_FIXTURES when set (tests/test_c_runtime.py exports torch models
+ * there next to copies of the checked-in ones), else from the checked-in runtime_c/tests/fixtures
+ * (OA_FIXTURES_DIR, compiled in; written by fixtures/gen_fixtures.py), so `make test-c` needs no
+ * Python. */
 #ifndef OA_TEST_FIXTURES_H
 #define OA_TEST_FIXTURES_H
 
@@ -33,10 +36,20 @@ static inline int fixture_read(const char *path, fixture_t *out) {
 
 static inline void fixture_free(fixture_t *f) { oa_platform_free(f->data); f->data = NULL; }
 
-/* Path of fixture `name` in $OA_FIXTURES, or NULL. */
-static inline const char *fixture_path(const char *name, char *buf, size_t size) {
+#ifndef OA_FIXTURES_DIR
+#define OA_FIXTURES_DIR ""
+#endif
+
+/* The directory the fixtures are read from ("" when neither is set). */
+static inline const char *fixture_dir(void) {
   const char *dir = getenv("OA_FIXTURES");
-  if (!dir || !*dir) return NULL;
+  return dir && *dir ? dir : OA_FIXTURES_DIR;
+}
+
+/* Path of fixture `name` in fixture_dir(), or NULL. */
+static inline const char *fixture_path(const char *name, char *buf, size_t size) {
+  const char *dir = fixture_dir();
+  if (!*dir) return NULL;
   snprintf(buf, size, "%s/%s", dir, name);
   FILE *f = fopen(buf, "rb");
   if (!f) return NULL;

@@ -1,6 +1,6 @@
 /* The loader and executor against damaged files: every truncation and many byte flips of each
  * fixture must give a clean error (or, if still valid, run) without crashing. Run under
- * ASan+UBSan by the pytest driver. */
+ * ASan+UBSan by `make test-c` and by the pytest driver. */
 #include "check.h"
 #include "fixtures.h"
 #include "mutate_oab.h"
@@ -90,9 +90,9 @@ static void structured_mutations(const fixture_t *fx) {
 }
 
 int main(void) {
-  const char *dir = getenv("OA_FIXTURES");
-  if (!dir || !*dir) {
-    fprintf(stderr, "OA_FIXTURES is not set: run through tests/test_c_runtime.py\n");
+  const char *dir = fixture_dir();
+  if (!*dir) {
+    fprintf(stderr, "no fixture directory: set OA_FIXTURES\n");
     return 2;
   }
   DIR *d = opendir(dir);

@@ -111,7 +111,7 @@ def read_header(buf: bytes) -> Header:
     return Header(fb_size, seg_base, seg_size)
 
 
-# The tree walk of the C loader (runtime_c/src/program.c; its table is generated from the schema
+# The tree walk of the C loader (runtime_c/src/program/verify.c; its table is generated from the schema
 # by runtime_c/tools/gen_schema_h.py `tree()`, and tests/test_bad_input.py checks this copy agrees):
 # for each table, the fields that hold an offset, as (slot, kind, element size, table type).
 _TREE: dict[str, tuple[tuple[int, str, int, str], ...]] = {

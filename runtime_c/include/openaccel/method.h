@@ -18,8 +18,9 @@ extern "C" {
 typedef struct oa_method oa_method_t;
 
 typedef struct oa_method_config {
-  /* Devices the method may use. Each device slot of the file binds to the first device here
-   * whose kind_name matches the slot's kind. */
+  /* Devices the method may use. Each device slot of the file (a kind and an ordinal) binds to the
+   * devices here whose kind_name matches the slot's kind: the first for ordinal 0, the second for
+   * ordinal 1, ... */
   oa_device_t *const *devices;
   uint32_t n_devices;
 } oa_method_config_t;

@@ -35,8 +35,10 @@ const char *oa_dtype_name(int32_t dtype);
 
 #define OA_MAX_DIMS 8
 
-/* A dense tensor in a device's memory. Tensors are contiguous in their dim order (row-major for
- * the default order); `data` is a host pointer for the CPU and a device address for others. */
+/* A dense tensor in a device's memory: contiguous and row-major (the last dim varies fastest). The
+ * executor refuses a file whose tensors declare another dim order; channels-last data is a tensor
+ * whose shape is in NHWC order. `data` is a host pointer for the CPU and a device address for
+ * others. */
 typedef struct oa_tensor {
   void *data;
   int64_t shape[OA_MAX_DIMS];

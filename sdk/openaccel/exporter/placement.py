@@ -4,7 +4,7 @@ CPU, right after lowering, so the CPU-only rewrites after it only ever see the C
 (pipeline.py); `place_transfers`, once the rewrites are done, adds the transfers and events that
 move data between devices and order the work.
 
-Execution model this relies on (runtime_c/src/method.c): CPU instructions run synchronously in
+Execution model this relies on (runtime_c/src/method/): CPU instructions run synchronously in
 order; each accelerator slot has one in-order stream; a TRANSFER runs on the accelerator side's
 stream; events are recorded on the recording device's stream and waited for either on the same
 stream or by the host.
