@@ -546,6 +546,21 @@ def test_targets(family: str, target: str) -> None:
         two = run_oa(target, buf, arrays, "--threads", "2")
         for i, (a, b) in enumerate(zip(fast, two)):
             assert np.array_equal(a, b, equal_nan=True), f"output {i}: 2 threads differ from 1 thread on {target}"
+        # the portable C kernels on an Arm board, forced with oa_run --isa
+        check_family(family, run_oa(target, buf, arrays, "--isa", "portable"), ref, f"{target}, portable only")
+
+
+def test_oa_run_isa_flag() -> None:
+    """oa_run --isa LIST forces the optimized kernels' ISAs (and rejects unknown names)"""
+    buf, _, feeds = program("linear")
+    arrays = [t.numpy() for t in feeds]
+    ref = run_oa("host", buf, arrays, "--reference")
+    for isa in _host_isas():
+        check_family("linear", run_oa("host", buf, arrays, "--isa", isa), ref, f"oa_run --isa {isa}")
+    res = runner("host").run(["--devices", "--isa", "portable"])
+    assert [d["queries"]["cpu.isas"] for d in res.of("device")][:1] == [CPU_ISAS["portable"]], res.events
+    bad = runner("host").run(["x.oab", "--isa", "avx9"])
+    assert bad.returncode == 2 and "--isa needs" in bad.stderr
 
 
 def test_case_names_unique() -> None:

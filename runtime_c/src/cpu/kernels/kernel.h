@@ -19,6 +19,7 @@
 #include <stdbool.h>
 #include <string.h>
 
+#include "../../oab_args.h" /* OA_ARG_<OP>_<NAME>: argument positions, from opset.py */
 #include "openaccel/cpu.h"
 #include "openaccel/op.h"
 

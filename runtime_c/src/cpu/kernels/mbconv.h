@@ -2,7 +2,7 @@
  * conv2d_nhwc calls it stands for: [1x1 expand ->] depthwise -> 1x1 project, with the two
  * intermediate tensors described here (their data pointers are the caller's). The reference
  * kernel validates the block by validating each part with conv2d_nhwc's prepare and runs the
- * parts one after the other; the fast kernel (fast/mbconv.c) runs them row band by row band. */
+ * parts one after the other; the optimized kernel (opt/mbconv.c) runs them row band by row band. */
 #ifndef OA_KERNELS_MBCONV_H
 #define OA_KERNELS_MBCONV_H
 

@@ -12,7 +12,7 @@
  *     the time with 64 output channels).
  *   - larger strides: im2col panels packed straight from the input rows (pack_im2col).
  *   Groups run one GEMM each. Depthwise convs (one input channel per group) have their own
- *   kernel (dwconv_tmpl.inc) on a zero-padded copy of each plane. */
+ *   kernel (dwconv.inc) on a zero-padded copy of each plane. */
 #include <string.h>
 
 #include "threadpool.h"
@@ -42,14 +42,14 @@ static void conv_geo(const oa_op_call_t *call, conv_geo_t *q) {
   q->o = w->shape[0];
   q->kh = w->shape[2];
   q->kw = w->shape[3];
-  q->sh = call->ints[0];
-  q->sw = call->ints[1];
-  q->ph = call->ints[2];
-  q->pw = call->ints[3];
-  q->dh = call->ints[4];
-  q->dw = call->ints[5];
-  q->g = call->ints[6];
-  q->act = call->n_ints > 7 ? call->ints[7] : 0;
+  q->sh = call->ints[OA_ARG_CONV2D_STRIDE_H];
+  q->sw = call->ints[OA_ARG_CONV2D_STRIDE_W];
+  q->ph = call->ints[OA_ARG_CONV2D_PAD_H];
+  q->pw = call->ints[OA_ARG_CONV2D_PAD_W];
+  q->dh = call->ints[OA_ARG_CONV2D_DILATION_H];
+  q->dw = call->ints[OA_ARG_CONV2D_DILATION_W];
+  q->g = call->ints[OA_ARG_CONV2D_GROUPS];
+  q->act = call->n_ints > OA_ARG_CONV2D_ACT ? call->ints[OA_ARG_CONV2D_ACT] : 0;
   q->oh = out->shape[2];
   q->ow = out->shape[3];
   q->cg = q->c / q->g;
@@ -455,7 +455,7 @@ oa_status_t oa_opt_conv2d_run(const oa_op_call_t *call, const oa_op_plan_t *plan
  *   - other convolutions with one group: blocks of output pixels, each gathered into an im2col
  *     A block ([rows, kH * kW * C]: one contiguous run of kW * C floats per kernel row when the
  *     taps are inside the image) by the thread that then runs its single-threaded GEMM.
- *   - depthwise (one input channel per group, as many outputs): dwconv_nhwc_tmpl.inc, channels
+ *   - depthwise (one input channel per group, as many outputs): dwconv_nhwc.inc, channels
  *     in the vector lanes.
  * Other grouped convolutions decline (the reference kernel runs; the exporter does not emit them).
  * input_nchw = 1 (the input [N, C, H, W]: a network's image input, exporter/layout.py): strips
@@ -483,23 +483,23 @@ typedef struct nhwc_geo {
 
 static void nhwc_geo(const oa_op_call_t *call, nhwc_geo_t *q) {
   const oa_tensor_t *x = call->inputs[0], *w = call->inputs[1], *out = call->outputs[0];
-  q->in_nchw = call->n_ints > 9 ? call->ints[9] : 0;
+  q->in_nchw = call->n_ints > OA_ARG_CONV2D_NHWC_INPUT_NCHW ? call->ints[OA_ARG_CONV2D_NHWC_INPUT_NCHW] : 0;
   q->n = x->shape[0];
   q->h = x->shape[q->in_nchw ? 2 : 1];
   q->w = x->shape[q->in_nchw ? 3 : 2];
   q->c = x->shape[q->in_nchw ? 1 : 3];
-  q->block = call->n_ints > 8 ? call->ints[8] : 0;
+  q->block = call->n_ints > OA_ARG_CONV2D_NHWC_BLOCK ? call->ints[OA_ARG_CONV2D_NHWC_BLOCK] : 0;
   q->kh = w->shape[q->block ? 1 : 0];
   q->kw = w->shape[q->block ? 2 : 1];
   q->o = out->shape[3];
-  q->sh = call->ints[0];
-  q->sw = call->ints[1];
-  q->ph = call->ints[2];
-  q->pw = call->ints[3];
-  q->dh = call->ints[4];
-  q->dw = call->ints[5];
-  q->g = call->ints[6];
-  q->act = call->n_ints > 7 ? call->ints[7] : 0;
+  q->sh = call->ints[OA_ARG_CONV2D_NHWC_STRIDE_H];
+  q->sw = call->ints[OA_ARG_CONV2D_NHWC_STRIDE_W];
+  q->ph = call->ints[OA_ARG_CONV2D_NHWC_PAD_H];
+  q->pw = call->ints[OA_ARG_CONV2D_NHWC_PAD_W];
+  q->dh = call->ints[OA_ARG_CONV2D_NHWC_DILATION_H];
+  q->dw = call->ints[OA_ARG_CONV2D_NHWC_DILATION_W];
+  q->g = call->ints[OA_ARG_CONV2D_NHWC_GROUPS];
+  q->act = call->n_ints > OA_ARG_CONV2D_NHWC_ACT ? call->ints[OA_ARG_CONV2D_NHWC_ACT] : 0;
   q->oh = out->shape[1];
   q->ow = out->shape[2];
   q->m = q->n * q->oh * q->ow;

@@ -1,4 +1,4 @@
-/* The blocked GEMM driver (see fast.h), the B packers, and the portable micro-kernels.
+/* The blocked GEMM driver (see opt.h), the B packers, and the portable micro-kernels.
  *
  * Blocking (after MLAS / BLIS, measured on Zen3 with the 6x16 AVX2 tile):
  *   K is split into nkb = ceil(K / 256) equal blocks (kc <= 256): a B panel (kc x 16 floats =
@@ -14,7 +14,7 @@
  *   PACK_ALL       B is packed once (in parallel), tasks are (row block x column block) tiles:
  *                  used when there are too few column blocks to share between threads
  *   DIRECT         nothing is packed: row p of the NR columns at j is at b + boff[p] + j (the
- *                  convolution's zero-padded input, see ops.c); tasks are tiles. A panel cut by
+ *                  convolution's zero-padded input, see opt/conv.c); tasks are tiles. A panel cut by
  *                  the end of N is copied into a zero-padded panel first (no read past B).
  *                  With args.bblock, B was packed at export into zero-padded panels of bblock
  *                  columns ([K][bblock] each: channels-last conv weights, conv_nhwc.c), read as

@@ -1,4 +1,4 @@
-/* linear / matmul / addmm / conv2d on the blocked GEMM driver (fast.h), for every ISA.
+/* linear / linear_packed / matmul / addmm on the blocked GEMM driver (opt.h), for every ISA.
  *
  * The reference kernel's prepare has validated the call before any of these runs (kernel.h), so
  * prepare here only derives sizes, chooses a path and declines (OA_ERR_UNSUPPORTED) what it does
@@ -6,13 +6,15 @@
  * the call. Numbers below: Zen3, one thread, benchmarks/micro/gemm_bench.py.
  *
  * linear (weights are constants in PyTorch's [N, K] layout):
- *   M <= 32 rows: GEMV kernel, dot products of W rows with X rows, W read in place (2.5x faster
- *   than PyTorch on the MLP's 1-row layers).
+ *   M <= 32 rows (OA_CPU_GEMV_MAX_ROWS): GEMV kernel, dot products of W rows with X rows, W read
+ *   in place (2.5x faster than PyTorch on the MLP's 1-row layers).
  *   Otherwise Y = X * W^T with A = X in place and B = W^T packed on every run by the ISA's
  *   transposing packer (AVX2: 8x8 register transposes, 4x faster than the scalar one). Tried and
  *   measured: the transposed product Y^T = W * X^T (W in place, nothing of W packed) was 1.5x
- *   slower for GPT's M = 128 projections because of the transposed stores into Y; packing W costs
- *   about 5% of these products, so pre-packing W at export (a format change) was not done. */
+ *   slower for GPT's M = 128 projections because of the transposed stores into Y.
+ * linear_packed: the same product with W packed once at export into the micro-kernel's panels
+ *   (exporter/pack.py; packing on every run took 15% of the GPT benchmark's time), read in place
+ *   through row offsets. */
 #include <string.h>
 
 #include "threadpool.h"
@@ -27,8 +29,8 @@ enum { PATH_EMPTY = 0, PATH_GEMM = 1, PATH_GEMV = 2, PATH_DIRECT = 3, PATH_IM2CO
 
 /* linear with at most this many rows uses the GEMV kernel: it reads W in place, where the GEMM
  * path packs all of W on every run; measured 1.2-1.9x faster up to 32 rows (512 x 512 and
- * 256 -> 1024 weights), about equal at 48 */
-#define GEMV_MAX_ROWS 32
+ * 256 -> 1024 weights), about equal at 48. The exporter packs only the linears above it. */
+#define GEMV_MAX_ROWS OA_CPU_GEMV_MAX_ROWS
 
 /* ---- linear ---------------------------------------------------------------------------------- */
 
@@ -90,7 +92,7 @@ oa_status_t oa_opt_linear_run(const oa_op_call_t *call, const oa_op_plan_t *plan
   const oa_tensor_t *tb = call->n_inputs > 2 ? call->inputs[2] : NULL;
   const float *b = tb ? (const float *)tb->data : NULL;
   float *y = (float *)call->outputs[0]->data;
-  const oa_uk_epi_t epi = oa_opt_epi_of(call, call->n_ints > 0 ? call->ints[0] : 0);
+  const oa_uk_epi_t epi = oa_opt_epi_of(call, call->n_ints > OA_ARG_LINEAR_ACT ? call->ints[OA_ARG_LINEAR_ACT] : 0);
   if (plan->params[F_PATH] == PATH_GEMV) {
     gemv_ctx_t g = {isa, m, n, k, x, w, b, y, epi};
     int64_t work = m * (k + 1), grain = work >= 16384 ? 4 : (16384 / work + 4) / 4 * 4;
@@ -117,7 +119,7 @@ static oa_status_t oa_opt_linear_packed_prepare_isa(const oa_op_call_t *call, co
   oa_status_t st = oa_opt_begin(plan, env, isa);
   if (st) return st;
   const oa_tensor_t *w = call->inputs[1], *out = call->outputs[0];
-  const int64_t n = out->shape[out->ndim - 1], k = w->shape[1], block = call->ints[1];
+  const int64_t n = out->shape[out->ndim - 1], k = w->shape[1], block = call->ints[OA_ARG_LINEAR_PACKED_BLOCK];
   const int64_t m = n ? out->numel / n : 0;
   if (linear_plan_dims(plan, m, n, k)) return OA_OK;
   if (block % oa_opt_isa(isa)->nr) return OA_ERR_UNSUPPORTED; /* panels narrower than NR */
@@ -132,9 +134,9 @@ oa_status_t oa_opt_linear_packed_run(const oa_op_call_t *call, const oa_op_plan_
   (void)diag;
   if (plan->params[F_PATH] == PATH_EMPTY) return OA_OK;
   const oa_opt_isa_t *isa = oa_opt_isa_of(plan);
-  const int64_t m = plan->params[F_M], n = plan->params[F_N], k = plan->params[F_K], block = call->ints[1];
+  const int64_t m = plan->params[F_M], n = plan->params[F_N], k = plan->params[F_K], block = call->ints[OA_ARG_LINEAR_PACKED_BLOCK];
   const oa_tensor_t *tb = call->n_inputs > 2 ? call->inputs[2] : NULL;
-  const oa_uk_epi_t epi = oa_opt_epi_of(call, call->ints[0]);
+  const oa_uk_epi_t epi = oa_opt_epi_of(call, call->ints[OA_ARG_LINEAR_PACKED_ACT]);
   float *gemm_scratch = oa_row_offsets(scratch, k, block);
   oa_gemm_blocking_t blk;
   oa_gemm_plan(isa, m, n, k, k, 1, (int32_t)plan->params[F_THREADS], &blk);

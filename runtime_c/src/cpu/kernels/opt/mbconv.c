@@ -8,7 +8,7 @@
  *   1. the input rows the band's depthwise taps read are expanded (one GEMM over those rows'
  *      pixels, weights pre-packed in panels as in conv2d_nhwc) into a ring of rows; rows the
  *      previous band expanded already stay in place (neither recomputed nor moved);
- *   2. the depthwise kernel computes the band's rows from window rows (dwconv_nhwc_tmpl.inc);
+ *   2. the depthwise kernel computes the band's rows from window rows (dwconv_nhwc.inc);
  *   3. one GEMM projects the band (rows x OW pixels) into the output.
  * Window and band buffers are sized to stay within about 512 KB per thread; a band has at least
  * 64 pixels (7x7 maps: the whole image) so the GEMMs have rows to fill their tiles. Images are
@@ -49,13 +49,13 @@ static int mb_geo(const oa_mbconv_parts_t *m, const oa_opt_isa_t *isa, int32_t t
   g->ow = y->shape[2];
   g->kh = m->in[MB_DW][1]->shape[0];
   g->kw = m->in[MB_DW][1]->shape[1];
-  g->sh = d[0];
-  g->sw = d[1];
-  g->ph = d[2];
-  g->pw = d[3];
-  g->dh = d[4];
-  g->dw = d[5];
-  g->block = m->ints[MB_PROJECT][8];
+  g->sh = d[OA_ARG_CONV2D_NHWC_STRIDE_H];
+  g->sw = d[OA_ARG_CONV2D_NHWC_STRIDE_W];
+  g->ph = d[OA_ARG_CONV2D_NHWC_PAD_H];
+  g->pw = d[OA_ARG_CONV2D_NHWC_PAD_W];
+  g->dh = d[OA_ARG_CONV2D_NHWC_DILATION_H];
+  g->dw = d[OA_ARG_CONV2D_NHWC_DILATION_W];
+  g->block = m->ints[MB_PROJECT][OA_ARG_CONV2D_NHWC_BLOCK];
   g->has_expand = m->has_expand;
   const int64_t span = (g->kh - 1) * g->dh + 1, row = g->w * g->e, orow = g->ow * g->e;
   g->band = oa_max64(1, oa_min64(g->oh, oa_cdiv(BAND_MIN_PIXELS, oa_max64(g->ow, 1))));
@@ -200,9 +200,9 @@ oa_status_t oa_opt_mbconv_nhwc_run(const oa_op_call_t *call, const oa_op_plan_t 
                      .c = g.e, .kh = g.kh, .kw = g.kw, .sh = g.sh, .sw = g.sw, .ph = g.ph, .pw = g.pw, .dh = g.dh,
                      .dw = g.dw, .oh = g.oh, .ow = g.ow};
   oa_dwc_interior(&j.dwp);
-  j.dwp.epi = oa_opt_epi_of(dwc, dwc->ints[7]);
-  j.epi_e = oa_opt_epi_of(&m.calls[MB_EXPAND], m.calls[MB_EXPAND].ints[7]);
-  j.epi_p = oa_opt_epi_of(&m.calls[MB_PROJECT], m.calls[MB_PROJECT].ints[7]);
+  j.dwp.epi = oa_opt_epi_of(dwc, dwc->ints[OA_ARG_CONV2D_NHWC_ACT]);
+  j.epi_e = oa_opt_epi_of(&m.calls[MB_EXPAND], m.calls[MB_EXPAND].ints[OA_ARG_CONV2D_NHWC_ACT]);
+  j.epi_p = oa_opt_epi_of(&m.calls[MB_PROJECT], m.calls[MB_PROJECT].ints[OA_ARG_CONV2D_NHWC_ACT]);
   oa_parallel_for(env->pool, g.slots, 1, mb_slots, &j);
   return OA_OK;
 }

@@ -1,11 +1,11 @@
-/* conv2d_winograd on the GEMM micro-kernels (fast.h), for every ISA.
+/* conv2d_winograd on the GEMM micro-kernels (opt.h), for every ISA.
  *
  * The exporter transformed the weights (sdk/openaccel/exporter/winograd.py): U[xi] for each of
  * the (m+2)^2 transform positions xi is a C x K matrix stored in panels of `block` (16) output
  * channels, [C][block] each: the packed B operand of the micro-kernels, read in place (NR = 16:
  * the packed kernel; NR = 8 or 4: the same panels through row offsets p * block). Per band of
  * tile rows of one image (bands bound the scratch: V and M of a band take at most BAND_FLOATS):
- *   1. input transform, threads over tile rows (winograd_tmpl.inc): V[xi] = tiles x C;
+ *   1. input transform, threads over tile rows (winograd_transform.inc): V[xi] = tiles x C;
  *   2. (m+2)^2 GEMMs M[xi] (tiles x K) = V[xi] * U[xi], threads over (xi, row block, column
  *      block) tasks; V rows are the A operand read in place;
  *   3. output transform with bias, addend and activation, threads over tile rows.
@@ -80,11 +80,11 @@ static int wino_geo(const oa_op_call_t *call, const oa_opt_isa_t *isa, const oa_
   g->k = out->shape[1];
   g->oh = out->shape[2];
   g->ow = out->shape[3];
-  g->m = call->ints[0];
-  g->ph = call->ints[1];
-  g->pw = call->ints[2];
-  g->act = call->ints[3];
-  g->block = call->ints[4];
+  g->m = call->ints[OA_ARG_CONV2D_WINOGRAD_TILE];
+  g->ph = call->ints[OA_ARG_CONV2D_WINOGRAD_PAD_H];
+  g->pw = call->ints[OA_ARG_CONV2D_WINOGRAD_PAD_W];
+  g->act = call->ints[OA_ARG_CONV2D_WINOGRAD_ACT];
+  g->block = call->ints[OA_ARG_CONV2D_WINOGRAD_BLOCK];
   g->a = g->m + 2;
   g->kb = oa_cdiv(g->k, g->block);
   g->th = oa_cdiv(g->oh, g->m);
@@ -117,7 +117,7 @@ static oa_status_t oa_opt_conv2d_winograd_prepare_isa(const oa_op_call_t *call, 
   if (!I || !W) return OA_ERR_UNSUPPORTED;
   memset(plan->params, 0, sizeof plan->params);
   plan->scratch_bytes = 0;
-  const int64_t block = call->ints[4];
+  const int64_t block = call->ints[OA_ARG_CONV2D_WINOGRAD_BLOCK];
   if (block % I->nr != 0 || I->nr % W->vw != 0) return OA_ERR_UNSUPPORTED;
   /* no input channels (the output is the bias) or no images: the reference kernel (the blocking
    * below divides by the channel count) */

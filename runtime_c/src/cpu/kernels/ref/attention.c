@@ -88,7 +88,7 @@ oa_status_t oa_ref_sdpa_prepare(const oa_op_call_t *call, const oa_kernel_env_t 
   want[nb + 1] = Ev;
   if ((st = oa_check_shape(call, out, want, q->ndim, "output 0", diag))) return st;
   if ((st = oa_check_same_dtype(call, out, q, "output 0", diag))) return st;
-  int64_t ks[OA_MAX_DIMS], vs[OA_MAX_DIMS], ms[OA_MAX_DIMS];
+  int64_t ks[OA_MAX_DIMS], vs[OA_MAX_DIMS];
   if ((st = batch_strides(call, k, q, nb, (int32_t)groups, ks, "input 1 (key)", diag))) return st;
   if ((st = batch_strides(call, v, q, nb, (int32_t)groups, vs, "input 2 (value)", diag))) return st;
   if (mask) {
@@ -100,7 +100,6 @@ oa_status_t oa_ref_sdpa_prepare(const oa_op_call_t *call, const oa_kernel_env_t 
     full[nb] = L;
     full[nb + 1] = S;
     if ((st = oa_broadcast_strides(call, mask, full, q->ndim, strides, "input 3 (attn_mask)", diag))) return st;
-    (void)ms;
   }
   int64_t batch = 1;
   for (int32_t d = 0; d < nb; d++) batch *= q->shape[d];

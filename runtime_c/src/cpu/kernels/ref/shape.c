@@ -569,7 +569,6 @@ oa_status_t oa_ref_pad_run(const oa_op_call_t *call, const oa_op_plan_t *plan, v
 oa_status_t oa_ref_flip_prepare(const oa_op_call_t *call, const oa_kernel_env_t *env, oa_op_plan_t *plan,
                                 oa_diag_t *diag) {
   (void)env;
-  (void)plan;
   oa_status_t st;
   if ((st = unary_move_prepare(call, 0, diag))) return st;
   const oa_tensor_t *x = call->inputs[0], *y = call->outputs[0];

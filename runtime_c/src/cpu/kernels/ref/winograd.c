@@ -6,7 +6,7 @@
  *   Y = A^T M A, + bias + addend, activation, stored where the output exists.
  * Everything after the stored U is computed in double, so this kernel's error is U's rounding
  * to float32 alone (about 2e-6 of the output's magnitude for m = 4; see winograd.py); the
- * optimized kernels (fast/winograd.c) compute in float.
+ * optimized kernels (opt/winograd.c) compute in float.
  * Transform terms with a zero coefficient are skipped, as the optimized kernels' formulas do, so
  * NaN and infinity spread the same way in both: to the outputs of every tile whose input tile
  * holds them (a superset of the direct convolution's; an infinity can become NaN). */

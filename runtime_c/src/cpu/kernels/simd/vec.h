@@ -22,6 +22,8 @@
  *   vf_hsum / vf_hmax    horizontal sum (fixed order) / max of the lanes
  *   vf_load_part(p, n, fill) / vf_store_part(p, n, v)   the first n <= VW lanes only (tails: the
  *                        same vector code computes them, so tails have the body's numerics)
+ *   vf_store_interleaved(dst, r[VW]) / vf_load_interleaved(src, r[VW])   VW vectors as VW x VW
+ *                        lane-interleaved floats (dst[q * VW + l] = r[l][q]; the store may clobber r)
  * armv7 NEON flushes subnormal results to zero; nothing here depends on subnormals. */
 #ifndef OA_KERNELS_SIMD_VEC_H
 #define OA_KERNELS_SIMD_VEC_H
@@ -96,6 +98,47 @@ static inline float vf_hmax(vf v) {
   s = _mm_max_ps(s, _mm_movehl_ps(s, s));
   s = _mm_max_ss(s, _mm_movehdup_ps(s));
   return _mm_cvtss_f32(s);
+}
+
+/* VW vectors lane-interleaved: store dst[q * VW + l] = r[l][q] (r is clobbered), load
+ * r[l][q] = src[q * VW + l]; an 8 x 8 register transpose */
+static inline void vf_transpose8_(__m256 r[8]) {
+  const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+  const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+  const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+  const __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+  const __m256 s0 = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(1, 0, 1, 0));
+  const __m256 s1 = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(3, 2, 3, 2));
+  const __m256 s2 = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(1, 0, 1, 0));
+  const __m256 s3 = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(3, 2, 3, 2));
+  const __m256 s4 = _mm256_shuffle_ps(t4, t6, _MM_SHUFFLE(1, 0, 1, 0));
+  const __m256 s5 = _mm256_shuffle_ps(t4, t6, _MM_SHUFFLE(3, 2, 3, 2));
+  const __m256 s6 = _mm256_shuffle_ps(t5, t7, _MM_SHUFFLE(1, 0, 1, 0));
+  const __m256 s7 = _mm256_shuffle_ps(t5, t7, _MM_SHUFFLE(3, 2, 3, 2));
+  r[0] = _mm256_permute2f128_ps(s0, s4, 0x20);
+  r[1] = _mm256_permute2f128_ps(s1, s5, 0x20);
+  r[2] = _mm256_permute2f128_ps(s2, s6, 0x20);
+  r[3] = _mm256_permute2f128_ps(s3, s7, 0x20);
+  r[4] = _mm256_permute2f128_ps(s0, s4, 0x31);
+  r[5] = _mm256_permute2f128_ps(s1, s5, 0x31);
+  r[6] = _mm256_permute2f128_ps(s2, s6, 0x31);
+  r[7] = _mm256_permute2f128_ps(s3, s7, 0x31);
+}
+static inline void vf_store_interleaved(float *dst, vf r[VW]) {
+  vf_transpose8_(r);
+  /* eight stores written out (a store loop here became a rep movs copy through the stack) */
+  _mm256_storeu_ps(dst, r[0]);
+  _mm256_storeu_ps(dst + 8, r[1]);
+  _mm256_storeu_ps(dst + 16, r[2]);
+  _mm256_storeu_ps(dst + 24, r[3]);
+  _mm256_storeu_ps(dst + 32, r[4]);
+  _mm256_storeu_ps(dst + 40, r[5]);
+  _mm256_storeu_ps(dst + 48, r[6]);
+  _mm256_storeu_ps(dst + 56, r[7]);
+}
+static inline void vf_load_interleaved(const float *src, vf r[VW]) {
+  for (int i = 0; i < 8; i++) r[i] = _mm256_loadu_ps(src + i * 8);
+  vf_transpose8_(r);
 }
 
 #elif defined(OA_SIMD_NEON)
@@ -200,6 +243,24 @@ static inline float vf_hmax(vf v) {
 }
 #endif
 
+/* VW vectors lane-interleaved (vst4 / vld4): store dst[q * VW + l] = r[l][q], load
+ * r[l][q] = src[q * VW + l] */
+static inline void vf_store_interleaved(float *dst, vf r[VW]) {
+  float32x4x4_t t;
+  t.val[0] = r[0];
+  t.val[1] = r[1];
+  t.val[2] = r[2];
+  t.val[3] = r[3];
+  vst4q_f32(dst, t);
+}
+static inline void vf_load_interleaved(const float *src, vf r[VW]) {
+  const float32x4x4_t t = vld4q_f32(src);
+  r[0] = t.val[0];
+  r[1] = t.val[1];
+  r[2] = t.val[2];
+  r[3] = t.val[3];
+}
+
 #else
 /* ---------------------------------------------------------------- portable C, 1 lane -------- */
 #define VW 1
@@ -261,6 +322,9 @@ static inline vf vf_load_part(const float *p, int64_t n, float fill) { return n 
 static inline void vf_store_part(float *p, int64_t n, vf v) {
   if (n > 0) *p = v;
 }
+/* one lane: interleaving is a copy */
+static inline void vf_store_interleaved(float *dst, vf r[VW]) { dst[0] = r[0]; }
+static inline void vf_load_interleaved(const float *src, vf r[VW]) { r[0] = src[0]; }
 #endif
 
 static inline vf vf_neg(vf a) { return vf_xor(a, vf_set1(-0.0f)); }
