@@ -265,18 +265,19 @@ void oa_cpu_device_deinit(oa_cpu_device_t *storage) {
   storage->pool = NULL;
 }
 
-static oa_kernel_env_t env_of(oa_cpu_device_t *cpu) {
+/* the kernels' environment; the ISA set only for prepare (run never chooses an ISA) */
+static oa_kernel_env_t env_of(oa_cpu_device_t *cpu, int for_prepare) {
   oa_kernel_env_t env;
   env.features = &cpu->features;
   env.pool = cpu->pool;
-  env.isas = cpu_isas(cpu);
+  env.isas = for_prepare ? cpu_isas(cpu) : 0u;
   return env;
 }
 
 static oa_status_t cpu_prepare_op(oa_device_t *dev, const oa_op_call_t *call, oa_op_plan_t *out_plan,
                                   oa_diag_t *diag) {
   oa_cpu_device_t *cpu = cpu_of(dev);
-  oa_kernel_env_t env = env_of(cpu);
+  oa_kernel_env_t env = env_of(cpu, 1);
   const oa_kernel_t *ref = NULL;
   for (uint32_t i = 0; i < oa_kernel_table_size; i++) {
     const oa_kernel_t *k = &oa_kernel_table[i];
@@ -310,7 +311,7 @@ static oa_status_t cpu_prepare_op(oa_device_t *dev, const oa_op_call_t *call, oa
 
 static oa_status_t cpu_execute_op(oa_device_t *dev, oa_stream_t *stream, const oa_op_call_t *call,
                                   const oa_op_plan_t *plan, void *scratch, oa_diag_t *diag) {
-  oa_kernel_env_t env = env_of(cpu_of(dev));
+  oa_kernel_env_t env = env_of(cpu_of(dev), 0);
   const oa_kernel_t *k = plan ? (const oa_kernel_t *)plan->kernel : NULL;
   if (stream && stream->failure) return stream->failure; /* a failed stream runs nothing more */
   if (!k) {

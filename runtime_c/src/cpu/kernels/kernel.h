@@ -28,7 +28,7 @@ struct oa_threadpool;
 typedef struct oa_kernel_env {
   const oa_cpu_features_t *features;
   struct oa_threadpool *pool; /* worker threads; NULL = run on the calling thread */
-  uint32_t isas;              /* OA_CPU_ISA_* the optimized kernels may use: built, detected, not disabled */
+  uint32_t isas; /* prepare: OA_CPU_ISA_* the optimized kernels may use (built, detected, not disabled); 0 in run */
 } oa_kernel_env_t;
 
 typedef oa_status_t (*oa_kernel_prepare_fn)(const oa_op_call_t *call, const oa_kernel_env_t *env,
