@@ -79,6 +79,9 @@ void oa_uk_store_tile(const float *tmp, int64_t ld_tmp, float *c, int64_t rs_c, 
 }
 
 /* ---- portable micro-kernels ------------------------------------------------------------------ */
+/* They stay beside the driver rather than in arch/portable/ (where the other portable instances
+ * are): here oa_uk_store_tile, their epilogue, can be inlined into them (the boards without SIMD
+ * kernels, rv64gc, run them); the AVX2 / NEON tiles call it only for partial tiles. */
 
 /* 4 x PNR: 4 x 8 where the compiler has 16 vector registers of 4 floats (SSE2 on x86-64),
  * 4 x 4 elsewhere (scalar FPUs with 32 registers, e.g. rv64gc: 16 accumulators + 8 operands). */
