@@ -111,11 +111,17 @@ def _c_defines(name: str) -> list[tuple[str, int]]:
 
 
 def test_c_kernels_use_the_exporters_gemv_threshold() -> None:
-    """the exporter packs only the linears the C GEMM (not the GEMV kernel) runs"""
+    """the exporter packs only the linears the C GEMM (not the GEMV kernel) runs: the kernels take
+    the threshold from the generated header (or, written as a number, the same one)"""
+    src = ROOT / "runtime_c/src"
+    named = [p for p in sorted(src.rglob("*.c"))
+             if re.search(r"^\s*#\s*define\s+GEMV_MAX_ROWS\s+OA_CPU_GEMV_MAX_ROWS\b", p.read_text(), re.M)]
     found = _c_defines("GEMV_MAX_ROWS")
-    assert found, "no #define GEMV_MAX_ROWS in runtime_c/src: the fast linear's threshold moved or was renamed"
+    assert named or found, "no #define GEMV_MAX_ROWS in runtime_c/src: the optimized linear's threshold moved"
     assert all(v == opset.CPU_GEMV_MAX_ROWS for _, v in found), \
         f"C {found} vs opset.CPU_GEMV_MAX_ROWS = {opset.CPU_GEMV_MAX_ROWS} (use OA_CPU_GEMV_MAX_ROWS)"
+    assert [v for f, v in _c_defines("OA_CPU_GEMV_MAX_ROWS")] == [] and \
+        re.search(rf"#define OA_CPU_GEMV_MAX_ROWS {opset.CPU_GEMV_MAX_ROWS}\b", ARGS_H.read_text())
 
 
 def test_every_cpu_micro_kernel_reads_the_exporters_panels() -> None:

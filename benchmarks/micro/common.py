@@ -28,10 +28,10 @@ class ConstFn(torch.nn.Module):
 
 
 def execute_only(path: Path, inputs: list[np.ndarray], threads: int, reference: bool,
-                 name: str) -> Callable[[], None]:
+                 name: str, isas: list[str] | None = None) -> Callable[[], None]:
     """A function running the program at `path` once (oa_method_execute only: the inputs are set
-    once here and stay set)."""
-    sess = HostSession(path.read_bytes(), threads=threads, reference_only=reference)
+    once here and stay set). `isas`: the ISAs the optimized kernels may use (None: all)."""
+    sess = HostSession(path.read_bytes(), threads=threads, reference_only=reference, isas=isas)
     sess.run(inputs)
     lib, method, diag = sess._lib, sess._method, Diag()
 

@@ -1,19 +1,19 @@
 """Micro-benchmark of the SIMD elementwise / softmax / norm / pooling / attention kernels
-(runtime_c/src/kernels/fast/simd_impl.h) against the reference kernels and PyTorch eager.
+(runtime_c/src/cpu/kernels/opt/simd_kernels.inc) against the reference kernels and PyTorch eager.
 
 Each case is exported to a one-op .oab (shapes from the four benchmark models), loaded in this
 process and executed repeatedly through the C API (oa_method_execute, inputs set once), once with
 the reference kernels only (reference_only) and once with the optimized variants (on this machine
 the AVX2 ones when the CPU has avx2 and fma). PyTorch runs the same op with
-torch.set_num_threads(threads). With --portable the optimized column is the portable C variants
-("fast"): the runtime is rebuilt without the AVX2 variants (-DOA_SIMD_AVX2=OFF) and timed in a
-subprocess.
+torch.set_num_threads(threads). With --portable a second optimized column is the portable C
+variants: the same runtime with its optimized kernels restricted to portable C (the CPU device
+option disable_isas, HostSession(isas=["portable"])).
 
 Timing: the best of 5 repetitions of enough calls to last 50 ms each (and, with --repeat N, the
 best of N such measurements, interleaved). With one thread the clock is the calling thread's CPU
 time (time.thread_time), which does not count time the thread was descheduled (the machine is
 shared); with more threads the wall clock. "(ref)" in the portable column: no portable variant
-for that op (fast/simd.def), the reference kernel runs.
+for that op (OA_OPT_SIMD(op, OA_ISA_NO) in runtime_c/src/cpu/kernels/opt/), the reference kernel runs.
 
     PYTHONPATH=sdk python benchmarks/micro/simd.py [--threads 1] [--only gelu,softmax] [--portable]
                                                    [--repeat 3] [--json]
@@ -23,8 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
+import re
 import sys
 import time
 from collections.abc import Callable
@@ -38,8 +37,15 @@ from common import ConstFn, execute_only
 
 import openaccel as oa
 
-CACHE = Path(__file__).resolve().parents[2] / "build" / "bench-micro-simd"
-PORTABLE_CMAKE = ("-DOA_SIMD_AVX2=OFF",)
+ROOT = Path(__file__).resolve().parents[2]
+CACHE = ROOT / "build" / "bench-micro-simd"
+OPT_DIR = ROOT / "runtime_c" / "src" / "cpu" / "kernels" / "opt"
+
+
+def ops_without_portable() -> set[str]:
+    """SIMD-family ops whose optimized kernel has no portable C variant (the reference runs)."""
+    return {m.group(1) for p in sorted(OPT_DIR.glob("*.c"))
+            for m in re.finditer(r"OA_OPT_SIMD\((\w+), OA_ISA_NO\)", p.read_text())}
 
 
 @dataclass
@@ -134,17 +140,9 @@ def torch_ms(case: Case, threads: int) -> float:
         return best_ms(lambda: model(*case.inputs), threads)
 
 
-def oa_ms(case: Case, threads: int, reference: bool) -> float:
-    run = execute_only(case_path(case), [x.numpy() for x in case.inputs], threads, reference, case.name)
+def oa_ms(case: Case, threads: int, reference: bool, isas: list[str] | None = None) -> float:
+    run = execute_only(case_path(case), [x.numpy() for x in case.inputs], threads, reference, case.name, isas)
     return best_ms(run, threads)
-
-
-def portable_ms(threads: int, only: list[str], repeat: int) -> dict[str, float]:
-    """The optimized column of a runtime built without the AVX2 variants (in a subprocess)."""
-    cmd = [sys.executable, __file__, "--portable-child", "--threads", str(threads), "--only", ",".join(only),
-           "--repeat", str(repeat)]
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=dict(os.environ)).stdout
-    return {r["case"]: r["oa_ms"] for r in json.loads(out)}
 
 
 def selected(keys: list[str]) -> list[Case]:
@@ -156,49 +154,39 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--only", default="", help="comma-separated ops or name substrings")
     ap.add_argument("--portable", action="store_true", help="also time the portable C variants")
-    ap.add_argument("--portable-child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--repeat", type=int, default=1,
                     help="measure each case this many times (interleaved) and keep the best")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)
     keys = [s for s in a.only.split(",") if s]
-    if a.portable_child:
-        import openaccel.runtime.build as build
-        import openaccel.runtime.host as host
-
-        real = build.build_runtime
-        host.build_runtime = lambda target="host", **kw: real(target, extra_cmake=PORTABLE_CMAKE, **kw)
-        json.dump([{"case": c.name, "oa_ms": min(oa_ms(c, a.threads, False) for _ in range(a.repeat))}
-                   for c in selected(keys)], sys.stdout)
-        return 0
     todo = selected(keys)
     for c in todo:
         case_path(c)  # export first (slow), so the timings run back to back
-    fast = portable_ms(a.threads, keys, a.repeat) if a.portable else {}
-    from openaccel.runtime.build import kernel_entries
-
-    has_fast = {op for op, line in kernel_entries() if '"fast"' in line}
+    no_portable = ops_without_portable() if a.portable else set()
     rows: list[dict[str, Any]] = []
     if not a.json:
         head = f"{'case':36s} {'torch ms':>9s} {'ref ms':>9s} {'simd ms':>9s} {'x ref':>7s} {'x torch':>7s}"
-        print(head + (f" {'fast ms':>9s} {'x ref':>7s}" if fast else ""))
+        print(head + (f" {'portable':>9s} {'x ref':>7s}" if a.portable else ""))
     for c in todo:
-        t = r = s = float("inf")
+        t = r = s = p = float("inf")
+        portable = a.portable and c.op not in no_portable
         for _ in range(a.repeat):
             t = min(t, torch_ms(c, a.threads))
             r = min(r, oa_ms(c, a.threads, True))
             s = min(s, oa_ms(c, a.threads, False))
+            if portable:
+                p = min(p, oa_ms(c, a.threads, False, ["portable"]))
         row = {"case": c.name, "op": c.op, "threads": a.threads, "torch_ms": t, "ref_ms": r, "simd_ms": s,
                "speedup_vs_ref": r / s, "speedup_vs_torch": t / s}
-        if fast:
-            row["fast_ms"] = fast[c.name] if c.op in has_fast else None
-            row["fast_speedup_vs_ref"] = r / fast[c.name] if c.op in has_fast else None
+        if a.portable:
+            row["portable_ms"] = p if portable else None
+            row["portable_speedup_vs_ref"] = r / p if portable else None
         rows.append(row)
         if not a.json:
             line = f"{c.name:36s} {t:9.4f} {r:9.4f} {s:9.4f} {r / s:7.2f} {t / s:7.2f}"
-            if fast and c.op in has_fast:
-                line += f" {fast[c.name]:9.4f} {r / fast[c.name]:7.2f}"
-            elif fast:
+            if portable:
+                line += f" {p:9.4f} {r / p:7.2f}"
+            elif a.portable:
                 line += f" {'(ref)':>9s} {'':>7s}"
             print(line, flush=True)
     if a.json:

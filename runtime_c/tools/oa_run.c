@@ -22,6 +22,7 @@ typedef struct options {
   const char *file;
   int test, json, info, devices, reference, profile;
   int bench, warmup, threads;
+  uint32_t disable_isas; /* --isa: every OA_CPU_ISA_* not listed */
   const char *inputs[MAX_INPUTS];
   int n_inputs;
   const char *output_dir;
@@ -66,8 +67,10 @@ static int fail(const char *what, oa_status_t st, const char *message) {
 
 static void usage(FILE *f) {
   fputs("usage: oa_run FILE.oab [--test] [--input NAME=FILE.npy ...] [--output-dir DIR]\n"
-        "              [--bench N] [--warmup N] [--threads N] [--reference] [--profile] [--info] [--json]\n"
-        "              [--device VENDOR_LIB.so ...]\n"
+        "              [--bench N] [--warmup N] [--threads N] [--reference] [--isa LIST] [--profile] [--info]\n"
+        "              [--json] [--device VENDOR_LIB.so ...]\n"
+        "  --isa LIST  the optimized CPU kernels use only these ISAs (comma-separated: avx2, neon,\n"
+        "              portable), each where this build and the CPU have it; other ops: reference\n"
         "       oa_run --devices [--device VENDOR_LIB.so ...] [--json]\n",
         f);
 }
@@ -78,6 +81,24 @@ static int parse_int(const char *s, int *out) {
   long v = strtol(s, &end, 10);
   if (errno || end == s || *end || v < 0 || v > 1000000000) return 1;
   *out = (int)v;
+  return 0;
+}
+
+/* "avx2,portable" -> the OA_CPU_ISA_* bits to disable (all others); 1 on an unknown name */
+static int parse_isas(const char *list, uint32_t *out_disable) {
+  static const struct { const char *name; uint32_t bit; } names[] = {
+      {"portable", OA_CPU_ISA_PORTABLE}, {"avx2", OA_CPU_ISA_AVX2}, {"neon", OA_CPU_ISA_NEON}};
+  uint32_t keep = 0;
+  for (const char *p = list; *p;) {
+    size_t n = strcspn(p, ",");
+    size_t i = 0;
+    while (i < sizeof names / sizeof names[0] && !(strlen(names[i].name) == n && !strncmp(p, names[i].name, n))) i++;
+    if (i == sizeof names / sizeof names[0]) return 1;
+    keep |= names[i].bit;
+    p += n;
+    if (*p == ',') p++;
+  }
+  *out_disable = OA_CPU_ISA_ALL & ~keep;
   return 0;
 }
 
@@ -100,6 +121,12 @@ static int parse_args(int argc, char **argv, options_t *o) {
       if (!strcmp(a, "--bench")) o->bench = v;
       else if (!strcmp(a, "--warmup")) o->warmup = v;
       else o->threads = v;
+      i++;
+    } else if (!strcmp(a, "--isa")) {
+      if (!val || parse_isas(val, &o->disable_isas)) {
+        fprintf(stderr, "oa_run: error: --isa needs a comma-separated list of avx2, neon, portable\n");
+        return 2;
+      }
       i++;
     } else if (!strcmp(a, "--input")) {
       if (!val) { fprintf(stderr, "oa_run: error: --input needs NAME=FILE.npy\n"); return 2; }
@@ -163,7 +190,7 @@ static void print_device(uint32_t index, oa_device_t *dev) {
   static const char *cpu_keys[] = {"arch", "neon", "fp16", "dotprod", "sse4_1", "avx", "avx2", "fma", "f16c",
                                    "avx512f", "avx512bw", "avx512dq", "avx512vl", "avx512_vnni", "avx_vnni",
                                    "amx_tile", "amx_int8", "amx_bf16", "v", "vlen",
-                                   "cores", "l1d_bytes", "l2_bytes", "l3_bytes", "threads"};
+                                   "cores", "l1d_bytes", "l2_bytes", "l3_bytes", "threads", "isas"};
   static const char *dev_keys[] = {"alignment", "memory_total", "compute_units"};
   if (g_json) {
     printf("{\"event\": \"device\", \"index\": %u, \"name\": ", index);
@@ -226,7 +253,7 @@ typedef struct devices {
 } devices_t;
 
 static int open_devices(const options_t *o, devices_t *d) {
-  oa_cpu_options_t cpu_opts = {o->reference, o->threads, NULL};
+  oa_cpu_options_t cpu_opts = {.reference_only = o->reference, .threads = o->threads, .disable_isas = o->disable_isas};
   oa_device_t *cpu;
   if (oa_cpu_device_init(&d->cpu_storage, &cpu_opts, &cpu)) return fail("CPU device", OA_ERR_INTERNAL, "init failed");
   d->list[0] = cpu;

@@ -17,7 +17,7 @@ import json
 import os
 import shutil
 import subprocess
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -178,9 +178,12 @@ def conformance_tool(target: str | Target = "host", *, log: Log | None = None) -
 
 def run_conformance(device: str | Path | None = None, *, target: str | Target = "host", seed: int = 1,
                     filter: str | None = None, env: Mapping[str, str] | None = None,
-                    timeout: float = DEFAULT_TIMEOUT, log: Log | None = None) -> ConformanceReport:
+                    timeout: float = DEFAULT_TIMEOUT, log: Log | None = None,
+                    isas: Sequence[str] | None = None) -> ConformanceReport:
     """Run the suite on the built-in CPU device (device=None) or on every device of a vendor
-    library (a path, or "sim" / "skeleton" for the examples, built on demand). `env` adds environment variables
+    library (a path, or "sim" / "skeleton" for the examples, built on demand). `isas` restricts
+    the CPU device's optimized kernels to those ISAs ("avx2", "neon", "portable"; oa_conformance
+    --isa), so each can be checked against the reference kernels. `env` adds environment variables
     (e.g. OA_SIM_FAULT for the example's fault injection). Raises RuntimeFailure when the tool
     cannot run at all (a library that does not load, a crash); failed checks are in the report."""
     t = target if isinstance(target, Target) else get_target(target)
@@ -200,6 +203,10 @@ def run_conformance(device: str | Path | None = None, *, target: str | Target = 
         args += ["--device", str(lib)]
     if filter:
         args += ["--filter", filter]
+    if isas is not None:
+        if device is not None:
+            raise ToolchainError("isas applies to the built-in CPU device, not to a vendor library")
+        args += ["--isa", ",".join(isas)]
     full_env = {**os.environ, **(env or {})}
     try:
         p = subprocess.run(args, capture_output=True, text=True, timeout=timeout, env=full_env)

@@ -1,6 +1,6 @@
 """The openaccel op set: every op the bytecode can contain, with its inputs, outputs and the
 layout of its integer / float arguments. This module is the reference for the exporter's
-lowering rules, the C kernels (runtime_c/src/kernels/) and `openaccel inspect`; docs/ops.md is
+lowering rules, the C kernels (runtime_c/src/cpu/kernels/) and `openaccel inspect`; docs/ops.md is
 generated from it. It imports neither torch nor the runtime. Code reads and writes arguments by
 these names (ir.Instr.arg / set_arg / become; C: runtime_c/src/oab_args.h), never by position.
 

@@ -1,10 +1,13 @@
-"""The optimized CPU kernels (kernels/fast, x86 AVX2+FMA, arm NEON) against the reference kernels.
+"""The optimized GEMM-family CPU kernels (runtime_c/src/cpu/kernels/opt/: matmul.c, conv.c,
+winograd.c, mbconv.c, shape.c, on the ISA back-ends arch/x86/avx2, arch/arm/neon, arch/portable)
+against the reference kernels.
 
 Programs are built by hand (one instruction per case, many cases per program) so every argument
 can be chosen, including the fused activation of conv2d / linear (act 0, 1, 2 in turn). Each
 program runs with reference kernels only and with the optimized ones:
   - on the host (AVX2 variants here) with 1, 2 and 3 threads: the outputs must be bit-identical
-    between thread counts (work is split by outputs, never along K);
+    between thread counts (work is split by outputs, never along K); and forced to each ISA the
+    host has (HostSession(isas=[...]), the CPU device option disable_isas), portable C included;
   - under qemu-aarch64 (NEON 8x8), qemu-armv7 (NEON 4x8) and qemu-riscv64 (portable C tiles), and
     natively with the x86_64-linux target (a baseline -march=x86-64 static build that picks the
     AVX2 kernels at run time), with `oa_run` and `oa_run --reference`.
@@ -43,7 +46,7 @@ from openaccel.exporter import layout, pack, winograd
 from openaccel.exporter.memory_plan import plan_memory
 from openaccel.exporter.serialize import serialize
 from openaccel.ir import Graph, Instr, Value
-from openaccel.runtime.host import HostSession
+from openaccel.runtime.host import CPU_ISAS, CpuDevice, HostSession
 
 from helpers import CACHE, QEMU_TARGETS, runner
 
@@ -488,6 +491,29 @@ def test_host(family: str) -> None:
             assert np.array_equal(a, b, equal_nan=True), f"{c.name}: {t} threads differ from 1 thread"
 
 
+def _host_isas() -> list[str]:
+    q = CpuDevice().properties()["queries"]
+    return [name for name, bit in CPU_ISAS.items() if q.get("cpu.isas", 0) & bit]
+
+
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_host_each_isa(family: str) -> None:
+    """every ISA the host has, forced alone (the others disabled), against the reference; the
+    device reports the ISAs it may use"""
+    buf, _, feeds = program(family)
+    arrays = [t.numpy() for t in feeds]
+    ref = HostSession(buf, reference_only=True).run(arrays)
+    isas = _host_isas()
+    assert "portable" in isas, isas
+    for isa in isas:
+        sess = HostSession(buf, isas=[isa])
+        assert sess.device.properties()["queries"]["cpu.isas"] == CPU_ISAS[isa]
+        check_family(family, sess.run(arrays), ref, f"host, {isa} only")
+    none = HostSession(buf, isas=[]).run(arrays)  # no ISA: the reference kernels
+    for a, b in zip(none, ref):
+        assert np.array_equal(a, b, equal_nan=True)
+
+
 def run_oa(target: str, buf: bytes, arrays: list[np.ndarray], *flags: str) -> list[np.ndarray]:
     r = runner(target)
     with tempfile.TemporaryDirectory(prefix="oa-fast-") as tmp:
@@ -520,6 +546,21 @@ def test_targets(family: str, target: str) -> None:
         two = run_oa(target, buf, arrays, "--threads", "2")
         for i, (a, b) in enumerate(zip(fast, two)):
             assert np.array_equal(a, b, equal_nan=True), f"output {i}: 2 threads differ from 1 thread on {target}"
+        # the portable C kernels on an Arm board, forced with oa_run --isa
+        check_family(family, run_oa(target, buf, arrays, "--isa", "portable"), ref, f"{target}, portable only")
+
+
+def test_oa_run_isa_flag() -> None:
+    """oa_run --isa LIST forces the optimized kernels' ISAs (and rejects unknown names)"""
+    buf, _, feeds = program("linear")
+    arrays = [t.numpy() for t in feeds]
+    ref = run_oa("host", buf, arrays, "--reference")
+    for isa in _host_isas():
+        check_family("linear", run_oa("host", buf, arrays, "--isa", isa), ref, f"oa_run --isa {isa}")
+    res = runner("host").run(["--devices", "--isa", "portable"])
+    assert [d["queries"]["cpu.isas"] for d in res.of("device")][:1] == [CPU_ISAS["portable"]], res.events
+    bad = runner("host").run(["x.oab", "--isa", "avx9"])
+    assert bad.returncode == 2 and "--isa needs" in bad.stderr
 
 
 def test_case_names_unique() -> None:

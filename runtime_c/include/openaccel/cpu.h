@@ -48,7 +48,20 @@ typedef struct oa_cpu_options {
   /* everything the device allocates: its thread pool, memory from oa_device_allocate, streams,
    * events. NULL: the platform's (oa_platform_alloc). Copied at init; need not outlive the call. */
   const oa_allocator_t *allocator;
+  /* OA_CPU_ISA_* bits the optimized kernels must not use; 0: every ISA this build has and the CPU
+   * reports. Tests and the conformance suite set it to force each ISA (OA_CPU_ISA_PORTABLE alone
+   * left: the portable C kernels; all bits: the reference kernels, as reference_only). */
+  uint32_t disable_isas;
 } oa_cpu_options_t;
+
+/* Instruction sets of the optimized CPU kernels (bits of oa_cpu_options_t.disable_isas and of the
+ * device query ("cpu", "isas"): the ones its kernels may use). Each optimized kernel picks the
+ * best one it has among those, in the order AVX2, NEON, portable C. */
+#define OA_CPU_ISA_PORTABLE (1u << 0) /* portable C11 (blocked GEMM, one-lane SIMD code) */
+#define OA_CPU_ISA_AVX2 (1u << 1)     /* x86-64 AVX2 + FMA */
+#define OA_CPU_ISA_NEON (1u << 2)     /* Arm Advanced SIMD (aarch64, armv7 with NEON) */
+/* (1u << 3) and (1u << 4) are kept for AVX-512 and RVV */
+#define OA_CPU_ISA_ALL 0xffffffffu
 
 /* The CPU device object. Its storage belongs to the caller (static, stack or heap). Treat the
  * fields as private. */

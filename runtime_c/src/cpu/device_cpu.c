@@ -6,7 +6,8 @@
 #include <unistd.h>
 #endif
 
-#include "../kernels/kernel.h"
+#include "kernels/isa.h"
+#include "kernels/kernel.h"
 #include "threadpool.h"
 #include "openaccel/cpu.h"
 #include "openaccel/platform.h"
@@ -49,6 +50,12 @@ static oa_status_t cpu_get_properties(oa_device_t *dev, oa_device_properties_t *
   return OA_OK;
 }
 
+/* the ISAs the optimized kernels may use: built into this binary, reported by the CPU, not
+ * disabled by the options */
+static uint32_t cpu_isas(const oa_cpu_device_t *cpu) {
+  return oa_isa_built() & oa_isa_detected(&cpu->features) & ~cpu->options.disable_isas;
+}
+
 static oa_status_t cpu_query_i64(oa_device_t *dev, const char *category, const char *key, int64_t *out) {
   const oa_cpu_features_t *f = &cpu_of(dev)->features;
   if (!category || !key || !out) return OA_ERR_INVALID_ARGUMENT;
@@ -79,6 +86,7 @@ static oa_status_t cpu_query_i64(oa_device_t *dev, const char *category, const c
   if (strcmp(key, "l3_bytes") == 0) { *out = f->l3_bytes; return OA_OK; }
   if (strcmp(key, "arch") == 0) { *out = f->arch; return OA_OK; }
   if (strcmp(key, "threads") == 0) { *out = cpu_of(dev)->options.threads; return OA_OK; }
+  if (strcmp(key, "isas") == 0) { *out = cpu_of(dev)->options.reference_only ? 0 : cpu_isas(cpu_of(dev)); return OA_OK; }
   return OA_ERR_NOT_FOUND;
 }
 
@@ -263,17 +271,19 @@ void oa_cpu_device_deinit(oa_cpu_device_t *storage) {
   storage->pool = NULL;
 }
 
-static oa_kernel_env_t env_of(oa_cpu_device_t *cpu) {
+/* the kernels' environment; the ISA set only for prepare (run never chooses an ISA) */
+static oa_kernel_env_t env_of(oa_cpu_device_t *cpu, int for_prepare) {
   oa_kernel_env_t env;
   env.features = &cpu->features;
   env.pool = cpu->pool;
+  env.isas = for_prepare ? cpu_isas(cpu) : 0u;
   return env;
 }
 
 static oa_status_t cpu_prepare_op(oa_device_t *dev, const oa_op_call_t *call, oa_op_plan_t *out_plan,
                                   oa_diag_t *diag) {
   oa_cpu_device_t *cpu = cpu_of(dev);
-  oa_kernel_env_t env = env_of(cpu);
+  oa_kernel_env_t env = env_of(cpu, 1);
   const oa_kernel_t *ref = NULL;
   for (uint32_t i = 0; i < oa_kernel_table_size; i++) {
     const oa_kernel_t *k = &oa_kernel_table[i];
@@ -290,14 +300,14 @@ static oa_status_t cpu_prepare_op(oa_device_t *dev, const oa_op_call_t *call, oa
   oa_status_t st = ref->prepare(call, &env, out_plan, diag);
   if (st) return st;
   out_plan->kernel = ref;
-  if (cpu->options.reference_only) return OA_OK;
+  if (cpu->options.reference_only || !env.isas) return OA_OK;
   for (uint32_t i = 0; i < oa_kernel_table_size; i++) {
     const oa_kernel_t *k = &oa_kernel_table[i];
     if (k == ref || strcmp(k->op, call->op) != 0) continue;
     oa_op_plan_t trial;
     memset(&trial, 0, sizeof trial);
     if (k->prepare(call, &env, &trial, NULL) == OA_OK) {
-      trial.kernel = k;
+      if (!trial.kernel) trial.kernel = k; /* an "opt" prepare names the ISA variant it chose */
       *out_plan = trial;
       break;
     }
@@ -307,8 +317,7 @@ static oa_status_t cpu_prepare_op(oa_device_t *dev, const oa_op_call_t *call, oa
 
 static oa_status_t cpu_execute_op(oa_device_t *dev, oa_stream_t *stream, const oa_op_call_t *call,
                                   const oa_op_plan_t *plan, void *scratch, oa_diag_t *diag) {
-  (void)stream;
-  oa_kernel_env_t env = env_of(cpu_of(dev));
+  oa_kernel_env_t env = env_of(cpu_of(dev), 0);
   const oa_kernel_t *k = plan ? (const oa_kernel_t *)plan->kernel : NULL;
   if (stream && stream->failure) return stream->failure; /* a failed stream runs nothing more */
   if (!k) {

@@ -1,9 +1,9 @@
 /* The CPU kernel table of this build, expanded from kernels/kernels.def. A selective build
  * (openaccel build-runtime --for model.oab) compiles with OA_KERNELS_DEF naming a filtered copy. */
-#include "../kernels/kernel.h"
+#include "kernels/kernel.h"
 
 #ifndef OA_KERNELS_DEF
-#define OA_KERNELS_DEF "../kernels/kernels.def"
+#define OA_KERNELS_DEF "kernels/kernels.def"
 #endif
 
 #define OA_KERNEL(op, variant, dtypes, prepare, run)                                                  \

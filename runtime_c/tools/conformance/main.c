@@ -1,8 +1,11 @@
 /* oa_conformance: checks that a device implements the standard device interface
  * (openaccel/device_abi.h) the way the executor relies on it.
  *
- *   oa_conformance [--device LIB.so ...] [--json] [--seed N] [--filter TEXT] [--list-ops]
+ *   oa_conformance [--device LIB.so ...] [--isa LIST] [--json] [--seed N] [--filter TEXT] [--list-ops]
  *
+ * --isa LIST (the built-in CPU device only) restricts its optimized kernels to those ISAs
+ * (comma-separated: avx2, neon, portable; oa_cpu_options_t.disable_isas), so that every ISA
+ * variant of an op can be checked against the reference kernels.
  * Without --device it checks the built-in CPU device; with --device it loads a vendor library
  * (dlopen + dlsym("oa_device_factory"), on hosts that have dlopen), registers its factory in an
  * oa_registry_t and checks every device it creates. Each check prints one row (name, PASS / FAIL /
@@ -90,9 +93,48 @@ static void run_suite(suite_t *s) {
 }
 
 static void usage(FILE *f) {
-  fputs("usage: oa_conformance [--device LIB.so ...] [--json] [--seed N] [--filter TEXT] [--list-ops]\n"
-        "  checks the built-in CPU device, or every device of each vendor library given with --device\n",
+  fputs("usage: oa_conformance [--device LIB.so ...] [--isa LIST] [--json] [--seed N] [--filter TEXT] [--list-ops]\n"
+        "  checks the built-in CPU device, or every device of each vendor library given with --device\n"
+        "  --isa LIST: the CPU device's optimized kernels use only these ISAs (avx2, neon, portable)\n",
         f);
+}
+
+/* The built-in CPU device with some ISAs disabled (--isa): a factory of one device. */
+static uint32_t g_disable_isas;
+static oa_cpu_device_t g_cpu_storage;
+
+static uint32_t isa_cpu_count(const oa_device_factory_t *factory) {
+  (void)factory;
+  return 1;
+}
+
+static oa_status_t isa_cpu_create(const oa_device_factory_t *factory, uint32_t index, const oa_allocator_t *allocator,
+                                  oa_device_t **out_device) {
+  (void)factory;
+  if (index != 0) return OA_ERR_INVALID_ARGUMENT;
+  oa_cpu_options_t options = {.allocator = allocator, .disable_isas = g_disable_isas};
+  return oa_cpu_device_init(&g_cpu_storage, &options, out_device);
+}
+
+static const oa_device_factory_t isa_cpu_factory = {OA_DEVICE_ABI_VERSION, "cpu", NULL, isa_cpu_count,
+                                                    isa_cpu_create};
+
+/* "avx2,portable" -> the OA_CPU_ISA_* bits to disable (all others); 1 on an unknown name */
+static int parse_isas(const char *list, uint32_t *out_disable) {
+  static const struct { const char *name; uint32_t bit; } names[] = {
+      {"portable", OA_CPU_ISA_PORTABLE}, {"avx2", OA_CPU_ISA_AVX2}, {"neon", OA_CPU_ISA_NEON}};
+  uint32_t keep = 0;
+  for (const char *p = list; *p;) {
+    size_t n = strcspn(p, ",");
+    size_t i = 0;
+    while (i < sizeof names / sizeof names[0] && !(strlen(names[i].name) == n && !strncmp(p, names[i].name, n))) i++;
+    if (i == sizeof names / sizeof names[0]) return 1;
+    keep |= names[i].bit;
+    p += n;
+    if (*p == ',') p++;
+  }
+  *out_disable = OA_CPU_ISA_ALL & ~keep;
+  return 0;
 }
 
 int main(int argc, char **argv) {
@@ -100,6 +142,7 @@ int main(int argc, char **argv) {
   int n_libs = 0, json = 0, list_ops = 0;
   uint64_t seed = 1;
   const char *filter = NULL;
+  int isa_given = 0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(a, "--json")) json = 1;
@@ -115,6 +158,13 @@ int main(int argc, char **argv) {
       unsigned long long v = val ? strtoull(val, &end, 10) : 0;
       if (!val || errno || *end || end == val) { fprintf(stderr, "oa_conformance: error: --seed needs a non-negative integer\n"); return 2; }
       seed = v;
+      i++;
+    } else if (!strcmp(a, "--isa")) {
+      if (!val || parse_isas(val, &g_disable_isas)) {
+        fprintf(stderr, "oa_conformance: error: --isa needs a comma-separated list of avx2, neon, portable\n");
+        return 2;
+      }
+      isa_given = 1;
       i++;
     } else if (!strcmp(a, "--filter")) {
       if (!val) { fprintf(stderr, "oa_conformance: error: --filter needs a text\n"); return 2; }
@@ -142,8 +192,12 @@ int main(int argc, char **argv) {
 #if defined(OA_HAVE_DLOPEN)
   void *handles[8];
 #endif
+  if (isa_given && n_libs) {
+    fprintf(stderr, "oa_conformance: error: --isa applies to the built-in CPU device, not to --device libraries\n");
+    return 2;
+  }
   if (!n_libs) {
-    if (oa_registry_register(&reg, oa_cpu_device_factory())) {
+    if (oa_registry_register(&reg, isa_given ? &isa_cpu_factory : oa_cpu_device_factory())) {
       fprintf(stderr, "oa_conformance: error: cannot register the CPU device factory\n");
       return 2;
     }

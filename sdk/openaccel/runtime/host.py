@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ctypes as C
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,8 +47,26 @@ class Requirements(C.Structure):
 
 
 class CpuOptions(C.Structure):
-    # allocator: const oa_allocator_t * (NULL: the platform's)
-    _fields_ = [("reference_only", C.c_int32), ("threads", C.c_int32), ("allocator", C.c_void_p)]
+    # allocator: const oa_allocator_t * (NULL: the platform's); disable_isas: OA_CPU_ISA_* bits
+    _fields_ = [("reference_only", C.c_int32), ("threads", C.c_int32), ("allocator", C.c_void_p),
+                ("disable_isas", C.c_uint32)]
+
+
+# OA_CPU_ISA_* of openaccel/cpu.h: the instruction sets of the optimized CPU kernels
+CPU_ISAS = {"portable": 1 << 0, "avx2": 1 << 1, "neon": 1 << 2}
+
+
+def disable_isas_mask(isas: Sequence[str] | None) -> int:
+    """oa_cpu_options_t.disable_isas for `isas` (the ISAs the optimized kernels may use; None: all)."""
+    if isas is None:
+        return 0
+    unknown = sorted(set(isas) - set(CPU_ISAS))
+    if unknown:
+        raise ValueError(f"unknown CPU ISA {', '.join(unknown)} (known: {', '.join(CPU_ISAS)})")
+    keep = 0
+    for name in isas:
+        keep |= CPU_ISAS[name]
+    return 0xFFFFFFFF & ~keep
 
 
 class MethodConfig(C.Structure):
@@ -164,11 +183,11 @@ class TestReport:
 class CpuDevice:
     """A CPU device object living in Python-owned memory."""
 
-    def __init__(self, reference_only: bool = False, threads: int = 0) -> None:
+    def __init__(self, reference_only: bool = False, threads: int = 0, isas: Sequence[str] | None = None) -> None:
         lib = library()
         self._mem = (C.c_uint64 * ((lib.oa_abi_sizeof(b"oa_cpu_device_t") + 7) // 8))()
         self.handle = C.c_void_p()
-        opts = CpuOptions(int(reference_only), int(threads))
+        opts = CpuOptions(int(reference_only), int(threads), None, disable_isas_mask(isas))
         st = lib.oa_cpu_device_init(C.addressof(self._mem), C.byref(opts), C.byref(self.handle))
         if st:
             raise RuntimeFailure(f"CPU device init failed: {STATUS_NAMES.get(st, st)}")
@@ -185,7 +204,7 @@ class CpuDevice:
         queries = {}
         for key in ("arch", "neon", "fp16", "dotprod", "sse4_1", "avx", "avx2", "fma", "f16c", "avx512f",
                     "avx512bw", "avx512dq", "avx512vl", "avx512_vnni", "avx_vnni", "amx_tile", "amx_int8",
-                    "amx_bf16", "v", "vlen", "cores", "l1d_bytes", "l2_bytes", "l3_bytes", "threads"):
+                    "amx_bf16", "v", "vlen", "cores", "l1d_bytes", "l2_bytes", "l3_bytes", "threads", "isas"):
             v = C.c_int64()
             if lib.oa_device_query_i64(self.handle, b"cpu", key.encode(), C.byref(v)) == 0:
                 queries[f"cpu.{key}"] = v.value
@@ -238,7 +257,7 @@ class HostSession:
     in parallel, load one Module per thread (each gets its own arena and CPU device)."""
 
     def __init__(self, buffer: bytes, *, threads: int = 0, reference_only: bool = False,
-                 device_libs: list[str] | None = None) -> None:
+                 device_libs: list[str] | None = None, isas: Sequence[str] | None = None) -> None:
         lib = self._lib = library()
         self._lock = threading.Lock()
         self._raw, addr = _aligned_copy(buffer)
@@ -247,7 +266,7 @@ class HostSession:
         st = lib.oa_program_load(C.c_void_p(addr), len(buffer), C.addressof(self._program), C.byref(diag))
         if st:
             raise _fail(ProgramError, st, diag, "loading the program")
-        self.device = CpuDevice(reference_only=reference_only, threads=threads)
+        self.device = CpuDevice(reference_only=reference_only, threads=threads, isas=isas)
         self._vendor = VendorDevices(device_libs) if device_libs else None
         handles = [self.device.handle.value] + (self._vendor.handles if self._vendor else [])
         self._devs = (C.c_void_p * len(handles))(*handles)

@@ -2,7 +2,7 @@
 
 The output size comes from the output tensor; scale factors are passed on only when PyTorch
 passes them to its kernel (interpolate(scale_factor=...) without recompute_scale_factor), since
-they change the index math (see opset.py and runtime_c/src/kernels/ref/resize.c). 0 = not given.
+they change the index math (see opset.py and runtime_c/src/cpu/kernels/ref/resize.c). 0 = not given.
 """
 
 from __future__ import annotations
