@@ -87,7 +87,8 @@ typedef struct oa_test_result {
   double max_rel_error;  /* |got - want| / |want| over elements with want != 0 */
   int64_t mismatches;    /* elements outside tolerance */
   int64_t first_mismatch; /* flat index into output `worst_output`, or -1 */
-  uint32_t worst_output; /* output with the largest absolute error */
+  uint32_t worst_output; /* the output of first_mismatch when an element is outside tolerance, else
+                          * the output with the largest absolute error */
   uint64_t elapsed_ns;   /* wall time of the execute */
 } oa_test_result_t;
 

@@ -102,6 +102,9 @@ oa_status_t oa_method_run_test(oa_method_t *method, uint32_t index, oa_test_resu
   r.atol = t.atol;
   r.rtol = t.rtol;
   r.first_mismatch = -1;
+  /* first_mismatch indexes the first output with a mismatch: compare() moves worst_output to any
+   * later output with a larger error, so the output of the first mismatch is pinned here */
+  uint32_t mismatch_output = UINT32_MAX;
   uint64_t t0 = oa_platform_now_ns();
   if ((st = oa_method_execute(method, diag))) return st;
   r.elapsed_ns = oa_platform_now_ns() - t0;
@@ -113,8 +116,9 @@ oa_status_t oa_method_run_test(oa_method_t *method, uint32_t index, oa_test_resu
                           (unsigned long long)d.nbytes, method->outputs[o]->nbytes);
     int64_t before = r.mismatches;
     compare(method->outputs[o], d.data, o, &r);
-    if (r.mismatches > before && before == 0) r.worst_output = o;
+    if (r.mismatches > before && mismatch_output == UINT32_MAX) mismatch_output = o;
   }
+  if (mismatch_output != UINT32_MAX) r.worst_output = mismatch_output;
   r.passed = r.mismatches == 0;
   *out_result = r;
   return OA_OK;
