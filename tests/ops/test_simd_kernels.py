@@ -52,9 +52,11 @@ def _check_binary(target: str) -> tuple[list[str], Path]:
     out = CACHE / "simd_check" / f"simd_check-{target}-{build.directory.name}"
     if not out.exists():
         out.parent.mkdir(parents=True, exist_ok=True)
-        cc = t.compiler
+        cc = [t.compiler]
+        if t.compiler == "clang" and t.triple:  # as the toolchain file (riscv64-linux-gnu-clang-rvv.cmake) calls it
+            cc += [f"--target={t.triple}", "--gcc-toolchain=/usr"]
         inc = build.include_dir
-        cmd = [cc, "-std=c11", *t.c_flags.split(), "-Wall", "-Wextra", "-pedantic", "-Wshadow", "-Werror",
+        cmd = [*cc, "-std=c11", *t.c_flags.split(), "-Wall", "-Wextra", "-pedantic", "-Wshadow", "-Werror",
                f"-I{inc}", f"-I{inc.parent / 'src' / 'cpu'}", str(CHECK_SRC), str(build.static_lib), "-lm", "-lpthread",
                "-o", str(out)]
         if t.static:
