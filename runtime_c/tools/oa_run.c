@@ -322,10 +322,12 @@ static void print_slowest_instructions(oa_method_t *m, int runs, uint64_t all) {
     double ms = (double)g_profile[i] / 1e6 / runs;
     double pct = all ? 100.0 * (double)g_profile[i] / (double)all : 0.0;
     if (g_json) {
-      printf("{\"event\": \"profile_instruction\", \"index\": %u, \"op\": \"%s\", \"ms\": %.6f, "
-             "\"percent\": %.2f}\n", i, oa_method_instruction_op(m, i), ms, pct);
+      printf("{\"event\": \"profile_instruction\", \"index\": %u, \"op\": \"%s\", \"kernel\": \"%s\", "
+             "\"ms\": %.6f, \"percent\": %.2f}\n", i, oa_method_instruction_op(m, i),
+             oa_method_instruction_kernel(m, i), ms, pct);
     } else {
-      printf("    #%-5u %-22s %9.3f ms  %5.1f%%\n", i, oa_method_instruction_op(m, i), ms, pct);
+      printf("    #%-5u %-22s %-8s %9.3f ms  %5.1f%%\n", i, oa_method_instruction_op(m, i),
+             oa_method_instruction_kernel(m, i), ms, pct);
     }
   }
   free(order);

@@ -90,6 +90,10 @@ typedef struct oa_cpu_device {
 oa_status_t oa_cpu_device_init(oa_cpu_device_t *storage, const oa_cpu_options_t *options,
                                oa_device_t **out_device);
 
+/* The variant of the kernel a CPU device's plan runs ("ref", "portable", "avx2", "neon", "avx512",
+ * "rvv"); "" for NULL or a plan the CPU device did not prepare. */
+const char *oa_cpu_plan_kernel(const oa_op_plan_t *plan);
+
 /* Stop the CPU device's worker threads (if any). Safe to call twice. */
 void oa_cpu_device_deinit(oa_cpu_device_t *storage);
 
