@@ -42,7 +42,7 @@
 /* A tiles copied to a compact buffer have this row stride (floats): KC_MAX + one cache line, so
  * consecutive rows start in different L1 sets */
 #define A_LD (KC_MAX + 16)
-#define MR_MAX 8
+#define MR_MAX 14 /* the AVX-512 tile's rows */
 #define NR_MAX 16
 #define B_BLOCK_BYTES ((int64_t)256 * 1024)
 /* rows of A passed over one B panel while it stays in L1 (an A block of <= 128 KB stays in L2) */
@@ -451,6 +451,9 @@ static const oa_opt_isa_t portable_isa = {"portable",         4, PNR, 1, oa_port
 #if defined(OA_BUILT_AVX2)
 extern const oa_opt_isa_t oa_avx2_isa;
 #endif
+#if defined(OA_BUILT_AVX512)
+extern const oa_opt_isa_t oa_avx512_isa;
+#endif
 #if defined(OA_BUILT_NEON)
 extern const oa_opt_isa_t oa_neon_isa;
 #endif
@@ -460,6 +463,9 @@ const oa_opt_isa_t *oa_opt_isa(int32_t id) {
     case OA_ISA_PORTABLE: return &portable_isa;
 #if defined(OA_BUILT_AVX2)
     case OA_ISA_AVX2: return &oa_avx2_isa;
+#endif
+#if defined(OA_BUILT_AVX512)
+    case OA_ISA_AVX512: return &oa_avx512_isa;
 #endif
 #if defined(OA_BUILT_NEON)
     case OA_ISA_NEON: return &oa_neon_isa;
