@@ -52,6 +52,10 @@ def test_kernel_isa_follows_the_device_queries() -> None:
     assert kernel_isa({"cpu.avx2": 1, "cpu.fma": 0}) == "portable C"  # the AVX2 kernels need FMA too
     assert kernel_isa({"cpu.neon": 1, "cpu.dotprod": 0}) == "neon"
     assert kernel_isa({"cpu.neon": 0}) == "portable C"
+    avx512 = {"cpu.avx512f": 1, "cpu.avx512bw": 1, "cpu.avx512dq": 1, "cpu.avx512vl": 1, "cpu.avx2": 1, "cpu.fma": 1}
+    assert kernel_isa(avx512) == "avx512"
+    assert kernel_isa({**avx512, "cpu.avx512vl": 0}) == "avx2+fma"  # the AVX-512 kernels need all four
+    assert kernel_isa({**avx512, "cpu.isas": 0b11}) == "avx2+fma"  # a runtime without them (or disabled)
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:

@@ -72,7 +72,9 @@ def host_cpu() -> CpuInfo:
 # this build has such kernels. Hook for issue 14: set AVX512_KERNELS (and RVV_KERNELS) to True in
 # the change that adds the kernels, so reports say "avx512" / "rvv" only once those kernels run.
 AVX512_FEATURES = ("avx512f", "avx512bw", "avx512dq", "avx512vl")
-AVX512_KERNELS = False
+AVX512_KERNELS = True
+# OA_CPU_ISA_AVX512 (openaccel/cpu.h): the bit of "cpu.isas" when the device may use those kernels
+AVX512_ISA_BIT = 1 << 3
 RVV_KERNELS = False
 
 
@@ -80,7 +82,8 @@ def kernel_isa(queries: Mapping[str, int]) -> str:
     """The instruction set openaccel's optimized kernels use on a CPU device, from the device's
     query answers (`openaccel devices --json`: "cpu.avx2", "cpu.neon", "cpu.avx512f", "cpu.v", ...)."""
     q = {k.removeprefix("cpu."): v for k, v in queries.items()}
-    if AVX512_KERNELS and all(q.get(f) for f in AVX512_FEATURES):
+    if (AVX512_KERNELS and all(q.get(f) for f in AVX512_FEATURES) and q.get("fma")
+            and q.get("isas", AVX512_ISA_BIT) & AVX512_ISA_BIT):  # built into this runtime, not disabled
         return "avx512"
     if RVV_KERNELS and q.get("v"):
         return "rvv"
