@@ -4,12 +4,24 @@
  * Compiled with -mavx512f -mavx512bw -mavx512dq -mavx512vl -mfma; only called after the CPU
  * reported avx512f/bw/dq/vl and fma (env->isas has OA_CPU_ISA_AVX512, isa.h).
  *
- * Tile choice (Zen 5, one core, AVX-512 FMA peak ~175 GFLOP/s; kernel alone on an L1-resident
- * panel, kc = 256, and the driver on 1024^3; see the numbers below the tile table): NR stays 16,
- * the width of the export-time pre-packed panels (OA_CPU_PANEL_BLOCK), so linear_packed and
- * conv_nhwc weights are read unchanged. 14 rows use 14 of the 32 zmm registers for accumulators:
- * per k step one 64-byte B load and 14 broadcasts feed 14 FMAs (7 cycles at two FMAs a cycle; the
- * broadcasts are loads, and Zen 5 / Sapphire Rapids take 3-4 loads a cycle). */
+ * Tile choice, measured on Zen 5 (one core; fp32 FMA peak measured in the same session by
+ * benchmarks/peak.py: AVX-512 233-240 GFLOP/s, AVX2 117-119), the tile alone (kc = 256, best of
+ * 30 interleaved runs), GFLOP/s:
+ *                     14x16   12x16   8x16    6x32    7x32    8x32
+ *   B panel in L1     214.6   213.5   209.5   235.9   240.1   236.5
+ *   B block in L2     208-217                         230-239          (256 KB, kc 128-512)
+ * The 16-wide tiles do 1 B load + MR broadcasts per MR FMAs, the 32-wide ones 2 + MR per 2 MR:
+ * at about two loads a cycle the 16-wide ones stop near 90% of the peak, the 32-wide ones near
+ * 97% (unrolling k by 4 instead of 2 gained nothing). NR stays 16 anyway: it is the width of the
+ * export-time pre-packed panels (OA_CPU_PANEL_BLOCK: linear_packed, conv_nhwc and mbconv weights,
+ * read unchanged) and of the Winograd weight blocks (opt/winograd.c needs block % NR == 0); NR 32
+ * would need two-panel reads in the driver or repacked weights for a ~10% faster tile, so the
+ * driver comparison (the >8% bar) was not run. In the driver, 1024^3 (benchmarks/gemm.py, same
+ * run as PyTorch): 163-181 GFLOP/s (68-75% of the peak; packing B and copying A tiles with
+ * lda = 1024 take ~10% of it), PyTorch 93-94, i.e. 1.75x. 14 rows use 14 of the 32 zmm registers;
+ * the rows of A are read through five pointers and two index registers (base + index * scale),
+ * fourteen pointers did not fit the 15 general registers (gcc kept them on the stack: 125
+ * instead of 135-150 GFLOP/s in the first measurement). */
 #if defined(__x86_64__) && defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512DQ__) && \
     defined(__AVX512VL__) && defined(__FMA__)
 #define OA_SIMD_AVX512 1
