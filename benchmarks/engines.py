@@ -257,6 +257,7 @@ class OpenAccel(Engine):
 
     name, label, suffix, peer = "openaccel", "openaccel", ".oab", False
     export_args: ClassVar[dict[str, Any]] = {}
+    isas: list[str] | None = None  # the kernels' ISAs (HostSession(isas=...)); None: all this CPU has
 
     def setup(self, threads: int) -> None:
         from openaccel.runtime.host import library
@@ -273,7 +274,7 @@ class OpenAccel(Engine):
     def load(self, path: Path, inputs: list[np.ndarray], threads: int) -> Loaded:
         from openaccel.runtime.host import HostSession
 
-        sess = HostSession(path.read_bytes(), threads=threads)
+        sess = HostSession(path.read_bytes(), threads=threads, isas=self.isas)
         arrays = [np.ascontiguousarray(a) for a in inputs]
 
         def run() -> list[np.ndarray]:
@@ -299,8 +300,19 @@ class OpenAccelLayout(OpenAccel):
         self.export_args = {"layout": layout}
 
 
+class OpenAccelIsa(OpenAccel):
+    """openaccel with its kernels restricted to one ISA and portable C (the same .oab,
+    HostSession(isas=...)): e.g. openaccel_avx2 beside openaccel's AVX-512 kernels in one run. Not
+    run unless asked for (--engines)."""
+
+    def __init__(self, isa: str, label: str) -> None:
+        self.name, self.label = f"openaccel_{isa}", f"openaccel ({label} kernels)"
+        self.isas = [isa, "portable"]
+
+
 ENGINES: dict[str, Engine] = {e.name: e for e in (Eager(), ExecuTorchPortable(), ExecuTorchXnnpack(), OnnxRuntime(),
                                                   OpenAccel(), OpenAccelDirect(), OpenAccelLayout("nchw"),
-                                                  OpenAccelLayout("nhwc"))}
+                                                  OpenAccelLayout("nhwc"), OpenAccelIsa("avx2", "AVX2"))}
 # the engines of a run without --engines
-DEFAULT_ENGINES = [n for n in ENGINES if n not in ("openaccel_direct", "openaccel_nchw", "openaccel_nhwc")]
+DEFAULT_ENGINES = [n for n in ENGINES if n not in ("openaccel_direct", "openaccel_nchw", "openaccel_nhwc",
+                                                   "openaccel_avx2")]

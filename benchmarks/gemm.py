@@ -3,6 +3,7 @@
 
     python benchmarks/gemm.py                    # 1 thread: 256/512/1024 cubed and ResNet-18 convs
     python benchmarks/gemm.py --threads 2 --small --json -
+    python benchmarks/gemm.py --ab avx2,portable      # + openaccel on AVX2 only, in the same loop
 
 Each case is a single-op model exported with openaccel (nn.Linear without bias -> `linear` with a
 constant weight; a @ b of two inputs -> `matmul`; nn.Conv2d without bias -> `conv2d`) and run on the
@@ -172,7 +173,10 @@ def _export(case: Case, model: Any, example: tuple[Any, ...], cache: Path) -> by
 
 
 def run_micro(threads: int = 1, small: bool = False, runs: int = 20, warmup: int = 3, budget: float = 5.0,
-              log: Callable[[str], None] = print, cache: Path | None = None) -> list[dict[str, Any]]:
+              log: Callable[[str], None] = print, cache: Path | None = None,
+              ab_isas: list[str] | None = None) -> list[dict[str, Any]]:
+    """ab_isas: also time openaccel restricted to these ISAs (HostSession(isas=...), e.g. ["avx2",
+    "portable"] against the AVX-512 kernels), interleaved with the other two in the same loop."""
     import torch
 
     from openaccel.runtime.host import Diag, HostSession
@@ -188,6 +192,7 @@ def run_micro(threads: int = 1, small: bool = False, runs: int = 20, warmup: int
         rows.append(row)
         tfn = _torch_fn(case, model, example)
         ofn: Callable[[], None] | None = None
+        abfn: Callable[[], None] | None = None
         try:
             sess = HostSession(_export(case, model, example, cache), threads=threads)
             arrays = [x.numpy() for x in example]
@@ -196,17 +201,25 @@ def run_micro(threads: int = 1, small: bool = False, runs: int = 20, warmup: int
                 want = model(*example).numpy()
             row["max_rel_error"] = float(np.abs(got - want).max() / max(float(np.abs(want).max()), 1e-30))
             ofn = _execute_only(sess, Diag())
+            if ab_isas is not None:
+                ab = HostSession(_export(case, model, example, cache), threads=threads, isas=ab_isas)
+                ab.run(arrays)
+                abfn = _execute_only(ab, Diag())
         except Exception as e:
             from engines import first_line
 
             row["reason"] = first_line(e)
-        timed = _time([tfn] + ([ofn] if ofn else []), runs, warmup, budget)
+        timed = _time([tfn] + ([ofn] if ofn else []) + ([abfn] if ofn and abfn else []), runs, warmup, budget)
         t_ms, n = timed[0]
         row.update(torch_ms=t_ms * 1e3, torch_gflops=case.flops / t_ms / 1e9, torch_runs=n)
         if ofn:
             o_ms, n = timed[1]
             row.update(openaccel_ms=o_ms * 1e3, openaccel_gflops=case.flops / o_ms / 1e9, openaccel_runs=n,
                        ratio=t_ms / o_ms)
+        if ofn and abfn:
+            ab_ms, n = timed[2]
+            row.update(ab_isas=ab_isas, ab_ms=ab_ms * 1e3, ab_gflops=case.flops / ab_ms / 1e9, ab_runs=n,
+                       ab_ratio=ab_ms / timed[1][0])
     return rows
 
 
@@ -231,8 +244,11 @@ def print_table(rows: list[dict[str, Any]], console: Any, threads: int, machine:
     isa = str(machine.get("kernel_isa"))
     t = Table(title=f"GEMM / conv micro-benchmark, GFLOP/s, {threads} thread(s) "
                     "(openaccel: C execute call only; PyTorch: torch.mm(out=) / F.conv2d)")
+    ab = next((r["ab_isas"] for r in rows if "ab_isas" in r), None)
+    ab_name = "+".join(ab) if ab else ""
     for c in ("case", "shape", "MFLOP", "PyTorch GFLOP/s", "openaccel GFLOP/s", f"% of {isa} peak",
-              "openaccel / PyTorch", "max rel err"):
+              "openaccel / PyTorch", "max rel err") + ((f"openaccel {ab_name} GFLOP/s", f"speed-up over {ab_name}")
+                                                       if ab else ()):
         t.add_column(c, justify="left" if c in ("case", "shape") else "right")
     for r in rows:
         if "openaccel_gflops" in r:
@@ -243,6 +259,8 @@ def print_table(rows: list[dict[str, Any]], console: Any, threads: int, machine:
                         f"[{colour}]{ratio:.2f}x[/]", f"{r['max_rel_error']:.1e}"]
         else:
             oa_cells = [f"[dim]n/a ({r.get('reason', '?')})[/]", "", "", ""]
+        if ab:
+            oa_cells += [f"{r['ab_gflops']:.1f}", f"{r['ab_ratio']:.2f}x"] if "ab_gflops" in r else ["", ""]
         t.add_row(r["name"], r["shape"], f"{r['flops'] / 1e6:.0f}", f"{r['torch_gflops']:.1f}", *oa_cells)
     console.print(t)
     console.print(summary_line(machine), markup=False, soft_wrap=True)
@@ -266,6 +284,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--small", action="store_true", help="fewer, smaller cases")
     ap.add_argument("--json", nargs="?", const="-", metavar="PATH", help="JSON to PATH (or stdout)")
     ap.add_argument("--out", default=str(ROOT / "bench-results"), help="exports are cached under OUT/artifacts")
+    ap.add_argument("--ab", metavar="ISAS", help="also time openaccel restricted to these ISAs (comma-separated, "
+                    "e.g. avx2,portable: AVX-512 against AVX2), interleaved in the same loop")
     a = ap.parse_args(argv)
     from rich.console import Console
 
@@ -273,7 +293,8 @@ def main(argv: list[str] | None = None) -> int:
     if not console.is_terminal:  # logs and pipes: one line per row, headers unwrapped
         console = Console(stderr=a.json == "-", width=180)
     rows = run_micro(a.threads, a.small, a.runs, a.warmup, a.budget,
-                     log=lambda s: console.print(f"[dim]{s}[/]"), cache=Path(a.out) / "artifacts" / "micro")
+                     log=lambda s: console.print(f"[dim]{s}[/]"), cache=Path(a.out) / "artifacts" / "micro",
+                     ab_isas=a.ab.split(",") if a.ab else None)
     from peak import measure
 
     from openaccel.hostinfo import machine_summary

@@ -668,11 +668,19 @@ def main(argv: list[str] | None = None) -> int:
     for m in args.model_list:
         rows += bench_model(m, args, engines, vers, out_dir, log)
     micro: list[dict[str, Any]] = []
+    peaks: dict[str, float] = {}
     if args.micro:
         import gemm
 
+        # with the openaccel_avx2 engine, the micro-benchmark times those ISAs too (same loop)
+        ab = ENGINES["openaccel_avx2"].isas if "openaccel_avx2" in args.engine_list else None
         micro = gemm.run_micro(threads=args.threads, small=args.small, runs=args.runs, warmup=args.warmup,
-                               budget=args.budget, log=log, cache=out_dir / "artifacts" / "micro")
+                               budget=args.budget, log=log, cache=out_dir / "artifacts" / "micro", ab_isas=ab)
+        from peak import measure
+
+        peaks = measure()
+        machine["fma_peak_gflops"] = peaks
+        gemm.add_roofline(micro, str(machine.get("kernel_isa")), peaks, args.threads)
     doc = {
         "meta": {"date": time.strftime("%Y-%m-%dT%H:%M:%S"), "seconds": round(time.time() - t0, 1),
                  "command": " ".join(["benchmarks/run.py", *(sys.argv[1:] if argv is None else argv)]),
@@ -690,7 +698,7 @@ def main(argv: list[str] | None = None) -> int:
     if micro:
         import gemm
 
-        gemm.print_table(micro, console, args.threads)
+        gemm.print_table(micro, console, args.threads, machine, peaks)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     text = json.dumps(doc, indent=2, default=float)
     (out_dir / f"bench-{stamp}.json").write_text(text)

@@ -58,7 +58,7 @@ def test_harness_mlp_small(tmp_path: Path) -> None:
 
     assert doc["meta"]["cpu"] == host_cpu().model
     assert doc["meta"]["vector_extensions"] == list(host_cpu().vector_extensions)
-    assert doc["meta"]["kernel_isa"] in ("avx2+fma", "neon", "neon+dotprod", "portable C")
+    assert doc["meta"]["kernel_isa"] in ("avx512", "avx2+fma", "neon", "neon+dotprod", "portable C")
     assert f"CPU: {host_cpu().model}" in p.stdout and f"openaccel kernels: {doc['meta']['kernel_isa']}" in p.stdout
     rows = {r["engine"]: r for r in doc["results"]}
     assert set(rows) == {*engines, bench.OA_RUN}

@@ -82,11 +82,13 @@ def test_intrinsics_only_in_arch_and_the_simd_layer() -> None:
         if p.suffix not in (".c", ".h", ".inc") or p in allowed or (KDIR / "arch") in p.parents:
             continue
         text = p.read_text()
-        for pat in (r"#include <immintrin\.h>", r"#include <arm_neon\.h>", r"\b_mm256_\w+\(", r"\bvld1q_f32\("):
+        for pat in (r"#include <immintrin\.h>", r"#include <arm_neon\.h>", r"\b_mm256_\w+\(", r"\bvld1q_f32\(",
+                    r"\b_mm512_\w+\("):
             assert not re.search(pat, text), f"{p.relative_to(ROOT)}: ISA code outside arch/ and simd/vec.h ({pat})"
     cmake = (ROOT / "runtime_c" / "CMakeLists.txt").read_text()
     flagged = re.findall(r"set_source_files_properties\(([^)]*)PROPERTIES COMPILE_OPTIONS", cmake)
-    assert flagged and all("arch/x86/avx2" in f or "OA_AVX2_SOURCES" in f for f in flagged), flagged
+    assert flagged and all("arch/x86/avx2" in f or "OA_AVX2_SOURCES" in f
+                           or "arch/x86/avx512" in f or "OA_AVX512_SOURCES" in f for f in flagged), flagged
 
 
 def test_templates_are_named_inc_and_dwconv_uses_the_simd_layer() -> None:

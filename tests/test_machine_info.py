@@ -54,6 +54,10 @@ def test_kernel_isa_follows_the_device_queries() -> None:
     assert kernel_isa({"cpu.neon": 0}) == "portable C"
     assert kernel_isa({"cpu.v": 1, "cpu.isas": 0x11}) == "rvv"
     assert kernel_isa({"cpu.v": 1, "cpu.isas": 0x01}) == "portable C"  # an rv64gc build on a V CPU
+    avx512 = {"cpu.avx512f": 1, "cpu.avx512bw": 1, "cpu.avx512dq": 1, "cpu.avx512vl": 1, "cpu.avx2": 1, "cpu.fma": 1}
+    assert kernel_isa(avx512) == "avx512"
+    assert kernel_isa({**avx512, "cpu.avx512vl": 0}) == "avx2+fma"  # the AVX-512 kernels need all four
+    assert kernel_isa({**avx512, "cpu.isas": 0b11}) == "avx2+fma"  # a runtime without them (or disabled)
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:

@@ -68,20 +68,23 @@ def host_cpu() -> CpuInfo:
     return parse_cpuinfo(text, platform.machine())
 
 
-# The CPU features the AVX-512 kernels need (the x86_64-avx512 target's cpu_features) and whether
-# this build has such kernels. Hook for issue 14: set AVX512_KERNELS (and RVV_KERNELS) to True in
-# the change that adds the kernels, so reports say "avx512" / "rvv" only once those kernels run.
+# The CPU features the AVX-512 kernels need (the x86_64-avx512 target's cpu_features), and whether
+# the runtime has AVX-512 / RVV kernels (both do since issue 14).
 AVX512_FEATURES = ("avx512f", "avx512bw", "avx512dq", "avx512vl")
-AVX512_KERNELS = False
+AVX512_KERNELS = True
 RVV_KERNELS = True
-CPU_ISA_RVV = 1 << 4  # OA_CPU_ISA_RVV (openaccel/cpu.h): in "cpu.isas" when the build has the RVV kernels
+# OA_CPU_ISA_AVX512 / OA_CPU_ISA_RVV (openaccel/cpu.h): their bits of "cpu.isas" when the device may use
+# those kernels (built into this runtime, not disabled)
+AVX512_ISA_BIT = 1 << 3
+CPU_ISA_RVV = 1 << 4
 
 
 def kernel_isa(queries: Mapping[str, int]) -> str:
     """The instruction set openaccel's optimized kernels use on a CPU device, from the device's
     query answers (`openaccel devices --json`: "cpu.avx2", "cpu.neon", "cpu.avx512f", "cpu.v", ...)."""
     q = {k.removeprefix("cpu."): v for k, v in queries.items()}
-    if AVX512_KERNELS and all(q.get(f) for f in AVX512_FEATURES):
+    if (AVX512_KERNELS and all(q.get(f) for f in AVX512_FEATURES) and q.get("fma")
+            and q.get("isas", AVX512_ISA_BIT) & AVX512_ISA_BIT):  # built into this runtime, not disabled
         return "avx512"
     # a baseline rv64gc build (no RVV kernels) on a CPU with V: its "cpu.isas" lacks the RVV bit
     if RVV_KERNELS and q.get("v") and q.get("isas", CPU_ISA_RVV) & CPU_ISA_RVV:

@@ -201,6 +201,8 @@ def linear_cases() -> list[Case]:
         (8, 256, 33), (9, 257, 8), (13, 600, 31), (32, 23, 6), (6, 2, 1), ((2, 3), 20, 9), ((2, 2, 3), 7, 4),
         (33, 3, 100), (35, 40, 17), (37, 257, 15), (38, 600, 33), (40, 1024, 20), (64, 128, 64), (300, 300, 40),
         ((3, 12), 17, 9),
+        # the 16-lane GEMV's K tails (16 + 15, 31) and the 14-row AVX-512 tile's edges (3 x 14, 43, 57)
+        (3, 47, 5), (2, 31, 9), (42, 70, 30), (43, 70, 31), (57, 19, 47),
     ]
     fs: list[Callable[[int], Case]] = [functools.partial(linear, m, k, n) for m, k, n in shapes]
     fs += [functools.partial(linear, 12, 40, 18, bias=False), functools.partial(linear, 7, 31, 17, nan=True),
@@ -272,6 +274,9 @@ def dw_cases() -> list[Case]:
         ((2, 4, 9, 3, 4, 3, 3), {"pad": 1, "groups": 4}),
         ((1, 3, 5, 1, 3, 3, 1), {"pad": (1, 0), "groups": 3}),
         ((1, 6, 7, 7, 6, 3, 3), {"pad": 1, "groups": 6}),
+        # output rows around the AVX-512 vector (16 floats): one less, exactly one
+        ((1, 2, 11, 31, 2, 3, 3), {"pad": 1, "groups": 2}),
+        ((1, 2, 6, 16, 2, 3, 3), {"pad": 1, "groups": 2}),
     ]]
     return _acts(fs)
 
@@ -280,7 +285,7 @@ def nhwc_cases() -> list[Case]:
     """conv2d_nhwc: 1x1 (one GEMM over the pixels, A and B in place: output channels around NR,
     channels past 256 and 1024-float rows), strips (wide output rows), im2col blocks (a stem, strides, dilation, padding
     larger than the kernel, more pixels than one block), and depthwise (channels around the
-    vector widths 4 / 8 with scalar tails, interior groups of four pixels and border pixels,
+    vector widths 4 / 8 / 16 with scalar tails, interior groups of four pixels and border pixels,
     strides 1-3, 5x5, dilation, 7 x 7 maps)."""
     fs: list[Callable[[int], Case]] = [functools.partial(conv_nhwc, *a, **kw) for a, kw in [
         ((1, 16, 12, 12, 96, 1, 1), {}),
@@ -326,6 +331,8 @@ def nhwc_cases() -> list[Case]:
         ((1, 9, 3, 3, 9, 3, 3), {"pad": 1, "groups": 9}),
         ((1, 8, 1, 20, 8, 1, 3), {"pad": (0, 1), "groups": 8}),
         ((1, 20, 9, 9, 20, 3, 3), {"pad": 1, "groups": 20, "nan": True}),
+        ((1, 47, 9, 9, 47, 3, 3), {"pad": 1, "groups": 47}),        # AVX-512: 2 vectors + 15 lanes
+        ((1, 33, 7, 8, 33, 3, 3), {"stride": 2, "pad": 1, "groups": 33}),
         ((1, 4, 6, 6, 6, 3, 3), {"pad": 1, "groups": 2}),           # grouped: the reference kernel
     ]]
     return _acts(fs)
@@ -391,7 +398,7 @@ def permute_cases() -> list[Case]:
 
 
 def winograd_cases() -> list[Case]:
-    """conv2d_winograd: channels around the vector widths (8 AVX2, 4 NEON) and the 16-channel
+    """conv2d_winograd: channels around the vector widths (16 AVX-512, 8 AVX2, 4 NEON) and the 16-channel
     weight blocks, C > 256 (two K blocks), partial tiles, pads 0-2, batch 2, bias / addend
     present or not, NaN, F(2x2) and F(4x4); 320 channels at 44 x 44 take two bands."""
     fs: list[Callable[[int], Case]] = [functools.partial(wino, *a, **kw) for a, kw in [
@@ -407,6 +414,8 @@ def winograd_cases() -> list[Case]:
         ((1, 4, 15, 14, 9, 2), {"pad": (0, 1), "bias": False}),
         ((1, 7, 13, 12, 16, 4), {"nan": True}),
         ((1, 320, 44, 44, 20, 4), {}),
+        ((1, 15, 7, 9, 31, 4), {}),
+        ((1, 32, 6, 5, 15, 2), {"addend": True}),
     ]]
     return _acts(fs)
 
@@ -575,6 +584,33 @@ def test_rvv_every_vlen(family: str, monkeypatch: pytest.MonkeyPatch) -> None:
         for i, (a, b) in enumerate(zip(runs[128], runs[vlen])):
             what = f"VLEN {vlen}" if vlen else "VLEN 512, 2 threads"
             assert np.array_equal(a, b, equal_nan=True), f"{family} output {i}: {what} differs from VLEN 128"
+
+
+AVX512_FEATURES = ("avx512f", "avx512bw", "avx512dq", "avx512vl", "fma")
+
+
+def test_avx512_kernels_run_where_the_cpu_has_them() -> None:
+    """On a CPU with AVX-512 the device may use the AVX-512 kernels, picks them by default, and
+    they are not the AVX2 ones (forced alone, every family matches the reference: test_host_each_isa;
+    here the GEMM-family outputs differ in the last bits from the AVX2 kernels' somewhere). Skipped
+    where the CPU lacks the features (QEMU cannot emulate AVX-512)."""
+    q = CpuDevice().properties()["queries"]
+    lacks = [f for f in AVX512_FEATURES if not q.get(f"cpu.{f}")]
+    if lacks:
+        pytest.skip(f"this CPU lacks {', '.join(lacks)}: the AVX-512 kernels are not run here")
+    assert "avx512" in _host_isas() and q["cpu.isas"] & CPU_ISAS["avx512"], q.get("cpu.isas")
+    differ = []
+    for family in ("linear", "matmul", "conv", "winograd", "nhwc"):
+        buf, _, feeds = program(family)
+        arrays = [t.numpy() for t in feeds]
+        by_default = HostSession(buf).run(arrays)
+        avx512 = HostSession(buf, isas=["avx512"]).run(arrays)
+        avx2 = HostSession(buf, isas=["avx2"]).run(arrays)
+        for a, b in zip(by_default, avx512):
+            assert np.array_equal(a, b, equal_nan=True), f"{family}: the default is not the AVX-512 kernels"
+        if any(not np.array_equal(a, b, equal_nan=True) for a, b in zip(avx512, avx2)):
+            differ.append(family)
+    assert differ, "the AVX-512 and AVX2 kernels gave bit-identical results on every GEMM family"
 
 
 def test_oa_run_isa_flag() -> None:

@@ -1,4 +1,4 @@
-"""The SIMD kernels (AVX2+FMA, NEON, RVV, portable C; runtime_c/src/cpu/kernels/opt/simd_kernels.inc)
+"""The SIMD kernels (AVX-512, AVX2+FMA, NEON, RVV, portable C; runtime_c/src/cpu/kernels/opt/simd_kernels.inc)
 against the reference kernels and PyTorch.
 
 1. runtime_c/tests/kernels/simd_check.c, built against each target's runtime and run on the host,
@@ -18,6 +18,7 @@ against the reference kernels and PyTorch.
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,7 @@ import torch
 import torch.nn.functional as F
 
 from openaccel.runtime.build import build_runtime
-from openaccel.runtime.host import HostSession
+from openaccel.runtime.host import CPU_ISAS, HostSession
 from openaccel.targets import get_target
 
 from helpers import CACHE, QEMU_TARGETS, OpCase, case_path, randn, run_case, runner
@@ -93,6 +94,9 @@ def test_kernels_against_reference(target: str) -> None:
         assert "avx2" in variants, f"{target}: no AVX2 variant was checked ({variants})"
     if "v" in get_target(target).cpu_features:
         assert "rvv" in variants, f"{target}: no RVV variant was checked ({variants})"
+    isas = re.search(r"^cpu: .* isas=0x([0-9a-f]+)", r.stdout, re.M)
+    if isas and int(isas.group(1), 16) & CPU_ISAS["avx512"] and arch in ("native", "x86_64"):
+        assert "avx512" in variants, f"{target}: no AVX-512 variant was checked ({variants})"
     assert "portable" in variants, f"{target}: no portable variant was checked ({variants})"
     # every checked variant ran (accepted) some cases
     for k in kernels:

@@ -41,6 +41,9 @@ extern const oa_wino_isa_t oa_wino_portable_isa;
 #if defined(OA_BUILT_AVX2)
 extern const oa_wino_isa_t oa_wino_avx2_isa;
 #endif
+#if defined(OA_BUILT_AVX512)
+extern const oa_wino_isa_t oa_wino_avx512_isa;
+#endif
 #if defined(OA_BUILT_NEON)
 extern const oa_wino_isa_t oa_wino_neon_isa;
 #endif
@@ -50,6 +53,9 @@ static const oa_wino_isa_t *wino_isa(int32_t id) {
     case OA_ISA_PORTABLE: return &oa_wino_portable_isa;
 #if defined(OA_BUILT_AVX2)
     case OA_ISA_AVX2: return &oa_wino_avx2_isa;
+#endif
+#if defined(OA_BUILT_AVX512)
+    case OA_ISA_AVX512: return &oa_wino_avx512_isa;
 #endif
 #if defined(OA_BUILT_NEON)
     case OA_ISA_NEON: return &oa_wino_neon_isa;

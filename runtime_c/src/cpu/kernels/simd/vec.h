@@ -3,6 +3,8 @@
  * depthwise templates (opt/dwconv.inc, opt/dwconv_nhwc.inc) and the Winograd transforms
  * (opt/winograd_transform.inc). Exactly one backend is chosen by the including file under arch/:
  *   OA_SIMD_AVX2   8 lanes, AVX2 + FMA (arch/x86/avx2/, built with -mavx2 -mfma)
+ *   OA_SIMD_AVX512 16 lanes, AVX-512 F/BW/DQ/VL + FMA (arch/x86/avx512/, built with -mavx512f
+ *                  -mavx512bw -mavx512dq -mavx512vl -mfma)
  *   OA_SIMD_NEON   4 lanes, Advanced SIMD (arch/arm/neon/: aarch64, and armv7 with NEON)
  *   OA_SIMD_RVV    8 lanes, RVV 1.0 at LMUL 2, vl 8 (arch/riscv/rvv/: rv64gcv, built by clang)
  *   (neither)      1 lane, plain C11 (arch/portable/: every target)
@@ -140,6 +142,119 @@ static inline void vf_store_interleaved(float *dst, vf r[VW]) {
 static inline void vf_load_interleaved(const float *src, vf r[VW]) {
   for (int i = 0; i < 8; i++) r[i] = _mm256_loadu_ps(src + i * 8);
   vf_transpose8_(r);
+}
+
+#elif defined(OA_SIMD_AVX512)
+/* ---------------------------------------------------------------- AVX-512 F/BW/DQ/VL, 16 lanes */
+#include <immintrin.h>
+
+#define VW 16
+#define OA_SIMD_HAS_DIV 1
+typedef __m512 vf;
+typedef __mmask16 vm;
+typedef __m512i vi;
+
+static inline vf vf_load(const float *p) { return _mm512_loadu_ps(p); }
+static inline void vf_store(float *p, vf v) { _mm512_storeu_ps(p, v); }
+static inline vf vf_set1(float f) { return _mm512_set1_ps(f); }
+static inline vf vf_zero(void) { return _mm512_setzero_ps(); }
+static inline vf vf_add(vf a, vf b) { return _mm512_add_ps(a, b); }
+static inline vf vf_sub(vf a, vf b) { return _mm512_sub_ps(a, b); }
+static inline vf vf_mul(vf a, vf b) { return _mm512_mul_ps(a, b); }
+static inline vf vf_div(vf a, vf b) { return _mm512_div_ps(a, b); }
+static inline vf vf_fma(vf a, vf b, vf c) { return _mm512_fmadd_ps(a, b, c); }
+static inline vf vf_fnma(vf a, vf b, vf c) { return _mm512_fnmadd_ps(a, b, c); }
+/* vmaxps / vminps return the second operand when either is NaN (as on AVX2) */
+static inline vf vf_max_keep(vf x, vf k) { return _mm512_max_ps(k, x); }
+static inline vf vf_min_keep(vf x, vf k) { return _mm512_min_ps(k, x); }
+static inline vf vf_max_nan(vf a, vf b) {
+  return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q), _mm512_max_ps(a, b), a);
+}
+static inline vf vf_abs(vf a) {
+  return _mm512_castsi512_ps(_mm512_and_epi32(_mm512_castps_si512(a), _mm512_set1_epi32(0x7fffffff)));
+}
+static inline vf vf_signbit(vf a) {
+  return _mm512_castsi512_ps(_mm512_and_epi32(_mm512_castps_si512(a), _mm512_set1_epi32((int)0x80000000u)));
+}
+static inline vf vf_or(vf a, vf b) { return _mm512_or_ps(a, b); }
+static inline vf vf_xor(vf a, vf b) { return _mm512_xor_ps(a, b); }
+static inline vm vf_lt(vf a, vf b) { return _mm512_cmp_ps_mask(a, b, _CMP_LT_OQ); }
+static inline vm vf_le(vf a, vf b) { return _mm512_cmp_ps_mask(a, b, _CMP_LE_OQ); }
+static inline vm vf_gt(vf a, vf b) { return _mm512_cmp_ps_mask(a, b, _CMP_GT_OQ); }
+static inline vm vf_ge(vf a, vf b) { return _mm512_cmp_ps_mask(a, b, _CMP_GE_OQ); }
+static inline vf vf_select(vm m, vf a, vf b) { return _mm512_mask_blend_ps(m, b, a); }
+static inline vf vf_round_small(vf x) { return _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+static inline vi vf_to_int(vf x) { return _mm512_cvtps_epi32(x); }
+static inline vi vi_half(vi n) { return _mm512_srai_epi32(n, 1); }
+static inline vi vi_sub(vi a, vi b) { return _mm512_sub_epi32(a, b); }
+static inline vf vf_pow2(vi n) {
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n, _mm512_set1_epi32(127)), 23));
+}
+static inline vf vf_even(vf a, vf b) {
+  const __m512i idx = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  return _mm512_permutex2var_ps(a, idx, b);
+}
+/* the first n (0..16, more: all) lanes */
+static inline __mmask16 vf_mask_(int64_t n) {
+  return n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n > 0 ? (unsigned)n : 0u)) - 1u);
+}
+/* the first n (<= VW) lanes; masked-off lanes are not read / written (no fault past the end) */
+static inline vf vf_load_part(const float *p, int64_t n, float fill) {
+  return _mm512_mask_loadu_ps(_mm512_set1_ps(fill), vf_mask_(n), p);
+}
+static inline void vf_store_part(float *p, int64_t n, vf v) { _mm512_mask_storeu_ps(p, vf_mask_(n), v); }
+/* fixed order: the two 256-bit halves, then the AVX2 order */
+static inline float vf_hsum(vf v) {
+  const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+static inline float vf_hmax(vf v) {
+  const __m256 h = _mm256_max_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
+  __m128 s = _mm_max_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+  s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_max_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+/* 16 x 16 register transpose in place (r[i][j] <- r[j][i]): unpack pairs, 4 x 4 blocks within
+ * 128-bit lanes, then two rounds of 128-bit lane shuffles */
+static inline void vf_transpose16_(__m512 r[16]) {
+  __m512 t[16], u[16];
+  for (int i = 0; i < 8; i++) {
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  for (int i = 0; i < 4; i++) { /* u[4i + c]: column c of each lane, rows 4i .. 4i + 3 */
+    u[4 * i] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
+    u[4 * i + 1] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0xee);
+    u[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
+    u[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xee);
+  }
+  for (int c = 0; c < 4; c++) { /* t[c]: lanes 0, 2 of rows 0-7; t[4 + c]: lanes 1, 3 (and +8: rows 8-15) */
+    t[c] = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x88);
+    t[4 + c] = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xdd);
+    t[8 + c] = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x88);
+    t[12 + c] = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xdd);
+  }
+  for (int c = 0; c < 4; c++) {
+    r[c] = _mm512_shuffle_f32x4(t[c], t[8 + c], 0x88);
+    r[4 + c] = _mm512_shuffle_f32x4(t[4 + c], t[12 + c], 0x88);
+    r[8 + c] = _mm512_shuffle_f32x4(t[c], t[8 + c], 0xdd);
+    r[12 + c] = _mm512_shuffle_f32x4(t[4 + c], t[12 + c], 0xdd);
+  }
+}
+/* VW vectors lane-interleaved: store dst[q * VW + l] = r[l][q] (r is clobbered), load
+ * r[l][q] = src[q * VW + l] */
+static inline void vf_store_interleaved(float *dst, vf r[VW]) {
+  vf_transpose16_(r);
+  for (int i = 0; i < 16; i++) _mm512_storeu_ps(dst + 16 * i, r[i]);
+}
+static inline void vf_load_interleaved(const float *src, vf r[VW]) {
+  for (int i = 0; i < 16; i++) r[i] = _mm512_loadu_ps(src + 16 * i);
+  vf_transpose16_(r);
 }
 
 #elif defined(OA_SIMD_NEON)

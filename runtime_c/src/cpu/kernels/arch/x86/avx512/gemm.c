@@ -1,0 +1,318 @@
+/* AVX-512 micro-kernels: the 14x16 GEMM tile (14 zmm accumulators, 1 B vector, 1 broadcast of A
+ * per row and k), its in-place-B twin, the transposing packer for NR 16 and the GEMV of `linear`
+ * for a few rows. Cut tiles are masked (__mmask16 loads and stores of the first nr columns).
+ * Compiled with -mavx512f -mavx512bw -mavx512dq -mavx512vl -mfma; only called after the CPU
+ * reported avx512f/bw/dq/vl and fma (env->isas has OA_CPU_ISA_AVX512, isa.h).
+ *
+ * Tile choice, measured on Zen 5 (one core; fp32 FMA peak measured in the same session by
+ * benchmarks/peak.py: AVX-512 233-240 GFLOP/s, AVX2 117-119), the tile alone (kc = 256, best of
+ * 30 interleaved runs), GFLOP/s:
+ *                     14x16   12x16   8x16    6x32    7x32    8x32
+ *   B panel in L1     214.6   213.5   209.5   235.9   240.1   236.5
+ *   B block in L2     208-217                         230-239          (256 KB, kc 128-512)
+ * The 16-wide tiles do 1 B load + MR broadcasts per MR FMAs, the 32-wide ones 2 + MR per 2 MR:
+ * at about two loads a cycle the 16-wide ones stop near 90% of the peak, the 32-wide ones near
+ * 97% (unrolling k by 4 instead of 2 gained nothing). NR stays 16 anyway: it is the width of the
+ * export-time pre-packed panels (OA_CPU_PANEL_BLOCK: linear_packed, conv_nhwc and mbconv weights,
+ * read unchanged) and of the Winograd weight blocks (opt/winograd.c needs block % NR == 0); NR 32
+ * would need two-panel reads in the driver or repacked weights for a ~10% faster tile, so the
+ * driver comparison (the >8% bar) was not run. In the driver, 1024^3 (benchmarks/gemm.py, same
+ * run as PyTorch): 163-181 GFLOP/s (68-75% of the peak; packing B and copying A tiles with
+ * lda = 1024 take ~10% of it), PyTorch 93-94, i.e. 1.75x. 14 rows use 14 of the 32 zmm registers;
+ * the rows of A are read through five pointers and two index registers (base + index * scale),
+ * fourteen pointers did not fit the 15 general registers (gcc kept them on the stack: 125
+ * instead of 135-150 GFLOP/s in the first measurement). */
+#if defined(__x86_64__) && defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512DQ__) && \
+    defined(__AVX512VL__) && defined(__FMA__)
+#define OA_SIMD_AVX512 1
+#include <immintrin.h>
+
+#include "kernels/opt/opt.h"
+#include "kernels/simd/vec.h"
+
+void oa_avx512_dw(const oa_dw_plane_t *p);
+void oa_avx512_dwc(const oa_dwc_t *p, int64_t t0, int64_t t1);
+void oa_avx512_dwc_row(const oa_dwc_t *p, const float *const *rows, float *yr);
+
+#define MR 14
+
+/* relu / clamp keeping NaN: max_ps(a, b) returns b when either is NaN */
+static inline __m512 act16(__m512 v, const oa_uk_epi_t *e) {
+  if (e->act == 1) return _mm512_max_ps(_mm512_setzero_ps(), v);
+  if (e->act == 2) return _mm512_min_ps(_mm512_set1_ps(e->hi), _mm512_max_ps(_mm512_set1_ps(e->lo), v));
+  return v;
+}
+
+/* Columns [0, nr) of tile row i (nr <= 16 * NV): accumulate or bias, activation, store; masked
+ * loads and stores where the row is cut (nothing past column nr is read or written). */
+static inline void store_row(float *c, __m512 x0, __m512 x1, int NV, int32_t nr, uint32_t flags,
+                             const oa_uk_epi_t *e, int32_t i) {
+  const __mmask16 m0 = vf_mask_(nr), m1 = vf_mask_(nr - 16);
+  if (flags & OA_UK_ACCUM) {
+    x0 = _mm512_add_ps(x0, _mm512_maskz_loadu_ps(m0, c));
+    if (NV > 1) x1 = _mm512_add_ps(x1, _mm512_maskz_loadu_ps(m1, c + 16));
+  } else if (e->bias) {
+    const __m512 b = _mm512_set1_ps(e->bias[i]);
+    x0 = _mm512_add_ps(x0, b);
+    if (NV > 1) x1 = _mm512_add_ps(x1, b);
+  } else if (e->bias_col) {
+    x0 = _mm512_add_ps(x0, _mm512_maskz_loadu_ps(m0, e->bias_col));
+    if (NV > 1) x1 = _mm512_add_ps(x1, _mm512_maskz_loadu_ps(m1, e->bias_col + 16));
+  }
+  if (flags & OA_UK_LAST) {
+    x0 = act16(x0, e);
+    if (NV > 1) x1 = act16(x1, e);
+  }
+  _mm512_mask_storeu_ps(c, m0, x0);
+  if (NV > 1) _mm512_mask_storeu_ps(c + 16, m1, x1);
+}
+
+/* The tile loop for exactly R rows and NV vectors of columns (compile-time constants: unused
+ * accumulators and rows compile away; NV 2 exists for measuring 32-wide tiles, see below), B row
+ * p at BROW(p). The rows of A are read at a shared index (one add per k step for all rows). */
+#define OA_ACC2(r) __m512 c##r##0 = _mm512_setzero_ps(), c##r##1 = _mm512_setzero_ps()
+#define OA_GEMM_TILE(R, NV, BROW, BSTEP)                                                                     \
+  /* row r of A at p<3 (r / 3)>[k + (r % 3) lda]: five pointers and two index registers (base + \
+   * index * scale addressing) instead of fourteen pointers, which did not fit the 15 general      \
+   * registers (gcc kept them in xmm registers and on the stack: 125 instead of 150 GFLOP/s) */    \
+  const float *p0 = a, *p3 = a + 3 * lda, *p6 = a + 6 * lda, *p9 = a + 9 * lda,                        \
+              *p12 = a + 12 * lda; /* rows >= R: never read */                                       \
+  const int64_t l1 = lda, l2 = 2 * lda;                                                                \
+  OA_ACC2(0);                                                                                                \
+  OA_ACC2(1);                                                                                                \
+  OA_ACC2(2);                                                                                                \
+  OA_ACC2(3);                                                                                                \
+  OA_ACC2(4);                                                                                                \
+  OA_ACC2(5);                                                                                                \
+  OA_ACC2(6);                                                                                                \
+  OA_ACC2(7);                                                                                                \
+  OA_ACC2(8);                                                                                                \
+  OA_ACC2(9);                                                                                                \
+  OA_ACC2(10);                                                                                               \
+  OA_ACC2(11);                                                                                               \
+  OA_ACC2(12);                                                                                               \
+  OA_ACC2(13);                                                                                               \
+  int64_t q = 0;                                                                                             \
+  for (; q + 2 <= kc; q += 2) {                                                                              \
+    OA_STEP(R, NV, BROW(0), 0);                                                                              \
+    OA_STEP(R, NV, BROW(1), 1);                                                                              \
+    BSTEP(2);                                                                                                \
+    p0 += 2, p3 += 2, p6 += 2, p9 += 2, p12 += 2;                                                            \
+  }                                                                                                          \
+  if (q < kc) {                                                                                              \
+    OA_STEP(R, NV, BROW(0), 0);                                                                              \
+  }                                                                                                          \
+  if (cs_c == 1) {                                                                                           \
+    store_row(c, c00, c01, NV, nr, flags, epi, 0);                                                           \
+    if (R > 1) store_row(c + rs_c, c10, c11, NV, nr, flags, epi, 1);                                         \
+    if (R > 2) store_row(c + 2 * rs_c, c20, c21, NV, nr, flags, epi, 2);                                     \
+    if (R > 3) store_row(c + 3 * rs_c, c30, c31, NV, nr, flags, epi, 3);                                     \
+    if (R > 4) store_row(c + 4 * rs_c, c40, c41, NV, nr, flags, epi, 4);                                     \
+    if (R > 5) store_row(c + 5 * rs_c, c50, c51, NV, nr, flags, epi, 5);                                     \
+    if (R > 6) store_row(c + 6 * rs_c, c60, c61, NV, nr, flags, epi, 6);                                     \
+    if (R > 7) store_row(c + 7 * rs_c, c70, c71, NV, nr, flags, epi, 7);                                     \
+    if (R > 8) store_row(c + 8 * rs_c, c80, c81, NV, nr, flags, epi, 8);                                     \
+    if (R > 9) store_row(c + 9 * rs_c, c90, c91, NV, nr, flags, epi, 9);                                     \
+    if (R > 10) store_row(c + 10 * rs_c, c100, c101, NV, nr, flags, epi, 10);                                \
+    if (R > 11) store_row(c + 11 * rs_c, c110, c111, NV, nr, flags, epi, 11);                                \
+    if (R > 12) store_row(c + 12 * rs_c, c120, c121, NV, nr, flags, epi, 12);                                \
+    if (R > 13) store_row(c + 13 * rs_c, c130, c131, NV, nr, flags, epi, 13);                                \
+    return;                                                                                                  \
+  }                                                                                                          \
+  /* a strided C (no caller of this build has cs_c != 1): the shared scalar epilogue */                      \
+  float tmp[MR * 32];                                                                                        \
+  const __m512 acc_[MR][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41},                    \
+                              {c50, c51}, {c60, c61}, {c70, c71}, {c80, c81}, {c90, c91},                    \
+                              {c100, c101}, {c110, c111}, {c120, c121}, {c130, c131}};                       \
+  for (int r_ = 0; r_ < R; r_++) {                                                                           \
+    _mm512_storeu_ps(tmp + 32 * r_, acc_[r_][0]);                                                            \
+    _mm512_storeu_ps(tmp + 32 * r_ + 16, acc_[r_][1]);                                                       \
+  }                                                                                                          \
+  oa_uk_store_tile(tmp, 32, c, rs_c, cs_c, R, nr, flags, epi)
+
+/* one k step of rows r < R: NV B vectors, a broadcast of A per row */
+#define OA_ROW(R, NV, r, pr, off, o, cr0, cr1)     \
+  if (R > r) {                                     \
+    const __m512 av = _mm512_set1_ps((pr)[(o) + (off)]); \
+    cr0 = _mm512_fmadd_ps(av, b0, cr0);            \
+    if (NV > 1) cr1 = _mm512_fmadd_ps(av, b1, cr1); \
+  }
+#define OA_STEP(R, NV, brow, o)                                                \
+  do {                                                                         \
+    const float *bq = (brow);                                                  \
+    const __m512 b0 = _mm512_loadu_ps(bq);                                     \
+    const __m512 b1 = NV > 1 ? _mm512_loadu_ps(bq + 16) : _mm512_setzero_ps(); \
+    OA_ROW(R, NV, 0, p0, 0, o, c00, c01)                                       \
+    OA_ROW(R, NV, 1, p0, l1, o, c10, c11)                                      \
+    OA_ROW(R, NV, 2, p0, l2, o, c20, c21)                                      \
+    OA_ROW(R, NV, 3, p3, 0, o, c30, c31)                                       \
+    OA_ROW(R, NV, 4, p3, l1, o, c40, c41)                                      \
+    OA_ROW(R, NV, 5, p3, l2, o, c50, c51)                                      \
+    OA_ROW(R, NV, 6, p6, 0, o, c60, c61)                                       \
+    OA_ROW(R, NV, 7, p6, l1, o, c70, c71)                                      \
+    OA_ROW(R, NV, 8, p6, l2, o, c80, c81)                                      \
+    OA_ROW(R, NV, 9, p9, 0, o, c90, c91)                                       \
+    OA_ROW(R, NV, 10, p9, l1, o, c100, c101)                                   \
+    OA_ROW(R, NV, 11, p9, l2, o, c110, c111)                                   \
+    OA_ROW(R, NV, 12, p12, 0, o, c120, c121)                                   \
+    OA_ROW(R, NV, 13, p12, l1, o, c130, c131)                                  \
+  } while (0)
+
+/* packed panel: row p at b + 16 NV p */
+#define PACKED_ROW(o) (b + (o) * 16 * NV_)
+#define PACKED_STEP(n) (b += 16 * NV_ * (n))
+/* in place: row p at b + boff[p] */
+#define IND_ROW(o) (b + boff[o])
+#define IND_STEP(n) (boff += (n))
+
+typedef void (*tile_fn)(int64_t kc, const float *a, int64_t lda, const float *b, const int64_t *boff, float *c,
+                        int64_t rs_c, int64_t cs_c, int32_t nr, uint32_t flags, const oa_uk_epi_t *epi);
+#define OA_TILE_FNS(R, NV)                                                                                    \
+  static void tile_p##R##x##NV(int64_t kc, const float *a, int64_t lda, const float *b, const int64_t *boff,   \
+                               float *c, int64_t rs_c, int64_t cs_c, int32_t nr, uint32_t flags,              \
+                               const oa_uk_epi_t *epi) {                                                      \
+    enum { NV_ = NV };                                                                                        \
+    (void)boff;                                                                                               \
+    OA_GEMM_TILE(R, NV, PACKED_ROW, PACKED_STEP);                                                             \
+  }                                                                                                           \
+  static void tile_i##R##x##NV(int64_t kc, const float *a, int64_t lda, const float *b, const int64_t *boff,   \
+                               float *c, int64_t rs_c, int64_t cs_c, int32_t nr, uint32_t flags,              \
+                               const oa_uk_epi_t *epi) {                                                      \
+    OA_GEMM_TILE(R, NV, IND_ROW, IND_STEP);                                                                   \
+  }
+OA_TILE_FNS(1, 1)
+OA_TILE_FNS(2, 1)
+OA_TILE_FNS(3, 1)
+OA_TILE_FNS(4, 1)
+OA_TILE_FNS(5, 1)
+OA_TILE_FNS(6, 1)
+OA_TILE_FNS(7, 1)
+OA_TILE_FNS(8, 1)
+OA_TILE_FNS(9, 1)
+OA_TILE_FNS(10, 1)
+OA_TILE_FNS(11, 1)
+OA_TILE_FNS(12, 1)
+OA_TILE_FNS(13, 1)
+OA_TILE_FNS(14, 1)
+
+/* [in place][mr - 1] */
+static const tile_fn tiles[2][MR] = {
+    {tile_p1x1, tile_p2x1, tile_p3x1, tile_p4x1, tile_p5x1, tile_p6x1, tile_p7x1, tile_p8x1, tile_p9x1, tile_p10x1,
+     tile_p11x1, tile_p12x1, tile_p13x1, tile_p14x1},
+    {tile_i1x1, tile_i2x1, tile_i3x1, tile_i4x1, tile_i5x1, tile_i6x1, tile_i7x1, tile_i8x1, tile_i9x1, tile_i10x1,
+     tile_i11x1, tile_i12x1, tile_i13x1, tile_i14x1}};
+
+void oa_avx512_gemm_14x16(int64_t kc, const float *a, int64_t lda, const float *b, float *c, int64_t rs_c,
+                          int64_t cs_c, int32_t mr, int32_t nr, uint32_t flags, const oa_uk_epi_t *epi) {
+  if (mr == MR) {
+    tile_p14x1(kc, a, lda, b, NULL, c, rs_c, cs_c, nr, flags, epi);
+    return;
+  }
+  tiles[0][mr - 1](kc, a, lda, b, NULL, c, rs_c, cs_c, nr, flags, epi);
+}
+
+void oa_avx512_gemm_14x16_ind(int64_t kc, const float *a, int64_t lda, const float *b, const int64_t *boff, float *c,
+                              int64_t rs_c, int64_t cs_c, int32_t mr, int32_t nr, uint32_t flags,
+                              const oa_uk_epi_t *epi) {
+  if (mr == MR) {
+    tile_i14x1(kc, a, lda, b, boff, c, rs_c, cs_c, nr, flags, epi);
+    return;
+  }
+  tiles[1][mr - 1](kc, a, lda, b, boff, c, rs_c, cs_c, nr, flags, epi);
+}
+
+/* Four weight rows against one input row: 2 accumulators per row over K in steps of 32, then 16,
+ * then a masked tail (masked-off lanes are not read). */
+static inline void dot4(int64_t k, const float *x, const float *w0, const float *w1, const float *w2,
+                        const float *w3, float out[4]) {
+  __m512 s00 = _mm512_setzero_ps(), s01 = _mm512_setzero_ps(), s10 = _mm512_setzero_ps(), s11 = _mm512_setzero_ps();
+  __m512 s20 = _mm512_setzero_ps(), s21 = _mm512_setzero_ps(), s30 = _mm512_setzero_ps(), s31 = _mm512_setzero_ps();
+  int64_t p = 0;
+  for (; p + 32 <= k; p += 32) {
+    const __m512 x0 = _mm512_loadu_ps(x + p), x1 = _mm512_loadu_ps(x + p + 16);
+    s00 = _mm512_fmadd_ps(_mm512_loadu_ps(w0 + p), x0, s00);
+    s01 = _mm512_fmadd_ps(_mm512_loadu_ps(w0 + p + 16), x1, s01);
+    s10 = _mm512_fmadd_ps(_mm512_loadu_ps(w1 + p), x0, s10);
+    s11 = _mm512_fmadd_ps(_mm512_loadu_ps(w1 + p + 16), x1, s11);
+    s20 = _mm512_fmadd_ps(_mm512_loadu_ps(w2 + p), x0, s20);
+    s21 = _mm512_fmadd_ps(_mm512_loadu_ps(w2 + p + 16), x1, s21);
+    s30 = _mm512_fmadd_ps(_mm512_loadu_ps(w3 + p), x0, s30);
+    s31 = _mm512_fmadd_ps(_mm512_loadu_ps(w3 + p + 16), x1, s31);
+  }
+  if (p + 16 <= k) {
+    const __m512 x0 = _mm512_loadu_ps(x + p);
+    s00 = _mm512_fmadd_ps(_mm512_loadu_ps(w0 + p), x0, s00);
+    s10 = _mm512_fmadd_ps(_mm512_loadu_ps(w1 + p), x0, s10);
+    s20 = _mm512_fmadd_ps(_mm512_loadu_ps(w2 + p), x0, s20);
+    s30 = _mm512_fmadd_ps(_mm512_loadu_ps(w3 + p), x0, s30);
+    p += 16;
+  }
+  if (p < k) {
+    const __mmask16 m = vf_mask_(k - p);
+    const __m512 x0 = _mm512_maskz_loadu_ps(m, x + p);
+    s01 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, w0 + p), x0, s01);
+    s11 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, w1 + p), x0, s11);
+    s21 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, w2 + p), x0, s21);
+    s31 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, w3 + p), x0, s31);
+  }
+  out[0] = vf_hsum(_mm512_add_ps(s00, s01));
+  out[1] = vf_hsum(_mm512_add_ps(s10, s11));
+  out[2] = vf_hsum(_mm512_add_ps(s20, s21));
+  out[3] = vf_hsum(_mm512_add_ps(s30, s31));
+}
+
+void oa_avx512_gemv(int64_t m, int64_t n, int64_t k, const float *x, int64_t ldx, const float *w, const float *bias,
+                    float *y, int64_t ldy, const oa_uk_epi_t *epi) {
+  float s[4];
+  int64_t j = 0;
+  /* weight rows outside, input rows inside: four weight rows stay in L1 for every input row */
+  for (; j + 4 <= n; j += 4) {
+    const float *w0 = w + j * k;
+    for (int64_t i = 0; i < m; i++) {
+      dot4(k, x + i * ldx, w0, w0 + k, w0 + 2 * k, w0 + 3 * k, s);
+      float *yr = y + i * ldy + j;
+      for (int r = 0; r < 4; r++) yr[r] = oa_opt_act(bias ? s[r] + bias[j + r] : s[r], epi);
+    }
+  }
+  if (j < n) {
+    /* 1 to 3 rows left: repeat the last one (computed, not stored) */
+    const float *wr[4];
+    for (int r = 0; r < 4; r++) wr[r] = w + (j + r < n ? j + r : n - 1) * k;
+    for (int64_t i = 0; i < m; i++) {
+      dot4(k, x + i * ldx, wr[0], wr[1], wr[2], wr[3], s);
+      float *yr = y + i * ldy + j;
+      for (int r = 0; j + r < n; r++) yr[r] = oa_opt_act(bias ? s[r] + bias[j + r] : s[r], epi);
+    }
+  }
+}
+
+/* oa_pack_transposed for NR = 16: B[k][j] = b[j * ldb + k], 16 x 16 blocks transposed in
+ * registers; the last k < 16 with masked loads (nothing past row k0 + kc is read) */
+static void pack_t16(const void *ctx, int64_t k0, int64_t kc, int64_t j0, int64_t nc, int32_t nr, float *dst) {
+  const oa_pack_dense_t *pd = (const oa_pack_dense_t *)ctx;
+  const int64_t ldb = pd->ldb;
+  for (int64_t q = 0; q * 16 < nc; q++) {
+    const int64_t jq = j0 + q * 16;
+    float *d = dst + q * kc * 16;
+    if (nc - q * 16 < 16) { /* a cut panel: the portable packer (zero padding) */
+      oa_pack_transposed(ctx, k0, kc, jq, nc - q * 16, nr, d);
+      continue;
+    }
+    const float *s = pd->b + jq * ldb + k0;
+    for (int64_t p = 0; p < kc; p += 16) {
+      const int64_t n = kc - p < 16 ? kc - p : 16;
+      const __mmask16 m = vf_mask_(n);
+      __m512 r[16];
+      for (int t = 0; t < 16; t++) r[t] = _mm512_maskz_loadu_ps(m, s + t * ldb + p);
+      vf_transpose16_(r);
+      for (int t = 0; t < n; t++) _mm512_storeu_ps(d + (p + t) * 16, r[t]);
+    }
+  }
+}
+
+const oa_opt_isa_t oa_avx512_isa = {"avx512",       MR, 16, 16, oa_avx512_gemm_14x16, oa_avx512_gemm_14x16_ind,
+                                    pack_t16,       oa_avx512_gemv, oa_avx512_dw, oa_avx512_dwc,
+                                    oa_avx512_dwc_row};
+#else
+typedef int oa_avx512_gemm_unused_t; /* not an AVX-512 build of this file */
+#endif
