@@ -88,20 +88,9 @@ _C_POSITIONAL = re.compile(
     r"|\b(?:iarg|farg|check_arg|check_flag|check_dim)\s*\(\s*call\s*,\s*(?:x\s*,\s*)?\d"
     r"|=\s*[\w.>-]*->(?:ints|floats)\s*;")
 _C_ARG_DIRS = ("runtime_c/src/cpu/kernels", "runtime_c/src/program")
-# Known positional reads outside the reference kernels, at most this many lines per file, left to
-# the worktrees that own those files (opt/: the optimized kernels; mbconv.h: the block split the
-# reference and optimized mbconv_nhwc share). The allowance only shrinks: a file absent here must
-# be clean, and a listed one may not gain a line.
-_C_POSITIONAL_DEBT = {
-    "runtime_c/src/cpu/kernels/mbconv.h": 3,
-    "runtime_c/src/cpu/kernels/opt/attention.inc": 1,
-    "runtime_c/src/cpu/kernels/opt/binary.inc": 1,
-    "runtime_c/src/cpu/kernels/opt/elementwise.inc": 3,
-    "runtime_c/src/cpu/kernels/opt/matmul.c": 1,
-    "runtime_c/src/cpu/kernels/opt/norm.inc": 1,
-    "runtime_c/src/cpu/kernels/opt/plan.h": 2,
-    "runtime_c/src/cpu/kernels/opt/winograd.c": 2,
-}
+# Known positional reads, at most this many lines per file (none left: every kernel reads its
+# arguments by name). The allowance only shrinks: a file absent here must be clean.
+_C_POSITIONAL_DEBT: dict[str, int] = {}
 
 
 def test_c_reads_no_argument_by_position() -> None:

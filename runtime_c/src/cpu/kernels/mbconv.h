@@ -15,8 +15,8 @@ typedef struct oa_mbconv_parts {
   oa_tensor_t depthwise;  /* [N, OH, OW, E] */
   oa_tensor_t *in[MB_PARTS][3];
   oa_tensor_t *out[MB_PARTS][1];
-  int64_t ints[MB_PARTS][9];
-  double floats[MB_PARTS][2];
+  int64_t ints[MB_PARTS][OA_ARG_CONV2D_NHWC_BLOCK + 1]; /* each part's conv2d_nhwc ints (input_nchw: 0) */
+  double floats[MB_PARTS][OA_ARG_CONV2D_NHWC_NUM_FLOATS];
   oa_op_call_t calls[MB_PARTS];
   int has_expand;
 } oa_mbconv_parts_t;
@@ -75,17 +75,33 @@ static inline oa_status_t oa_mbconv_split(const oa_op_call_t *call, oa_mbconv_pa
                                          {dw_in, call->inputs[3], call->inputs[4]},
                                          {&m->depthwise, call->inputs[5], b_project}};
   oa_tensor_t *const outs[MB_PARTS] = {&m->expanded, &m->depthwise, y};
-  const int64_t *a = call->ints;
-  const int64_t block = a[9];
+  const int64_t block = call->ints[OA_ARG_MBCONV_NHWC_BLOCK];
+  /* each part's act and [min, max] by name; the depthwise part's geometry is the block's */
+  static const uint32_t act_of[MB_PARTS] = {OA_ARG_MBCONV_NHWC_EXPAND_ACT, OA_ARG_MBCONV_NHWC_DW_ACT,
+                                            OA_ARG_MBCONV_NHWC_PROJECT_ACT};
+  static const uint32_t min_of[MB_PARTS] = {OA_ARG_MBCONV_NHWC_EXPAND_MIN, OA_ARG_MBCONV_NHWC_DW_MIN,
+                                            OA_ARG_MBCONV_NHWC_PROJECT_MIN};
+  static const uint32_t max_of[MB_PARTS] = {OA_ARG_MBCONV_NHWC_EXPAND_MAX, OA_ARG_MBCONV_NHWC_DW_MAX,
+                                            OA_ARG_MBCONV_NHWC_PROJECT_MAX};
+  static const uint32_t geometry[6][2] = {
+      {OA_ARG_CONV2D_NHWC_STRIDE_H, OA_ARG_MBCONV_NHWC_STRIDE_H},
+      {OA_ARG_CONV2D_NHWC_STRIDE_W, OA_ARG_MBCONV_NHWC_STRIDE_W},
+      {OA_ARG_CONV2D_NHWC_PAD_H, OA_ARG_MBCONV_NHWC_PAD_H},
+      {OA_ARG_CONV2D_NHWC_PAD_W, OA_ARG_MBCONV_NHWC_PAD_W},
+      {OA_ARG_CONV2D_NHWC_DILATION_H, OA_ARG_MBCONV_NHWC_DILATION_H},
+      {OA_ARG_CONV2D_NHWC_DILATION_W, OA_ARG_MBCONV_NHWC_DILATION_W}};
   for (int p = 0; p < MB_PARTS; p++) {
     const int dw = p == MB_DW;
     int64_t *ii = m->ints[p];
-    for (int k = 0; k < 6; k++) ii[k] = dw ? a[k] : (k < 2 || k >= 4 ? 1 : 0); /* 1x1: stride, dilation 1 */
-    ii[6] = dw ? e : 1;            /* groups */
-    ii[7] = a[6 + p];              /* act */
-    ii[8] = dw ? 0 : block;
-    m->floats[p][0] = call->n_floats > (uint32_t)(2 * p) ? call->floats[2 * p] : 0.0;
-    m->floats[p][1] = call->n_floats > (uint32_t)(2 * p + 1) ? call->floats[2 * p + 1] : 0.0;
+    for (int k = 0; k < 6; k++) { /* the 1x1 parts: stride 1, padding 0, dilation 1 */
+      const uint32_t to = geometry[k][0], from = geometry[k][1];
+      ii[to] = dw ? call->ints[from] : (to == OA_ARG_CONV2D_NHWC_PAD_H || to == OA_ARG_CONV2D_NHWC_PAD_W ? 0 : 1);
+    }
+    ii[OA_ARG_CONV2D_NHWC_GROUPS] = dw ? e : 1;
+    ii[OA_ARG_CONV2D_NHWC_ACT] = call->ints[act_of[p]];
+    ii[OA_ARG_CONV2D_NHWC_BLOCK] = dw ? 0 : block;
+    m->floats[p][OA_ARG_CONV2D_NHWC_ACT_MIN] = call->n_floats > min_of[p] ? call->floats[min_of[p]] : 0.0;
+    m->floats[p][OA_ARG_CONV2D_NHWC_ACT_MAX] = call->n_floats > max_of[p] ? call->floats[max_of[p]] : 0.0;
     for (int k = 0; k < 3; k++) m->in[p][k] = ins[p][k];
     m->out[p][0] = outs[p];
     oa_op_call_t *c = &m->calls[p];
@@ -96,9 +112,9 @@ static inline oa_status_t oa_mbconv_split(const oa_op_call_t *call, oa_mbconv_pa
     c->outputs = m->out[p];
     c->n_outputs = 1;
     c->ints = ii;
-    c->n_ints = 9;
+    c->n_ints = OA_ARG_CONV2D_NHWC_BLOCK + 1;
     c->floats = m->floats[p];
-    c->n_floats = 2;
+    c->n_floats = OA_ARG_CONV2D_NHWC_NUM_FLOATS;
   }
   return OA_OK;
 }

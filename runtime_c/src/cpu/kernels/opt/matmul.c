@@ -256,7 +256,7 @@ oa_status_t oa_opt_addmm_run(const oa_op_call_t *call, const oa_op_plan_t *plan,
                       .pack = oa_pack_rowmajor, .pack_ctx = &pd, .c = c, .rs_c = n, .cs_c = 1};
   oa_gemm_run(isa, &blk, &g, (float *)scratch, env->pool);
   /* out = alpha * (A @ B) + beta * bias; with beta == 0 the bias is ignored (as PyTorch) */
-  const float beta = (float)call->floats[0], alpha = (float)call->floats[1];
+  const float beta = (float)call->floats[OA_ARG_ADDMM_BETA], alpha = (float)call->floats[OA_ARG_ADDMM_ALPHA];
   if (beta != 0.0f) {
     int64_t want[2] = {m, n}, bs[2] = {0, 0};
     (void)oa_broadcast_strides(call, tbias, want, 2, bs, "input 0 (bias)", NULL); /* validated in prepare */

@@ -66,14 +66,22 @@ static inline const oa_opt_isa_t *oa_opt_isa_of(const oa_op_plan_t *plan) {
   return oa_opt_isa((int32_t)plan->params[F_ISA]);
 }
 
-/* The fused activation of a call whose floats are [act_min, act_max]. */
+/* The fused activation of a linear / linear_packed / conv2d / conv2d_nhwc call: act_min and
+ * act_max are at the same float positions in each (checked here, so a layout change in opset.py
+ * breaks the build, not the numerics). */
+_Static_assert(OA_ARG_LINEAR_ACT_MIN == OA_ARG_CONV2D_ACT_MIN && OA_ARG_LINEAR_ACT_MAX == OA_ARG_CONV2D_ACT_MAX &&
+                   OA_ARG_LINEAR_PACKED_ACT_MIN == OA_ARG_CONV2D_ACT_MIN &&
+                   OA_ARG_LINEAR_PACKED_ACT_MAX == OA_ARG_CONV2D_ACT_MAX &&
+                   OA_ARG_CONV2D_NHWC_ACT_MIN == OA_ARG_CONV2D_ACT_MIN &&
+                   OA_ARG_CONV2D_NHWC_ACT_MAX == OA_ARG_CONV2D_ACT_MAX,
+               "act_min / act_max moved in one of the GEMM-family ops");
 static inline oa_uk_epi_t oa_opt_epi_of(const oa_op_call_t *call, int64_t act) {
   oa_uk_epi_t e;
   e.bias = NULL;
   e.bias_col = NULL;
   e.act = (int32_t)act;
-  e.lo = call->n_floats > 0 ? (float)call->floats[0] : 0.0f;
-  e.hi = call->n_floats > 1 ? (float)call->floats[1] : 0.0f;
+  e.lo = call->n_floats > OA_ARG_CONV2D_ACT_MIN ? (float)call->floats[OA_ARG_CONV2D_ACT_MIN] : 0.0f;
+  e.hi = call->n_floats > OA_ARG_CONV2D_ACT_MAX ? (float)call->floats[OA_ARG_CONV2D_ACT_MAX] : 0.0f;
   return e;
 }
 

@@ -266,8 +266,10 @@ oa_status_t oa_opt_conv2d_winograd_run(const oa_op_call_t *call, const oa_op_pla
   band.epi.bias = NULL;
   band.epi.bias_col = NULL;
   band.epi.act = (int32_t)g.act;
-  band.epi.lo = call->n_floats > 0 ? (float)call->floats[0] : 0.0f;
-  band.epi.hi = call->n_floats > 1 ? (float)call->floats[1] : 0.0f;
+  band.epi.lo = call->n_floats > OA_ARG_CONV2D_WINOGRAD_ACT_MIN ? (float)call->floats[OA_ARG_CONV2D_WINOGRAD_ACT_MIN]
+                                                                 : 0.0f;
+  band.epi.hi = call->n_floats > OA_ARG_CONV2D_WINOGRAD_ACT_MAX ? (float)call->floats[OA_ARG_CONV2D_WINOGRAD_ACT_MAX]
+                                                                 : 0.0f;
   wino_ctx_t cx;
   cx.isa = isa;
   cx.wi = wi;
