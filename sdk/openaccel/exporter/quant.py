@@ -48,6 +48,11 @@ class QuantParamError(ExportError):
     point outside the dtype, a multiplier too large)."""
 
 
+def register_ops() -> None:
+    """torch.ops.quantized_decomposed.* (torch defines them on import of this module only)."""
+    import torch.ao.quantization.fx._decomposed  # noqa: F401
+
+
 # ---- the rule, export half ------------------------------------------------------------------------
 def round_half_even(x: Fraction) -> int:
     """Nearest integer to x, ties to even (Python's round on a Fraction is exact)."""
@@ -131,6 +136,7 @@ def quantize_bias(bias: torch.Tensor | None, in_scale: float, w_scales: Sequence
 
 def quantize_value(v: float, scale: float, zp: int, qmin: int, qmax: int) -> int:
     """PyTorch's quantize_per_tensor of one float32 value (x * float32(1/scale), round half even)."""
+    register_ops()
     t = torch.ops.quantized_decomposed.quantize_per_tensor(
         torch.tensor([v], dtype=torch.float32), scale, zp, qmin, qmax, torch.int8)
     return int(t[0])
