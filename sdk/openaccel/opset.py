@@ -262,7 +262,7 @@ _op("linear_q8", ("input", "weight", "bias?", "multiplier", "shift"),
     "int32 [N] (or [1]); the conv2d_q8 rule")
 _op("add_q8", ("self", "other"),
     ints=("self_zp", "other_zp", "output_zp", "self_multiplier", "other_multiplier", "shift", "act_min", "act_max"),
-    floats=("self_scale", "other_scale", "output_scale"), dtypes=I8, family="quant", inplace=0,
+    floats=("self_scale", "other_scale", "output_scale"), dtypes=I8, family="quant",
     doc="int8 add with broadcasting: out = clamp(round_half_even(((a - self_zp) * self_multiplier + "
     "(b - other_zp) * other_multiplier) / 2^shift) + output_zp, act_min, act_max); multipliers 0..2^31-1, "
     "shift 0..62; the scales are informational")

@@ -178,6 +178,7 @@ def _bundle_tests(graph: Graph, ctx: ExportContext) -> object:
         raise ExportError(f"eager model returned {len(outs)} tensors, the exported graph {len(graph.outputs)}")
     outs = [o.to(v.dtype) for o, v in zip(outs, graph.outputs)]
     atol, rtol = ctx.options.tolerance
+    atol = max(atol, quant.bundled_atol(graph))
     ctx.tests = [serialize.TestVector("example_inputs", ins, outs, atol, rtol)]
     return len(ctx.tests)
 

@@ -510,3 +510,20 @@ def fold_quantized(graph: Graph, stacklevel: int = 2) -> QuantReport:
     if note:
         warnings.warn(note, ExportWarning, stacklevel=stacklevel)
     return report
+
+
+# Bundled test vectors compare with the quantized model run in eager (float q/dq around float
+# ops), which the integer rule matches to within an output step or so; a few steps of slack keep
+# a file's own test from failing on an honest 1-2 LSB difference.
+BUNDLED_LSB = 3
+
+
+def bundled_atol(graph: Graph) -> float:
+    """The absolute tolerance a bundled test of `graph` needs: BUNDLED_LSB steps of the largest
+    scale of a dequantize writing a graph output (0 when no output is dequantized)."""
+    from ..opset import arg_slot
+
+    outs = set(map(id, graph.outputs))
+    k = arg_slot("dequantize", "scale").index
+    scales = [i.floats[k] for i in graph.instrs if i.op == "dequantize" and id(i.outputs[0]) in outs]
+    return BUNDLED_LSB * max(scales, default=0.0)

@@ -441,7 +441,6 @@ oa_status_t oa_ref_add_q8_run(const oa_op_call_t *call, const oa_op_plan_t *plan
   oa_nd_iter_t it;
   oa_nd_iter_init(&it, y->shape, y->ndim, 2, sa, sb, NULL);
   for (int64_t i = 0; i < y->numel; i++) {
-    /* read both before writing: the output may reuse self's buffer (inplace = 0) */
     int64_t pa = ((int64_t)ap[it.off[0]] - za) * ma, pb = ((int64_t)bp[it.off[1]] - zb) * mb;
     yp[i] = q8_finish(q8_round_shift(pa + pb, s), zo, lo, hi);
     oa_nd_iter_next(&it);
