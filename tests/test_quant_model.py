@@ -146,3 +146,46 @@ def test_bad_qparams_are_export_errors() -> None:
     cm.recompile()
     with pytest.raises(oa.OpenAccelError, match=r"scale 0\.0 is not a positive finite number"):
         oa.export(torch.export.export(cm, ex), ex)
+
+
+class WithMean(torch.nn.Module):
+    """conv -> relu -> global average pool (mean.dim after to_edge: no int8 kernel yet) -> linear."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.c = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.fc = torch.nn.Linear(8, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = torch.relu(self.c(x))
+        return self.fc(torch.nn.functional.adaptive_avg_pool2d(x, 1).flatten(1))
+
+
+def test_what_stays_float32_is_listed(tmp_path: Path) -> None:
+    from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (
+        XNNPACKQuantizer,
+        get_symmetric_quantization_config,
+    )
+    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+
+    from openaccel.cli import main
+
+    torch.manual_seed(0)
+    ex = (torch.randn(1, 3, 8, 8),)
+    gm = torch.export.export(WithMean().eval(), ex).module()
+    pm = prepare_pt2e(gm, XNNPACKQuantizer().set_global(get_symmetric_quantization_config(is_per_channel=True)))
+    for _ in range(4):
+        pm(torch.randn(1, 3, 8, 8))
+    cm = convert_pt2e(pm)
+    with pytest.warns(ExportWarning, match=r"stay float32.*\n  aten\.mean\.dim: no int8 kernel for this op yet \(at "):
+        prog = oa.export(torch.export.export(cm, ex), ex)
+    assert {"conv2d_q8", "linear_q8", "mean"} <= set(prog.ops), prog.ops
+    assert [p.op for p in prog.float32_in_quantized()] == ["mean"]
+    assert "stay float32" in prog.summary() and "mean" in prog.summary()
+    f = tmp_path / "m.oab"
+    prog.save(f)
+    assert main(["inspect", str(f)]) == 0
+    s = HostSession(prog.buffer)
+    with torch.no_grad():
+        want = cm(ex[0]).numpy()
+    np.testing.assert_allclose(s.run([ex[0].numpy()])[0], want, atol=2.01 * _output_scale(prog))

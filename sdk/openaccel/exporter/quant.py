@@ -521,9 +521,6 @@ BUNDLED_LSB = 3
 def bundled_atol(graph: Graph) -> float:
     """The absolute tolerance a bundled test of `graph` needs: BUNDLED_LSB steps of the largest
     scale of a dequantize writing a graph output (0 when no output is dequantized)."""
-    from ..opset import arg_slot
-
     outs = set(map(id, graph.outputs))
-    k = arg_slot("dequantize", "scale").index
-    scales = [i.floats[k] for i in graph.instrs if i.op == "dequantize" and id(i.outputs[0]) in outs]
+    scales = [i.farg("scale") for i in graph.instrs if i.op == "dequantize" and id(i.outputs[0]) in outs]
     return BUNDLED_LSB * max(scales, default=0.0)
