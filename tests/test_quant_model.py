@@ -2,7 +2,7 @@
 end: exported through oa.export and through a saved .pt2 on the CLI path, every conv / linear
 folded into an int8 instruction, run via HostSession and compared with the convert_pt2e graph in
 eager (SQNR and the share of outputs within 1 LSB), bit-identical with 1 and 2 threads and under
-qemu-aarch64; the ops that stay float32 are named in a warning."""
+qemu-aarch64 (and the other emulated boards of OA_QEMU_TARGETS); the ops that stay float32 are named in a warning."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from openaccel.errors import ExportWarning
 from openaccel.exporter.loader import load_model
 from openaccel.runtime.host import HostSession
 
-from helpers import CACHE
+from helpers import CACHE, QEMU_TARGETS
 
 pytestmark = pytest.mark.xdist_group("quant_model")
 
@@ -117,15 +117,16 @@ def test_bit_identical_across_threads_and_qemu(exported: tuple[Any, oa.Program, 
     path = CACHE / "models" / "quant_small.oab"
     path.parent.mkdir(parents=True, exist_ok=True)
     prog.save(path)
-    m = oa.load(path, target="qemu-aarch64")
-    for x, a in zip(xs, one):
-        (got,) = m(x)
-        assert got.numpy().tobytes() == a.tobytes(), "qemu-aarch64 differs from the host"
+    for target in dict.fromkeys(["qemu-aarch64", *QEMU_TARGETS]):
+        m = oa.load(path, target=target)
+        for x, a in zip(xs, one):
+            (got,) = m(x)
+            assert got.numpy().tobytes() == a.tobytes(), f"{target} differs from the host"
 
 
 def test_saved_pt2_loads_for_the_cli(tmp_path: Path) -> None:
     """The issue's bug: torch.export.load of a PT2E .pt2 failed with "check the warnings above"."""
-    _, ep, ex = _quantized()
+    _, ep, _ = _quantized()
     f = tmp_path / "q.pt2"
     torch.export.save(ep, str(f))
     loaded, args = load_model(f)

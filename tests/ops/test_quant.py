@@ -14,14 +14,13 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+from craft import Builder
 
 from openaccel import dtypes
 from openaccel.errors import OpenAccelError, RuntimeFailure
 from openaccel.exporter import quant
 from openaccel.opset import encode_args
 from openaccel.runtime.host import HostSession
-
-from craft import Builder
 
 quant.register_ops()
 I8, I32, F32 = dtypes.code_of("int8"), dtypes.code_of("int32"), dtypes.code_of("float32")
@@ -84,7 +83,7 @@ def np_requant(acc: np.ndarray, mult: np.ndarray, shift: np.ndarray, zp: int, lo
 
 def np_conv_acc(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, zp: int, stride: tuple[int, int],
                 pad: tuple[int, int], dil: tuple[int, int], groups: int) -> np.ndarray:
-    n, cin, h, wd = x.shape
+    n, _, h, wd = x.shape
     cout, cig, kh, kw = w.shape
     xs = np.pad(x.astype(np.int64) - zp, ((0, 0), (0, 0), (pad[0], pad[0]), (pad[1], pad[1])))
     oh = (h + 2 * pad[0] - dil[0] * (kh - 1) - 1) // stride[0] + 1
@@ -130,7 +129,7 @@ def test_quantize_multiplier_refuses_too_large() -> None:
 
 @pytest.mark.parametrize("scale", [0.0, -1.0, float("nan"), float("inf")])
 def test_bad_scale_refused(scale: float) -> None:
-    with pytest.raises(quant.QuantParamError, match="scale .* is not a positive finite number"):
+    with pytest.raises(quant.QuantParamError, match=r"scale .* is not a positive finite number"):
         quant.requant_multipliers(scale, [0.1], 0.1)
     assert issubclass(quant.QuantParamError, OpenAccelError)
 
@@ -220,7 +219,7 @@ def test_linear_q8_bit_exact(shape: tuple[int, ...], n: int, per_ch: bool, zin: 
     rng = np.random.default_rng(n)
     x = rng.integers(-128, 128, shape, dtype=np.int8)
     w = rng.integers(-127, 128, (n, shape[-1]), dtype=np.int8)
-    mult, shift, ws = qparams(rng, n, 0.02, 0.1, per_ch)
+    mult, shift, _ = qparams(rng, n, 0.02, 0.1, per_ch)
     bias = rng.integers(-5000, 5000, n).astype(np.int32)
     acc = (x.astype(np.int64) - zin) @ w.astype(np.int64).T + bias
     want = np_requant(acc, mult, shift, zout, -100, 120, axis=acc.ndim - 1)
