@@ -166,6 +166,12 @@ def test_oa_run_profile_lists_ops_and_instructions(mlp_files: tuple[Path, Path])
     assert sorted(e["index"] for e in per_ins) == [0, 1]  # every instruction once, slowest first
     assert per_ins[0]["ms"] >= per_ins[1]["ms"]
     assert abs(sum(e["percent"] for e in per_ins) - 100.0) < 0.1
+    # the kernel each instruction was prepared with: an optimized variant (its ISA), or "ref"
+    from openaccel.runtime.host import CPU_ISAS
+
+    assert all(e["kernel"] in CPU_ISAS for e in per_ins), per_ins
+    ref = Runner("host").run([str(oab), "--bench", "1", "--profile", "--json", "--reference"])
+    assert {e["kernel"] for e in ref.of("profile_instruction")} == {"ref"}
     runner = Runner("host")
     text = subprocess.run(runner.command([str(oab), "--bench", "3", "--profile"]), capture_output=True, text=True)
     assert text.returncode == 0 and "slowest instructions:" in text.stdout and "#0 " in text.stdout

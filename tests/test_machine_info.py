@@ -52,6 +52,8 @@ def test_kernel_isa_follows_the_device_queries() -> None:
     assert kernel_isa({"cpu.avx2": 1, "cpu.fma": 0}) == "portable C"  # the AVX2 kernels need FMA too
     assert kernel_isa({"cpu.neon": 1, "cpu.dotprod": 0}) == "neon"
     assert kernel_isa({"cpu.neon": 0}) == "portable C"
+    assert kernel_isa({"cpu.v": 1, "cpu.isas": 0x11}) == "rvv"
+    assert kernel_isa({"cpu.v": 1, "cpu.isas": 0x01}) == "portable C"  # an rv64gc build on a V CPU
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -78,4 +80,6 @@ def test_devices_on_an_emulated_board_say_so() -> None:
     assert r.returncode == 0, r.stderr
     (dev,) = json.loads(r.stdout)
     assert dev["cpu"]["emulated"] is True and dev["cpu"]["kernel_isa"] == "neon"
+    (rvv,) = json.loads(_cli("devices", "--target", "qemu-riscv64-v", "--json").stdout)
+    assert rvv["cpu"]["emulated"] is True and rvv["cpu"]["kernel_isa"] == "rvv", rvv["cpu"]
     assert dev["cpu"]["model"] == f"cortex-a72 emulated by qemu-aarch64 on {host_cpu().model}"

@@ -78,6 +78,60 @@ def test_exporter_reads_no_argument_by_position() -> None:
 ARGS_H = ROOT / "runtime_c/src/oab_args.h"
 GEN = ROOT / "runtime_c/tools/gen_schema_h.py"
 
+# A C read of a named argument by a literal position: `ints[6]`, `floats[0]`, `iarg(call, 6)` (and
+# the reference kernels' other index-taking helpers), or `p = call->ints;`, an alias whose later
+# `p[6]` no pattern sees. Indices built from OA_ARG_* names (`OA_ARG_SUM_DIMS + i`, a run's start
+# plus an offset a _Static_assert pins) pass. Every op's ints and floats are named in opset.py
+# (variadic tails too: dims*, pads*), so no op is exempt as an unnamed positional list.
+_C_POSITIONAL = re.compile(
+    r"\b(?:ints|floats)\s*\[\s*\d"
+    r"|\b(?:iarg|farg|check_arg|check_flag|check_dim)\s*\(\s*call\s*,\s*(?:x\s*,\s*)?\d"
+    r"|=\s*[\w.>-]*->(?:ints|floats)\s*;")
+_C_ARG_DIRS = ("runtime_c/src/cpu/kernels", "runtime_c/src/program")
+# Known positional reads outside the reference kernels, at most this many lines per file, left to
+# the worktrees that own those files (opt/: the optimized kernels; mbconv.h: the block split the
+# reference and optimized mbconv_nhwc share). The allowance only shrinks: a file absent here must
+# be clean, and a listed one may not gain a line.
+_C_POSITIONAL_DEBT = {
+    "runtime_c/src/cpu/kernels/mbconv.h": 3,
+    "runtime_c/src/cpu/kernels/opt/attention.inc": 1,
+    "runtime_c/src/cpu/kernels/opt/binary.inc": 1,
+    "runtime_c/src/cpu/kernels/opt/elementwise.inc": 3,
+    "runtime_c/src/cpu/kernels/opt/matmul.c": 1,
+    "runtime_c/src/cpu/kernels/opt/norm.inc": 1,
+    "runtime_c/src/cpu/kernels/opt/plan.h": 2,
+    "runtime_c/src/cpu/kernels/opt/winograd.c": 2,
+}
+
+
+def test_c_reads_no_argument_by_position() -> None:
+    """`call->ints[0] == 1` is keepdim only until opset.py puts an argument before it; by its
+    OA_ARG_* name (runtime_c/src/oab_args.h) the read follows, or a _Static_assert breaks the build"""
+    hits: dict[str, list[str]] = {}
+    for d in _C_ARG_DIRS:
+        for path in sorted((ROOT / d).rglob("*")):
+            if path.suffix not in (".c", ".h", ".inc"):
+                continue
+            rel = str(path.relative_to(ROOT))
+            for n, line in enumerate(path.read_text().splitlines(), 1):
+                if _C_POSITIONAL.search(line):
+                    hits.setdefault(rel, []).append(f"{rel}:{n}: {line.strip()}")
+    bad = [h for rel, lines in hits.items() if len(lines) > _C_POSITIONAL_DEBT.get(rel, 0) for h in lines]
+    assert not bad, "read the argument by its OA_ARG_<OP>_<NAME> index (runtime_c/src/oab_args.h):\n" + "\n".join(bad)
+    assert (ROOT / "runtime_c/src/cpu/kernels/ref").is_dir() and all(
+        (ROOT / rel).is_file() for rel in _C_POSITIONAL_DEBT), "a listed file moved: update _C_POSITIONAL_DEBT"
+
+
+def test_c_positional_pattern_catches_what_it_should() -> None:
+    for line in ("int keepdim = call->n_ints > 0 && call->ints[0] == 1;", "double lo = call->floats [1];",
+                 "return iarg(call, 6);", "if ((st = check_flag(call, 2, \"keepdim\", diag))) return st;",
+                 "check_dim(call, x, 0, \"dim\", &dim, diag)", "const int64_t *a = call->ints;"):
+        assert _C_POSITIONAL.search(line), line
+    for line in ("call->ints[OA_ARG_SUM_KEEPDIM] == 1", "call->ints[OA_ARG_SUM_DIMS + i]", "iarg(call, WIN_ARG(i))",
+                 "farg(call, OA_ARG_CONV2D_ACT_MIN)", "int64_t ints[MB_PARTS][9];", "m->ints[MB_DW]",
+                 "oa_check_present(call, 0, \"input 0 (self)\", diag)"):
+        assert not _C_POSITIONAL.search(line), line
+
 
 def test_args_header_is_up_to_date() -> None:
     r = subprocess.run([sys.executable, str(GEN), "--args", str(ROOT / "sdk/openaccel/opset.py"), str(ARGS_H),

@@ -87,7 +87,8 @@ static int parse_int(const char *s, int *out) {
 /* "avx2,portable" -> the OA_CPU_ISA_* bits to disable (all others); 1 on an unknown name */
 static int parse_isas(const char *list, uint32_t *out_disable) {
   static const struct { const char *name; uint32_t bit; } names[] = {
-      {"portable", OA_CPU_ISA_PORTABLE}, {"avx2", OA_CPU_ISA_AVX2}, {"neon", OA_CPU_ISA_NEON}};
+      {"portable", OA_CPU_ISA_PORTABLE}, {"avx2", OA_CPU_ISA_AVX2}, {"neon", OA_CPU_ISA_NEON},
+      {"avx512", OA_CPU_ISA_AVX512}, {"rvv", OA_CPU_ISA_RVV}};
   uint32_t keep = 0;
   for (const char *p = list; *p;) {
     size_t n = strcspn(p, ",");
@@ -321,10 +322,12 @@ static void print_slowest_instructions(oa_method_t *m, int runs, uint64_t all) {
     double ms = (double)g_profile[i] / 1e6 / runs;
     double pct = all ? 100.0 * (double)g_profile[i] / (double)all : 0.0;
     if (g_json) {
-      printf("{\"event\": \"profile_instruction\", \"index\": %u, \"op\": \"%s\", \"ms\": %.6f, "
-             "\"percent\": %.2f}\n", i, oa_method_instruction_op(m, i), ms, pct);
+      printf("{\"event\": \"profile_instruction\", \"index\": %u, \"op\": \"%s\", \"kernel\": \"%s\", "
+             "\"ms\": %.6f, \"percent\": %.2f}\n", i, oa_method_instruction_op(m, i),
+             oa_method_instruction_kernel(m, i), ms, pct);
     } else {
-      printf("    #%-5u %-22s %9.3f ms  %5.1f%%\n", i, oa_method_instruction_op(m, i), ms, pct);
+      printf("    #%-5u %-22s %-8s %9.3f ms  %5.1f%%\n", i, oa_method_instruction_op(m, i),
+             oa_method_instruction_kernel(m, i), ms, pct);
     }
   }
   free(order);

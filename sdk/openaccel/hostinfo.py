@@ -73,7 +73,8 @@ def host_cpu() -> CpuInfo:
 # the change that adds the kernels, so reports say "avx512" / "rvv" only once those kernels run.
 AVX512_FEATURES = ("avx512f", "avx512bw", "avx512dq", "avx512vl")
 AVX512_KERNELS = False
-RVV_KERNELS = False
+RVV_KERNELS = True
+CPU_ISA_RVV = 1 << 4  # OA_CPU_ISA_RVV (openaccel/cpu.h): in "cpu.isas" when the build has the RVV kernels
 
 
 def kernel_isa(queries: Mapping[str, int]) -> str:
@@ -82,7 +83,8 @@ def kernel_isa(queries: Mapping[str, int]) -> str:
     q = {k.removeprefix("cpu."): v for k, v in queries.items()}
     if AVX512_KERNELS and all(q.get(f) for f in AVX512_FEATURES):
         return "avx512"
-    if RVV_KERNELS and q.get("v"):
+    # a baseline rv64gc build (no RVV kernels) on a CPU with V: its "cpu.isas" lacks the RVV bit
+    if RVV_KERNELS and q.get("v") and q.get("isas", CPU_ISA_RVV) & CPU_ISA_RVV:
         return "rvv"
     if q.get("avx2") and q.get("fma"):
         return "avx2+fma"

@@ -1,5 +1,6 @@
 """The optimized GEMM-family CPU kernels (runtime_c/src/cpu/kernels/opt/: matmul.c, conv.c,
-winograd.c, mbconv.c, shape.c, on the ISA back-ends arch/x86/avx2, arch/arm/neon, arch/portable)
+winograd.c, mbconv.c, shape.c, on the ISA back-ends arch/x86/avx2, arch/arm/neon, arch/riscv/rvv,
+arch/portable)
 against the reference kernels.
 
 Programs are built by hand (one instruction per case, many cases per program) so every argument
@@ -9,6 +10,7 @@ program runs with reference kernels only and with the optimized ones:
     between thread counts (work is split by outputs, never along K); and forced to each ISA the
     host has (HostSession(isas=[...]), the CPU device option disable_isas), portable C included;
   - under qemu-aarch64 (NEON 8x8), qemu-armv7 (NEON 4x8) and qemu-riscv64 (portable C tiles), and
+    qemu-riscv64-v (RVV 7x16, forced with --isa rvv, at VLEN 128, 256 and 512: bit-identical), and
     natively with the x86_64-linux target (a baseline -march=x86-64 static build that picks the
     AVX2 kernels at run time), with `oa_run` and `oa_run --reference`.
 The reference output is also checked against PyTorch (sanity of the case itself).
@@ -47,6 +49,7 @@ from openaccel.exporter.memory_plan import plan_memory
 from openaccel.exporter.serialize import serialize
 from openaccel.ir import Graph, Instr, Value
 from openaccel.runtime.host import CPU_ISAS, CpuDevice, HostSession
+from openaccel.targets import get_target
 
 from helpers import CACHE, QEMU_TARGETS, runner
 
@@ -548,6 +551,30 @@ def test_targets(family: str, target: str) -> None:
             assert np.array_equal(a, b, equal_nan=True), f"output {i}: 2 threads differ from 1 thread on {target}"
         # the portable C kernels on an Arm board, forced with oa_run --isa
         check_family(family, run_oa(target, buf, arrays, "--isa", "portable"), ref, f"{target}, portable only")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_rvv_every_vlen(family: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """the RVV kernels (forced with oa_run --isa rvv: a declined call falls back to the reference,
+    which check_family catches) under qemu-riscv64-v at VLEN 128 against the reference kernels,
+    and bit-identical at VLEN 256 and 512 (every kernel's vl is fixed or per-channel, so the sums
+    do not depend on the vector length), and with 2 threads"""
+    if not get_target("qemu-riscv64-v").ready:
+        pytest.skip("qemu-riscv64-v: toolchain or emulator missing")
+    buf, _, feeds = program(family)
+    arrays = [t.numpy() for t in feeds]
+    ref = run_oa("qemu-riscv64-v", buf, arrays, "--reference")
+    runs = {}
+    for vlen in (128, 256, 512):
+        monkeypatch.setenv("OA_RVV_VLEN", str(vlen))
+        runs[vlen] = run_oa("qemu-riscv64-v", buf, arrays, "--isa", "rvv")
+    check_family(family, runs[128], ref, "qemu-riscv64-v, rvv, VLEN 128")
+    runs[0] = run_oa("qemu-riscv64-v", buf, arrays, "--isa", "rvv", "--threads", "2")
+    for vlen in (256, 512, 0):
+        for i, (a, b) in enumerate(zip(runs[128], runs[vlen])):
+            what = f"VLEN {vlen}" if vlen else "VLEN 512, 2 threads"
+            assert np.array_equal(a, b, equal_nan=True), f"{family} output {i}: {what} differs from VLEN 128"
 
 
 def test_oa_run_isa_flag() -> None:

@@ -1,4 +1,4 @@
-"""The SIMD kernels (AVX2+FMA, NEON, portable C; runtime_c/src/cpu/kernels/opt/simd_kernels.inc)
+"""The SIMD kernels (AVX2+FMA, NEON, RVV, portable C; runtime_c/src/cpu/kernels/opt/simd_kernels.inc)
 against the reference kernels and PyTorch.
 
 1. runtime_c/tests/kernels/simd_check.c, built against each target's runtime and run on the host,
@@ -7,7 +7,8 @@ against the reference kernels and PyTorch.
    disable_isas does) against the reference kernel on many shapes (sizes 1, 7, 8, 9, 1000, ..., broadcast
    patterns, pooling strides / padding / dilation / ceil_mode, causal / masked / GQA attention,
    NaN / inf / -0 inputs), bitwise equality with 3 threads and in place, never using a disabled
-   ISA, and ulp sweeps of the vector exp / sigmoid / tanh / silu / erf / gelu.
+   ISA, and ulp sweeps of the vector exp / sigmoid / tanh / silu / erf / gelu; under
+   qemu-riscv64-v (RVV) at VLEN 128, 256 and 512 with the same report at each.
 2. One-op programs against PyTorch eager at the op tests' tolerances (atol 1e-6 / rtol 2e-6 for
    the transcendental functions), on the host (AVX2 variants) and, through the bundled test
    vectors, on every emulated board (NEON on aarch64 / armv7, portable C on riscv64).
@@ -52,9 +53,11 @@ def _check_binary(target: str) -> tuple[list[str], Path]:
     out = CACHE / "simd_check" / f"simd_check-{target}-{build.directory.name}"
     if not out.exists():
         out.parent.mkdir(parents=True, exist_ok=True)
-        cc = t.compiler
+        cc = [t.compiler]
+        if t.compiler == "clang" and t.triple:  # as the toolchain file (riscv64-linux-gnu-clang-rvv.cmake) calls it
+            cc += [f"--target={t.triple}", "--gcc-toolchain=/usr"]
         inc = build.include_dir
-        cmd = [cc, "-std=c11", *t.c_flags.split(), "-Wall", "-Wextra", "-pedantic", "-Wshadow", "-Werror",
+        cmd = [*cc, "-std=c11", *t.c_flags.split(), "-Wall", "-Wextra", "-pedantic", "-Wshadow", "-Werror",
                f"-I{inc}", f"-I{inc.parent / 'src' / 'cpu'}", str(CHECK_SRC), str(build.static_lib), "-lm", "-lpthread",
                "-o", str(out)]
         if t.static:
@@ -88,10 +91,36 @@ def test_kernels_against_reference(target: str) -> None:
         assert "neon" in variants, f"{target}: no NEON variant was checked ({variants})"
     if "avx2=1 fma=1" in r.stdout and arch in ("native", "x86_64"):
         assert "avx2" in variants, f"{target}: no AVX2 variant was checked ({variants})"
+    if "v" in get_target(target).cpu_features:
+        assert "rvv" in variants, f"{target}: no RVV variant was checked ({variants})"
     assert "portable" in variants, f"{target}: no portable variant was checked ({variants})"
     # every checked variant ran (accepted) some cases
     for k in kernels:
         assert int(k[6]) > 0 or (k[1] == "div" and arch == "arm"), f"{target}: {' '.join(k)}"
+
+
+def test_rvv_kernels_every_vlen(monkeypatch: pytest.MonkeyPatch) -> None:
+    """simd_check under qemu-riscv64-v at VLEN 128, 256 and 512: every SIMD-family op has an "rvv"
+    variant that accepted cases and passed, and the report (per-kernel max errors, ulp sweeps) is
+    the same at the three lengths: the RVV backend's vl is 8 at every VLEN, so the results are
+    bit-identical"""
+    if not _ready("qemu-riscv64-v"):
+        pytest.skip("qemu-riscv64-v: toolchain or emulator missing")
+    reports = {}
+    for vlen in (128, 256, 512):
+        monkeypatch.setenv("OA_RVV_VLEN", str(vlen))
+        cmd, _ = _check_binary("qemu-riscv64-v")
+        assert f"vlen={vlen}" in " ".join(cmd)
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+        fails = "\n".join(line for line in r.stdout.splitlines() if line.startswith("FAIL"))
+        assert r.returncode == 0 and "OK: 0 failure(s)" in r.stdout, f"VLEN {vlen}:\n{fails}\n{r.stderr[-2000:]}"
+        reports[vlen] = [line for line in r.stdout.splitlines() if line.startswith(("kernel ", "sweep "))]
+    rvv = [line.split() for line in reports[128] if line.startswith("kernel ") and line.split()[2] == "rvv"]
+    ops = {k[1] for k in rvv}
+    assert {"relu", "exp", "gelu", "add", "softmax", "layer_norm", "max_pool2d", "sdpa"} <= ops, ops
+    assert all(int(k[6]) > 0 for k in rvv), rvv
+    for vlen in (256, 512):
+        assert reports[vlen] == reports[128], f"VLEN {vlen}: the kernel report differs from VLEN 128"
 
 
 # ---- 2. against PyTorch ---------------------------------------------------------------------------

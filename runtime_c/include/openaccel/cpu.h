@@ -56,11 +56,12 @@ typedef struct oa_cpu_options {
 
 /* Instruction sets of the optimized CPU kernels (bits of oa_cpu_options_t.disable_isas and of the
  * device query ("cpu", "isas"): the ones its kernels may use). Each optimized kernel picks the
- * best one it has among those, in the order AVX2, NEON, portable C. */
+ * best one it has among those, in the order AVX-512, AVX2, NEON, RVV, portable C. */
 #define OA_CPU_ISA_PORTABLE (1u << 0) /* portable C11 (blocked GEMM, one-lane SIMD code) */
 #define OA_CPU_ISA_AVX2 (1u << 1)     /* x86-64 AVX2 + FMA */
 #define OA_CPU_ISA_NEON (1u << 2)     /* Arm Advanced SIMD (aarch64, armv7 with NEON) */
-/* (1u << 3) and (1u << 4) are kept for AVX-512 and RVV */
+#define OA_CPU_ISA_AVX512 (1u << 3)   /* x86-64 AVX-512 F/BW/DQ/VL (with the OS saving ZMM state) */
+#define OA_CPU_ISA_RVV (1u << 4)      /* RISC-V vector extension 1.0 ("v") */
 #define OA_CPU_ISA_ALL 0xffffffffu
 
 /* The CPU device object. Its storage belongs to the caller (static, stack or heap). Treat the
@@ -88,6 +89,10 @@ typedef struct oa_cpu_device {
  * an allocator without alloc or free; OA_ERR_OUT_OF_MEMORY when the pool cannot be allocated. */
 oa_status_t oa_cpu_device_init(oa_cpu_device_t *storage, const oa_cpu_options_t *options,
                                oa_device_t **out_device);
+
+/* The variant of the kernel a CPU device's plan runs ("ref", "portable", "avx2", "neon", "avx512",
+ * "rvv"); "" for NULL or a plan the CPU device did not prepare. */
+const char *oa_cpu_plan_kernel(const oa_op_plan_t *plan);
 
 /* Stop the CPU device's worker threads (if any). Safe to call twice. */
 void oa_cpu_device_deinit(oa_cpu_device_t *storage);

@@ -58,6 +58,11 @@ void oa_method_set_profile(oa_method_t *method, uint64_t *ns_per_instruction);
 /* Op name and source line of instruction `index` (for profiles and messages); "" when unknown. */
 const char *oa_method_instruction_op(const oa_method_t *method, uint32_t index);
 
+/* The kernel instruction `index` was prepared with on the CPU device: "ref" (the reference
+ * kernel) or the ISA of the optimized kernel ("portable", "avx2", "neon", "avx512", "rvv"); ""
+ * for transfers, other devices and unknown indices. */
+const char *oa_method_instruction_kernel(const oa_method_t *method, uint32_t index);
+
 /* Release what prepare obtained from devices (non-CPU pools, streams). The caller's memory is
  * untouched; call before freeing it. Safe on NULL. */
 void oa_method_release(oa_method_t *method);

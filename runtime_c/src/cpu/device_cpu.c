@@ -332,6 +332,11 @@ static oa_status_t cpu_execute_op(oa_device_t *dev, oa_stream_t *stream, const o
   return st;
 }
 
+const char *oa_cpu_plan_kernel(const oa_op_plan_t *plan) {
+  const oa_kernel_t *k = plan ? (const oa_kernel_t *)plan->kernel : NULL;
+  return k && k->variant ? k->variant : "";
+}
+
 static const oa_device_vtable_t cpu_vtable = {
     .abi_version = OA_DEVICE_ABI_VERSION,
     .struct_size = sizeof(oa_device_vtable_t),

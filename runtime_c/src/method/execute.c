@@ -75,6 +75,14 @@ const char *oa_method_instruction_op(const oa_method_t *method, uint32_t index) 
   return method->instrs[index].call.op;
 }
 
+const char *oa_method_instruction_kernel(const oa_method_t *method, uint32_t index) {
+  if (!method || index >= method->n_instrs) return "";
+  const oa_instr_t *in = &method->instrs[index];
+  if (in->kind == OAB_INSTRUCTION_KIND_TRANSFER || in->slot >= OA_MAX_DEVICE_SLOTS || !method->slot_is_cpu[in->slot])
+    return "";
+  return oa_cpu_plan_kernel(&in->plan);
+}
+
 uint32_t oa_method_input_count(const oa_method_t *method) { return method ? method->n_inputs : 0; }
 uint32_t oa_method_output_count(const oa_method_t *method) { return method ? method->n_outputs : 0; }
 uint32_t oa_method_instruction_count(const oa_method_t *method) { return method ? method->n_instrs : 0; }

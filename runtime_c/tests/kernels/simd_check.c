@@ -185,7 +185,8 @@ static const oa_kernel_t *find_kernel(const char *op, const char *variant) {
 static const struct {
   const char *name;
   uint32_t bit;
-} k_isas[] = {{"avx2", OA_CPU_ISA_AVX2}, {"neon", OA_CPU_ISA_NEON}, {"portable", OA_CPU_ISA_PORTABLE}};
+} k_isas[] = {{"avx512", OA_CPU_ISA_AVX512}, {"avx2", OA_CPU_ISA_AVX2}, {"neon", OA_CPU_ISA_NEON},
+                {"rvv", OA_CPU_ISA_RVV}, {"portable", OA_CPU_ISA_PORTABLE}};
 
 static int has_variant(const char *op, uint32_t isa) {
   /* portable C is not faster than the reference kernel for these (opt/<family>.c) */

@@ -122,7 +122,8 @@ static const oa_device_factory_t isa_cpu_factory = {OA_DEVICE_ABI_VERSION, "cpu"
 /* "avx2,portable" -> the OA_CPU_ISA_* bits to disable (all others); 1 on an unknown name */
 static int parse_isas(const char *list, uint32_t *out_disable) {
   static const struct { const char *name; uint32_t bit; } names[] = {
-      {"portable", OA_CPU_ISA_PORTABLE}, {"avx2", OA_CPU_ISA_AVX2}, {"neon", OA_CPU_ISA_NEON}};
+      {"portable", OA_CPU_ISA_PORTABLE}, {"avx2", OA_CPU_ISA_AVX2}, {"neon", OA_CPU_ISA_NEON},
+      {"avx512", OA_CPU_ISA_AVX512}, {"rvv", OA_CPU_ISA_RVV}};
   uint32_t keep = 0;
   for (const char *p = list; *p;) {
     size_t n = strcspn(p, ",");

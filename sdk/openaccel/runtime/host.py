@@ -53,7 +53,7 @@ class CpuOptions(C.Structure):
 
 
 # OA_CPU_ISA_* of openaccel/cpu.h: the instruction sets of the optimized CPU kernels
-CPU_ISAS = {"portable": 1 << 0, "avx2": 1 << 1, "neon": 1 << 2}
+CPU_ISAS = {"portable": 1 << 0, "avx2": 1 << 1, "neon": 1 << 2, "avx512": 1 << 3, "rvv": 1 << 4}
 
 
 def disable_isas_mask(isas: Sequence[str] | None) -> int:

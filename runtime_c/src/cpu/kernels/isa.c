@@ -11,6 +11,12 @@ uint32_t oa_isa_built(void) {
 #if defined(OA_BUILT_NEON)
   b |= OA_CPU_ISA_NEON;
 #endif
+#if defined(OA_BUILT_AVX512)
+  b |= OA_CPU_ISA_AVX512;
+#endif
+#if defined(OA_BUILT_RVV)
+  b |= OA_CPU_ISA_RVV;
+#endif
   return b;
 }
 
@@ -19,6 +25,8 @@ uint32_t oa_isa_detected(const oa_cpu_features_t *f) {
   if (!f) return d;
   if (f->avx2 && f->fma) d |= OA_CPU_ISA_AVX2;
   if (f->neon) d |= OA_CPU_ISA_NEON;
+  if (f->avx512f && f->avx512bw && f->avx512dq && f->avx512vl && f->fma) d |= OA_CPU_ISA_AVX512;
+  if (f->rvv) d |= OA_CPU_ISA_RVV;
   return d;
 }
 
@@ -27,6 +35,8 @@ const char *oa_isa_name(int32_t id) {
     case OA_ISA_PORTABLE: return "portable";
     case OA_ISA_AVX2: return "avx2";
     case OA_ISA_NEON: return "neon";
+    case OA_ISA_AVX512: return "avx512";
+    case OA_ISA_RVV: return "rvv";
     default: return NULL;
   }
 }

@@ -18,11 +18,11 @@
 
 #include "kernel.h"
 
-enum { OA_ISA_PORTABLE = 0, OA_ISA_AVX2 = 1, OA_ISA_NEON = 2, OA_ISA_COUNT = 3 };
+enum { OA_ISA_PORTABLE = 0, OA_ISA_AVX2 = 1, OA_ISA_NEON = 2, OA_ISA_AVX512 = 3, OA_ISA_RVV = 4, OA_ISA_COUNT = 5 };
 #define OA_ISA_BIT(id) (1u << (id))
 
-/* best first; room for AVX-512 before AVX2 and RVV before portable */
-#define OA_ISA_PRIORITY {OA_ISA_AVX2, OA_ISA_NEON, OA_ISA_PORTABLE}
+/* best first */
+#define OA_ISA_PRIORITY {OA_ISA_AVX512, OA_ISA_AVX2, OA_ISA_NEON, OA_ISA_RVV, OA_ISA_PORTABLE}
 
 /* this build has the ISA's kernels: x86-64 builds with the AVX2 back-end (OA_SIMD_AVX2, the
  * default), NEON builds (aarch64, armv7 with -mfpu=neon*); the portable ones everywhere */
@@ -31,6 +31,18 @@ enum { OA_ISA_PORTABLE = 0, OA_ISA_AVX2 = 1, OA_ISA_NEON = 2, OA_ISA_COUNT = 3 }
 #define OA_IF_AVX2(x) x
 #else
 #define OA_IF_AVX2(x) NULL
+#endif
+#if defined(__x86_64__) && defined(OA_HAVE_AVX512)
+#define OA_BUILT_AVX512 1
+#define OA_IF_AVX512(x) x
+#else
+#define OA_IF_AVX512(x) NULL
+#endif
+#if defined(__riscv) && defined(OA_HAVE_RVV)
+#define OA_BUILT_RVV 1
+#define OA_IF_RVV(x) x
+#else
+#define OA_IF_RVV(x) NULL
 #endif
 #if defined(__ARM_NEON)
 #define OA_BUILT_NEON 1
@@ -42,7 +54,7 @@ enum { OA_ISA_PORTABLE = 0, OA_ISA_AVX2 = 1, OA_ISA_NEON = 2, OA_ISA_COUNT = 3 }
 /* OA_CPU_ISA_* bits of the ISAs this build has / this CPU can run (built or not). */
 uint32_t oa_isa_built(void);
 uint32_t oa_isa_detected(const oa_cpu_features_t *features);
-/* "portable", "avx2", "neon"; NULL for an unknown id */
+/* "portable", "avx2", "neon", "avx512", "rvv"; NULL for an unknown id */
 const char *oa_isa_name(int32_t id);
 
 /* Prepare for one ISA id (the GEMM-family kernels share one prepare and one run for every ISA). */
@@ -78,6 +90,8 @@ static inline oa_status_t oa_isa_run(const oa_op_call_t *call, const oa_op_plan_
       {#op, "portable", dtypes, oa_opt_##op##_prepare, oa_opt_##op##_run},                                     \
       {#op, "avx2", dtypes, oa_opt_##op##_prepare, OA_IF_AVX2(oa_opt_##op##_run)},                             \
       {#op, "neon", dtypes, oa_opt_##op##_prepare, OA_IF_NEON(oa_opt_##op##_run)},                             \
+      {#op, "avx512", dtypes, oa_opt_##op##_prepare, OA_IF_AVX512(oa_opt_##op##_run)},                         \
+      {#op, "rvv", dtypes, oa_opt_##op##_prepare, OA_IF_RVV(oa_opt_##op##_run)},                               \
   };                                                                                                           \
   oa_status_t oa_opt_##op##_prepare(const oa_op_call_t *call, const oa_kernel_env_t *env, oa_op_plan_t *plan,  \
                                     oa_diag_t *diag) {                                                         \
@@ -97,10 +111,15 @@ static inline oa_status_t oa_isa_run(const oa_op_call_t *call, const oa_op_plan_
   OA_SIMD_DECL_(portable, op)                                                                                  \
   OA_SIMD_DECL_(avx2, op)                                                                                      \
   OA_SIMD_DECL_(neon, op)                                                                                      \
+  OA_SIMD_DECL_(avx512, op)                                                                                    \
+  OA_SIMD_DECL_(rvv, op)                                                                                       \
   static const oa_kernel_t op##_variants[OA_ISA_COUNT] = {                                                     \
       {#op, "portable", OA_DT_F32, PORTABLE(oa_simd_portable_##op##_prepare), PORTABLE(oa_simd_portable_##op##_run)}, \
       {#op, "avx2", OA_DT_F32, OA_IF_AVX2(oa_simd_avx2_##op##_prepare), OA_IF_AVX2(oa_simd_avx2_##op##_run)},  \
       {#op, "neon", OA_DT_F32, OA_IF_NEON(oa_simd_neon_##op##_prepare), OA_IF_NEON(oa_simd_neon_##op##_run)},  \
+      {#op, "avx512", OA_DT_F32, OA_IF_AVX512(oa_simd_avx512_##op##_prepare),                                   \
+       OA_IF_AVX512(oa_simd_avx512_##op##_run)},                                                               \
+      {#op, "rvv", OA_DT_F32, OA_IF_RVV(oa_simd_rvv_##op##_prepare), OA_IF_RVV(oa_simd_rvv_##op##_run)},        \
   };                                                                                                           \
   oa_status_t oa_opt_##op##_prepare(const oa_op_call_t *call, const oa_kernel_env_t *env, oa_op_plan_t *plan,  \
                                     oa_diag_t *diag) {                                                         \

@@ -454,6 +454,9 @@ extern const oa_opt_isa_t oa_avx2_isa;
 #if defined(OA_BUILT_NEON)
 extern const oa_opt_isa_t oa_neon_isa;
 #endif
+#if defined(OA_BUILT_RVV)
+extern const oa_opt_isa_t oa_rvv_isa;
+#endif
 
 const oa_opt_isa_t *oa_opt_isa(int32_t id) {
   switch (id) {
@@ -463,6 +466,9 @@ const oa_opt_isa_t *oa_opt_isa(int32_t id) {
 #endif
 #if defined(OA_BUILT_NEON)
     case OA_ISA_NEON: return &oa_neon_isa;
+#endif
+#if defined(OA_BUILT_RVV)
+    case OA_ISA_RVV: return &oa_rvv_isa;
 #endif
     default: return NULL;
   }

@@ -12,6 +12,8 @@
  *   arch/x86/avx2/     6x16 AVX2+FMA micro-kernel, GEMV, depthwise, Winograd transforms (compiled
  *                      with -mavx2 -mfma, only ever called when env->isas has OA_CPU_ISA_AVX2)
  *   arch/arm/neon/     8x8 (aarch64) / 4x8 (armv7) NEON micro-kernels, GEMV, depthwise, Winograd
+ *   arch/riscv/rvv/    7x16 RVV 1.0 micro-kernel (LMUL 4, vl 16 at every VLEN), GEMV, packing,
+ *                      depthwise (rv64gcv builds with OA_HAVE_RVV; Winograd: the portable transforms)
  *
  * GEMM convention: C[M, N] = A[M, K] * B[K, N]. A is read in place (row-major, stride lda; the
  * constant side for convs: their weights are never copied at run time). B is packed at run time

@@ -54,6 +54,11 @@ static const oa_wino_isa_t *wino_isa(int32_t id) {
 #if defined(OA_BUILT_NEON)
     case OA_ISA_NEON: return &oa_wino_neon_isa;
 #endif
+#if defined(OA_BUILT_RVV)
+    /* the RVV GEMM with the portable transforms (the transforms keep VW vectors in arrays, which
+     * RVV's sizeless types cannot be) */
+    case OA_ISA_RVV: return &oa_wino_portable_isa;
+#endif
     default: return NULL;
   }
 }

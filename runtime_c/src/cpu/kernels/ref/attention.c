@@ -63,15 +63,15 @@ oa_status_t oa_ref_sdpa_prepare(const oa_op_call_t *call, const oa_kernel_env_t 
   }
   const oa_tensor_t *q = call->inputs[0], *k = call->inputs[1], *v = call->inputs[2], *out = call->outputs[0];
   const oa_tensor_t *mask = call->n_inputs > 3 ? call->inputs[3] : NULL;
-  int64_t causal = call->n_ints > 0 ? call->ints[0] : 0;
-  int64_t groups = call->n_ints > 1 ? call->ints[1] : 1;
+  int64_t causal = call->n_ints > OA_ARG_SDPA_IS_CAUSAL ? call->ints[OA_ARG_SDPA_IS_CAUSAL] : 0;
+  int64_t groups = call->n_ints > OA_ARG_SDPA_GQA_GROUPS ? call->ints[OA_ARG_SDPA_GQA_GROUPS] : 1;
   if (causal != 0 && causal != 1)
     return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "argument is_causal = %lld (expected 0 or 1)", (long long)causal);
   if (groups < 1 || groups > 4096)
     return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "argument gqa_groups = %lld (expected 1 to 4096)", (long long)groups);
   if (groups > 1 && q->ndim < 3)
     return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "gqa_groups > 1 needs a head dim (query has %d dims)", q->ndim);
-  if (call->n_floats > 0 && !isfinite(call->floats[0]))
+  if (call->n_floats > OA_ARG_SDPA_SCALE && !isfinite(call->floats[OA_ARG_SDPA_SCALE]))
     return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "argument scale is not finite");
   int64_t L = q->shape[q->ndim - 2], E = q->shape[q->ndim - 1];
   int64_t S = k->shape[k->ndim - 2], Ev = v->shape[v->ndim - 1];
@@ -145,7 +145,8 @@ oa_status_t oa_ref_sdpa_run(const oa_op_call_t *call, const oa_op_plan_t *plan, 
   int64_t L = plan->params[P_L], S = plan->params[P_S], E = plan->params[P_E], Ev = plan->params[P_EV];
   int64_t batch = plan->params[P_BATCH], groups = plan->params[P_GROUPS];
   int causal = (int)plan->params[P_CAUSAL];
-  double scale = call->n_floats > 0 ? call->floats[0] : 1.0 / sqrt((double)(E ? E : 1));
+  double scale =
+      call->n_floats > OA_ARG_SDPA_SCALE ? call->floats[OA_ARG_SDPA_SCALE] : 1.0 / sqrt((double)(E ? E : 1));
   double *p = (double *)scratch;
   /* mask strides for its last two dims (broadcast when size 1) */
   int64_t m_rows = mt ? (mt->ndim >= 2 ? mt->shape[mt->ndim - 2] : 1) : 0;

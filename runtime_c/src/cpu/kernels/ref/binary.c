@@ -27,6 +27,9 @@ enum bin_op {
 /* plan->params layout */
 enum { P_MODE, P_ALPHA_I };
 
+/* add and sub share the alpha code, which reads it by add's name */
+_Static_assert(OA_ARG_SUB_ALPHA == OA_ARG_ADD_ALPHA, "sub's alpha no longer sits where add's does in opset.py");
+
 typedef struct bin_args {
   int64_t ialpha;
   float falpha;
@@ -349,7 +352,7 @@ static oa_status_t bin_prepare(const oa_op_call_t *call, int op, uint64_t allowe
 
   int64_t mode = 0;
   if (op == B_DIV) {
-    mode = call->n_ints > 0 ? call->ints[0] : 0;
+    mode = call->n_ints > OA_ARG_DIV_ROUNDING_MODE ? call->ints[OA_ARG_DIV_ROUNDING_MODE] : 0;
     if (mode < 0 || mode > 2)
       return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM,
                           "argument rounding_mode = %lld: expected 0 (true), 1 (trunc) or 2 (floor)", (long long)mode);
@@ -360,7 +363,7 @@ static oa_status_t bin_prepare(const oa_op_call_t *call, int op, uint64_t allowe
   }
   plan->params[P_MODE] = mode;
   if (op == B_ADD || op == B_SUB) {
-    const double alpha = call->n_floats > 0 ? call->floats[0] : 1.0;
+    const double alpha = call->n_floats > OA_ARG_ADD_ALPHA ? call->floats[OA_ARG_ADD_ALPHA] : 1.0;
     if (self->dtype != OA_DTYPE_FLOAT32) {
       if (alpha != floor(alpha) || !(fabs(alpha) < 9223372036854775808.0))
         return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "argument alpha = %g: expected an integer for %s inputs",
@@ -383,7 +386,7 @@ static oa_status_t bin_run(const oa_op_call_t *call, int op, const oa_op_plan_t 
   if (out->numel == 0) return OA_OK;
   bin_args_t P;
   P.ialpha = plan->params[P_ALPHA_I];
-  P.falpha = (float)(call->n_floats > 0 ? call->floats[0] : 1.0);
+  P.falpha = (float)(call->n_floats > OA_ARG_ADD_ALPHA ? call->floats[OA_ARG_ADD_ALPHA] : 1.0);
   row_fn fn = pick_row(op, self->dtype, plan->params[P_MODE]);
   if (!fn) return oa_diag_fail(diag, OA_ERR_INTERNAL, "no row function (prepare was skipped)");
 

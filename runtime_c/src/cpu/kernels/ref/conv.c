@@ -31,7 +31,30 @@ enum {
  * [C, O/g, kH, kW] weight, conv2d_nhwc's NHWC input and [kH, kW, C/g, O] weight. */
 typedef enum { LAYOUT_NCHW, LAYOUT_TRANSPOSED, LAYOUT_NHWC } conv_layout_t;
 
+/* ints[i] / floats[i], or 0 when the instruction stops before it; i is an OA_ARG_* index */
 static int64_t iarg(const oa_op_call_t *call, uint32_t i) { return i < call->n_ints ? call->ints[i] : 0; }
+static double farg(const oa_op_call_t *call, uint32_t i) { return i < call->n_floats ? call->floats[i] : 0.0; }
+
+/* conv_common reads the three ops' shared leading ints (stride, padding, dilation, groups) by
+ * conv2d's names, conv2d_check the act and act_min / act_max of conv2d and conv2d_nhwc: the
+ * layouts in opset.py must agree. */
+#define CONV_SAME_LEAD(OP)                                                                                        \
+  (OA_ARG_##OP##_STRIDE_H == OA_ARG_CONV2D_STRIDE_H && OA_ARG_##OP##_STRIDE_W == OA_ARG_CONV2D_STRIDE_W &&        \
+   OA_ARG_##OP##_PAD_H == OA_ARG_CONV2D_PAD_H && OA_ARG_##OP##_PAD_W == OA_ARG_CONV2D_PAD_W &&                    \
+   OA_ARG_##OP##_DILATION_H == OA_ARG_CONV2D_DILATION_H && OA_ARG_##OP##_DILATION_W == OA_ARG_CONV2D_DILATION_W && \
+   OA_ARG_##OP##_GROUPS == OA_ARG_CONV2D_GROUPS)
+_Static_assert(CONV_SAME_LEAD(CONV2D_NHWC) && CONV_SAME_LEAD(CONV_TRANSPOSE2D),
+               "conv2d_nhwc / conv_transpose2d no longer share conv2d's stride, padding, dilation, groups layout");
+_Static_assert(OA_ARG_CONV2D_NHWC_ACT == OA_ARG_CONV2D_ACT && OA_ARG_CONV2D_NHWC_ACT_MIN == OA_ARG_CONV2D_ACT_MIN &&
+                   OA_ARG_CONV2D_NHWC_ACT_MAX == OA_ARG_CONV2D_ACT_MAX,
+               "conv2d_nhwc no longer shares conv2d's act, act_min, act_max layout");
+/* the stride .. dilation arguments as one run, in the order of conv_common's names[] */
+_Static_assert(OA_ARG_CONV2D_STRIDE_W == OA_ARG_CONV2D_STRIDE_H + 1 &&
+                   OA_ARG_CONV2D_PAD_H == OA_ARG_CONV2D_STRIDE_H + 2 &&
+                   OA_ARG_CONV2D_PAD_W == OA_ARG_CONV2D_STRIDE_H + 3 &&
+                   OA_ARG_CONV2D_DILATION_H == OA_ARG_CONV2D_STRIDE_H + 4 &&
+                   OA_ARG_CONV2D_DILATION_W == OA_ARG_CONV2D_STRIDE_H + 5,
+               "conv2d: stride, padding, dilation are no longer one run of ints in opset.py");
 
 static oa_status_t check_arg(const oa_op_call_t *call, uint32_t i, const char *name, int64_t lo, int64_t hi,
                              oa_diag_t *diag) {
@@ -64,13 +87,13 @@ static oa_status_t conv_common(const oa_op_call_t *call, oa_op_plan_t *plan, uin
   if ((st = oa_check_same_dtype(call, w, x, "input 1 (weight)", diag))) return st;
   if ((st = oa_check_same_dtype(call, out, x, "output 0", diag))) return st;
   /* conv2d_nhwc with block > 0: weights pre-packed in panels [ceil(O / block), kH, kW, C, block] */
-  const int64_t block = layout == LAYOUT_NHWC ? iarg(call, 8) : 0;
+  const int64_t block = layout == LAYOUT_NHWC ? iarg(call, OA_ARG_CONV2D_NHWC_BLOCK) : 0;
   if (block < 0 || block > CONV_MAX_BLOCK)
     return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "argument block = %lld is out of range (expected 0 to %lld)",
                         (long long)block, (long long)CONV_MAX_BLOCK);
   /* conv2d_nhwc with input_nchw = 1: the input is [N, C, H, W] (a network's image input read in
    * place instead of permuted); the weights and the output stay channels-last */
-  const int64_t in_nchw = layout == LAYOUT_NHWC ? iarg(call, 9) : 0;
+  const int64_t in_nchw = layout == LAYOUT_NHWC ? iarg(call, OA_ARG_CONV2D_NHWC_INPUT_NCHW) : 0;
   if (in_nchw < 0 || in_nchw > 1)
     return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "argument input_nchw = %lld is out of range (expected 0 to 1)",
                         (long long)in_nchw);
@@ -79,11 +102,12 @@ static oa_status_t conv_common(const oa_op_call_t *call, oa_op_plan_t *plan, uin
   if (block && (st = oa_check_ndim(call, out, 4, 4, "output 0", diag))) return st;
   static const char *const names[] = {"stride_h", "stride_w", "pad_h", "pad_w", "dilation_h", "dilation_w"};
   for (uint32_t i = 0; i < 6; i++) {
-    int64_t lo = (i == 2 || i == 3) ? 0 : 1;
-    if ((st = check_arg(call, i, names[i], lo, CONV_ARG_MAX, diag))) return st;
+    const uint32_t a = (uint32_t)OA_ARG_CONV2D_STRIDE_H + i;
+    int64_t lo = (a == OA_ARG_CONV2D_PAD_H || a == OA_ARG_CONV2D_PAD_W) ? 0 : 1;
+    if ((st = check_arg(call, a, names[i], lo, CONV_ARG_MAX, diag))) return st;
   }
   const int nhwc = layout == LAYOUT_NHWC, x_nhwc = nhwc && !in_nchw;
-  const int64_t c = x->shape[x_nhwc ? 3 : 1], g = iarg(call, 6);
+  const int64_t c = x->shape[x_nhwc ? 3 : 1], g = iarg(call, OA_ARG_CONV2D_GROUPS);
   /* weight dims: output channels (conv), input channels per group, kernel rows and columns */
   const int wd_o = nhwc ? 3 : 0, wd_cg = nhwc ? 2 + (block > 0) : 1, wd_kh = nhwc ? (block > 0) : 2;
   const int wd_kw = nhwc ? 1 + (block > 0) : 3;
@@ -145,12 +169,12 @@ static oa_status_t conv_common(const oa_op_call_t *call, oa_op_plan_t *plan, uin
   plan->params[P_O] = o;
   plan->params[P_KH] = kh;
   plan->params[P_KW] = kw;
-  plan->params[P_SH] = iarg(call, 0);
-  plan->params[P_SW] = iarg(call, 1);
-  plan->params[P_PH] = iarg(call, 2);
-  plan->params[P_PW] = iarg(call, 3);
-  plan->params[P_DH] = iarg(call, 4);
-  plan->params[P_DW] = iarg(call, 5);
+  plan->params[P_SH] = iarg(call, OA_ARG_CONV2D_STRIDE_H);
+  plan->params[P_SW] = iarg(call, OA_ARG_CONV2D_STRIDE_W);
+  plan->params[P_PH] = iarg(call, OA_ARG_CONV2D_PAD_H);
+  plan->params[P_PW] = iarg(call, OA_ARG_CONV2D_PAD_W);
+  plan->params[P_DH] = iarg(call, OA_ARG_CONV2D_DILATION_H);
+  plan->params[P_DW] = iarg(call, OA_ARG_CONV2D_DILATION_W);
   plan->params[P_G] = g;
   plan->params[P_HAS_BIAS] = b != NULL;
   return OA_OK;
@@ -189,7 +213,7 @@ static oa_status_t conv2d_check(const oa_op_call_t *call, oa_op_plan_t *plan, co
                                 oa_diag_t *diag) {
   oa_status_t st;
   if ((st = conv_common(call, plan, 7, layout, diag))) return st;
-  int64_t act = iarg(call, 7);
+  int64_t act = iarg(call, OA_ARG_CONV2D_ACT);
   if (act < 0 || act > 2)
     return oa_diag_fail(diag, OA_ERR_UNSUPPORTED, "argument act = %lld is not a known activation (0, 1, 2)",
                         (long long)act);
@@ -254,7 +278,7 @@ oa_status_t oa_ref_conv2d_run(const oa_op_call_t *call, const oa_op_plan_t *plan
   int64_t *rh = (int64_t *)(acc + plane + (plane + 1) / 2), *rw = rh + 2 * kh_n;
   for (int64_t k = 0; k < kh_n; k++) tap_range(oh_n, h, sh, k * dh - ph, &rh[2 * k], &rh[2 * k + 1]);
   for (int64_t k = 0; k < kw_n; k++) tap_range(ow_n, wd, sw, k * dw - pw, &rw[2 * k], &rw[2 * k + 1]);
-  double lo = call->n_floats > 0 ? call->floats[0] : 0.0, hi = call->n_floats > 1 ? call->floats[1] : 0.0;
+  double lo = farg(call, OA_ARG_CONV2D_ACT_MIN), hi = farg(call, OA_ARG_CONV2D_ACT_MAX);
   for (int64_t n = 0; n < n_batch; n++) {
     for (int64_t oc = 0; oc < o; oc++) {
       const int64_t g = oc / og;
@@ -322,7 +346,7 @@ oa_status_t oa_ref_conv2d_nhwc_run(const oa_op_call_t *call, const oa_op_plan_t 
   const float *w = (const float *)call->inputs[1]->data;
   const float *bias = p[P_HAS_BIAS] ? (const float *)call->inputs[2]->data : NULL;
   float *y = (float *)call->outputs[0]->data;
-  const double lo = call->n_floats > 0 ? call->floats[0] : 0.0, hi = call->n_floats > 1 ? call->floats[1] : 0.0;
+  const double lo = farg(call, OA_ARG_CONV2D_NHWC_ACT_MIN), hi = farg(call, OA_ARG_CONV2D_NHWC_ACT_MAX);
   for (int64_t n = 0; n < n_batch; n++) {
     for (int64_t oh = 0; oh < oh_n; oh++) {
       for (int64_t ow = 0; ow < ow_n; ow++) {
@@ -362,7 +386,8 @@ oa_status_t oa_ref_conv_transpose2d_prepare(const oa_op_call_t *call, const oa_k
   if ((st = conv_common(call, plan, 7, LAYOUT_TRANSPOSED, diag))) return st;
   plan->params[P_ACT] = 0;
   const int64_t *p = plan->params;
-  int64_t opad[2] = {iarg(call, 7), iarg(call, 8)};
+  int64_t opad[2] = {iarg(call, OA_ARG_CONV_TRANSPOSE2D_OUTPUT_PAD_H),
+                     iarg(call, OA_ARG_CONV_TRANSPOSE2D_OUTPUT_PAD_W)};
   static const char *const names[] = {"output_pad_h", "output_pad_w"};
   int64_t out_size[2];
   for (int i = 0; i < 2; i++) {

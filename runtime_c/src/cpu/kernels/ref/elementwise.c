@@ -59,6 +59,11 @@ static double farg(const oa_op_call_t *call, uint32_t i, double dflt) {
   return i < call->n_floats ? call->floats[i] : dflt;
 }
 static int64_t iarg(const oa_op_call_t *call, uint32_t i) { return i < call->n_ints ? call->ints[i] : 0; }
+/* (farg / iarg take OA_ARG_* indices; an absent trailing argument reads as the default / 0) */
+
+/* clamp and hardtanh share the bound code, which reads the floats by clamp's names */
+_Static_assert(OA_ARG_HARDTANH_MIN_VAL == OA_ARG_CLAMP_MIN && OA_ARG_HARDTANH_MAX_VAL == OA_ARG_CLAMP_MAX,
+               "hardtanh's min_val, max_val no longer sit where clamp's min, max do in opset.py");
 
 /* ---- unary ops ---------------------------------------------------------------------------- */
 
@@ -98,18 +103,19 @@ static oa_status_t unary_prepare(const oa_op_call_t *call, int op, uint64_t allo
   }
   if ((st = oa_check_same_shape(call, y, x, "output 0", diag))) return st;
   if (op == U_GELU) {
-    int64_t approx = iarg(call, 0);
+    int64_t approx = iarg(call, OA_ARG_GELU_APPROXIMATE);
     if (approx != 0 && approx != 1)
       return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM,
                           "argument approximate = %lld: expected 0 (erf) or 1 (tanh)", (long long)approx);
   }
   if (op == U_CLAMP || op == U_HARDTANH) {
-    int64_t has_lo = op == U_HARDTANH ? 1 : iarg(call, 0), has_hi = op == U_HARDTANH ? 1 : iarg(call, 1);
+    int64_t has_lo = op == U_HARDTANH ? 1 : iarg(call, OA_ARG_CLAMP_HAS_MIN);
+    int64_t has_hi = op == U_HARDTANH ? 1 : iarg(call, OA_ARG_CLAMP_HAS_MAX);
     if (has_lo != 0 && has_lo != 1)
       return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "argument has_min = %lld: expected 0 or 1", (long long)has_lo);
     if (has_hi != 0 && has_hi != 1)
       return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "argument has_max = %lld: expected 0 or 1", (long long)has_hi);
-    double lo = farg(call, 0, 0.0), hi = farg(call, 1, 0.0);
+    double lo = farg(call, OA_ARG_CLAMP_MIN, 0.0), hi = farg(call, OA_ARG_CLAMP_MAX, 0.0);
     plan->params[P_HAS_LO] = has_lo;
     plan->params[P_HAS_HI] = has_hi;
     if (x->dtype != OA_DTYPE_FLOAT32) {
@@ -209,18 +215,18 @@ static oa_status_t unary_run(const oa_op_call_t *call, int op, const oa_op_plan_
     case U_LOG1P: F32(log1pf(v)); break;
     case U_EXPM1: F32(expm1f(v)); break;
     case U_GELU:
-      if (iarg(call, 0) == 1) F32(gelu_tanh(v));
+      if (iarg(call, OA_ARG_GELU_APPROXIMATE) == 1) F32(gelu_tanh(v));
       else F32(gelu_erf(v));
       break;
     case U_LEAKY_RELU: {
-      const float slope = (float)farg(call, 0, 0.0);
+      const float slope = (float)farg(call, OA_ARG_LEAKY_RELU_NEGATIVE_SLOPE, 0.0);
       F32(v > 0.0f ? v : v * slope);
       break;
     }
     case U_ELU: {
       /* ATen: x <= 0 ? expm1(x * input_scale) * (alpha * scale) : x * scale, in float */
-      const float alpha = (float)farg(call, 0, 0.0), scale = (float)farg(call, 1, 0.0);
-      const float in_scale = (float)farg(call, 2, 0.0), negcoef = alpha * scale;
+      const float alpha = (float)farg(call, OA_ARG_ELU_ALPHA, 0.0), scale = (float)farg(call, OA_ARG_ELU_SCALE, 0.0);
+      const float in_scale = (float)farg(call, OA_ARG_ELU_INPUT_SCALE, 0.0), negcoef = alpha * scale;
       F32(v <= 0.0f ? expm1f(v * in_scale) * negcoef : v * scale);
       break;
     }
@@ -228,7 +234,7 @@ static oa_status_t unary_run(const oa_op_call_t *call, int op, const oa_op_plan_
     case U_CLAMP: {
       const int has_lo = (int)plan->params[P_HAS_LO], has_hi = (int)plan->params[P_HAS_HI];
       if (f32) {
-        const float lo = (float)farg(call, 0, 0.0), hi = (float)farg(call, 1, 0.0);
+        const float lo = (float)farg(call, OA_ARG_CLAMP_MIN, 0.0), hi = (float)farg(call, OA_ARG_CLAMP_MAX, 0.0);
         F32(clampf_nan(v, has_lo, lo, has_hi, hi));
       } else {
         /* bounds were saturated to the dtype's range in prepare, so int32 results fit */
@@ -416,7 +422,7 @@ oa_status_t oa_ref_full_prepare(const oa_op_call_t *call, const oa_kernel_env_t 
   if ((st = oa_check_arity(call, 0, 0, 1, 0, 0, diag))) return st;
   const oa_tensor_t *y = call->outputs[0];
   if ((st = oa_check_dtype(call, y, OA_DT_ALL, "output 0", diag))) return st;
-  double v = farg(call, 0, 0.0), lo, hi;
+  double v = farg(call, OA_ARG_FULL_VALUE, 0.0), lo, hi;
   if (is_int_dtype(y->dtype)) {
     int_range(y->dtype, &lo, &hi);
     if (v != v || v != floor(v) || v < lo || v > hi)
@@ -434,7 +440,7 @@ oa_status_t oa_ref_full_run(const oa_op_call_t *call, const oa_op_plan_t *plan, 
   (void)env;
   (void)diag;
   const oa_tensor_t *y = call->outputs[0];
-  const double v = farg(call, 0, 0.0);
+  const double v = farg(call, OA_ARG_FULL_VALUE, 0.0);
   const int64_t n = y->numel;
   switch (y->dtype) {
     case OA_DTYPE_FLOAT32: {
@@ -478,7 +484,7 @@ oa_status_t oa_ref_arange_prepare(const oa_op_call_t *call, const oa_kernel_env_
   const oa_tensor_t *y = call->outputs[0];
   if ((st = oa_check_dtype(call, y, OA_DT_NUM, "output 0", diag))) return st;
   if ((st = oa_check_ndim(call, y, 1, 1, "output 0", diag))) return st;
-  const double start = farg(call, 0, 0.0), step = farg(call, 1, 0.0);
+  const double start = farg(call, OA_ARG_ARANGE_START, 0.0), step = farg(call, OA_ARG_ARANGE_STEP, 0.0);
   if (y->dtype != OA_DTYPE_FLOAT32) {
     /* integers: exact int64 arithmetic; every value must fit the dtype (int64: within 2^53,
      * where doubles are exact) */
@@ -501,7 +507,7 @@ oa_status_t oa_ref_arange_run(const oa_op_call_t *call, const oa_op_plan_t *plan
   (void)env;
   (void)diag;
   const oa_tensor_t *y = call->outputs[0];
-  const double start = farg(call, 0, 0.0), step = farg(call, 1, 0.0);
+  const double start = farg(call, OA_ARG_ARANGE_START, 0.0), step = farg(call, OA_ARG_ARANGE_STEP, 0.0);
   const int64_t n = y->numel;
   switch (y->dtype) {
     case OA_DTYPE_FLOAT32: {

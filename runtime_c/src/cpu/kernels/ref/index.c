@@ -90,8 +90,6 @@ oa_status_t oa_ref_embedding_run(const oa_op_call_t *call, const oa_op_plan_t *p
 
 /* ---- index_select ------------------------------------------------------------------------- */
 
-enum { IS_DIM, IS_WRAP };
-
 oa_status_t oa_ref_index_select_prepare(const oa_op_call_t *call, const oa_kernel_env_t *env, oa_op_plan_t *plan,
                                         oa_diag_t *diag) {
   (void)env;
@@ -107,11 +105,11 @@ oa_status_t oa_ref_index_select_prepare(const oa_op_call_t *call, const oa_kerne
   if ((st = oa_check_same_dtype(call, y, x, "output 0", diag))) return st;
   if ((st = oa_check_ndim(call, x, 1, OA_MAX_DIMS, "input 0 (self)", diag))) return st;
   if ((st = oa_check_ndim(call, idx, 0, 1, "input 1 (index)", diag))) return st;
-  int64_t dim = call->ints[IS_DIM];
+  int64_t dim = call->ints[OA_ARG_INDEX_SELECT_DIM];
   if (dim < 0 || dim >= x->ndim)
     return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "argument dim = %lld is out of range for a %d-dim tensor "
                         "(expected 0 to %d)", (long long)dim, x->ndim, x->ndim - 1);
-  int64_t wrap = call->n_ints > IS_WRAP ? call->ints[IS_WRAP] : 0;
+  int64_t wrap = call->n_ints > OA_ARG_INDEX_SELECT_NEGATIVE_WRAPS ? call->ints[OA_ARG_INDEX_SELECT_NEGATIVE_WRAPS] : 0;
   if (wrap != 0 && wrap != 1)
     return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "argument negative_wraps = %lld: expected 0 or 1",
                         (long long)wrap);
@@ -127,8 +125,8 @@ oa_status_t oa_ref_index_select_run(const oa_op_call_t *call, const oa_op_plan_t
   (void)scratch;
   (void)env;
   const oa_tensor_t *x = call->inputs[0], *idx = call->inputs[1], *y = call->outputs[0];
-  int32_t dim = (int32_t)call->ints[IS_DIM];
-  int wrap = call->n_ints > IS_WRAP && call->ints[IS_WRAP] == 1;
+  int32_t dim = (int32_t)call->ints[OA_ARG_INDEX_SELECT_DIM];
+  int wrap = call->n_ints > OA_ARG_INDEX_SELECT_NEGATIVE_WRAPS && call->ints[OA_ARG_INDEX_SELECT_NEGATIVE_WRAPS] == 1;
   int64_t size = x->shape[dim], n = idx->numel;
   /* check every index first so a bad one fails before any output is written */
   for (int64_t j = 0; j < n; j++) {
@@ -176,7 +174,7 @@ oa_status_t oa_ref_gather_prepare(const oa_op_call_t *call, const oa_kernel_env_
   if ((st = oa_check_dtype(call, idx, OA_DT_INT, "input 1 (index)", diag))) return st;
   if ((st = oa_check_same_dtype(call, y, x, "output 0", diag))) return st;
   if ((st = oa_check_ndim(call, idx, x->ndim, x->ndim, "input 1 (index)", diag))) return st;
-  int64_t dim = call->ints[0];
+  int64_t dim = call->ints[OA_ARG_GATHER_DIM];
   int32_t nd = x->ndim > 0 ? x->ndim : 1;
   if (dim < 0 || dim >= nd)
     return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "argument dim = %lld is out of range for a %d-dim tensor "
@@ -197,7 +195,7 @@ oa_status_t oa_ref_gather_run(const oa_op_call_t *call, const oa_op_plan_t *plan
   (void)scratch;
   (void)env;
   const oa_tensor_t *x = call->inputs[0], *idx = call->inputs[1], *y = call->outputs[0];
-  int32_t dim = (int32_t)call->ints[0];
+  int32_t dim = (int32_t)call->ints[OA_ARG_GATHER_DIM];
   size_t es = elsize(x);
   int64_t xs[OA_MAX_DIMS], zero[OA_MAX_DIMS];
   oa_contiguous_strides(x->shape, x->ndim, xs);

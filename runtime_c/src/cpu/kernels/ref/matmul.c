@@ -13,6 +13,11 @@
 /* plan->params layout for linear and linear_packed */
 enum { L_M, L_N, L_K, L_HAS_BIAS, L_ACT, L_BLOCK };
 
+/* linear and linear_packed share one prepare and run, which read act, act_min, act_max by linear's names */
+_Static_assert(OA_ARG_LINEAR_PACKED_ACT == OA_ARG_LINEAR_ACT && OA_ARG_LINEAR_PACKED_ACT_MIN == OA_ARG_LINEAR_ACT_MIN &&
+                   OA_ARG_LINEAR_PACKED_ACT_MAX == OA_ARG_LINEAR_ACT_MAX,
+               "linear_packed no longer shares linear's act, act_min, act_max layout in opset.py");
+
 static double apply_act(double v, int64_t act, double lo, double hi) {
   if (act == 1) return v < 0.0 ? 0.0 : v; /* keeps NaN, as torch.relu */
   if (act == 2) return v < lo ? lo : (v > hi ? hi : v);
@@ -35,7 +40,7 @@ static oa_status_t linear_prepare(const oa_op_call_t *call, oa_op_plan_t *plan, 
   if ((st = oa_check_ndim(call, w, packed ? 3 : 2, packed ? 3 : 2, "input 1 (weight)", diag))) return st;
   int64_t n = w->shape[0], k = w->shape[1], block = 0;
   if (packed) {
-    block = call->n_ints > 1 ? call->ints[1] : 0;
+    block = call->n_ints > OA_ARG_LINEAR_PACKED_BLOCK ? call->ints[OA_ARG_LINEAR_PACKED_BLOCK] : 0;
     if (block < 1 || block > 256 || w->shape[2] != block)
       return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM,
                           "argument block = %lld: expected 1..256 and equal to the weight's last dim %lld",
@@ -60,11 +65,12 @@ static oa_status_t linear_prepare(const oa_op_call_t *call, oa_op_plan_t *plan, 
     if ((st = oa_check_same_dtype(call, b, x, "input 2 (bias)", diag))) return st;
     if ((st = oa_check_shape(call, b, &n, 1, "input 2 (bias)", diag))) return st;
   }
-  int64_t act = call->n_ints > 0 ? call->ints[0] : 0;
+  int64_t act = call->n_ints > OA_ARG_LINEAR_ACT ? call->ints[OA_ARG_LINEAR_ACT] : 0;
   if (act < 0 || act > 2)
     return oa_diag_fail(diag, OA_ERR_UNSUPPORTED, "argument act = %lld is not a known activation (0, 1, 2)", (long long)act);
   if (act == 2) {
-    double lo = call->n_floats > 0 ? call->floats[0] : 0.0, hi = call->n_floats > 1 ? call->floats[1] : 0.0;
+    double lo = call->n_floats > OA_ARG_LINEAR_ACT_MIN ? call->floats[OA_ARG_LINEAR_ACT_MIN] : 0.0;
+    double hi = call->n_floats > OA_ARG_LINEAR_ACT_MAX ? call->floats[OA_ARG_LINEAR_ACT_MAX] : 0.0;
     if (!(lo <= hi)) /* also rejects NaN bounds */
       return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM,
                           "arguments act_min = %g and act_max = %g: expected act_min <= act_max", lo, hi);
@@ -118,8 +124,8 @@ oa_status_t oa_ref_linear_run(const oa_op_call_t *call, const oa_op_plan_t *plan
   float *y = (float *)call->outputs[0]->data;
   int64_t m = plan->params[L_M], n = plan->params[L_N], k = plan->params[L_K], act = plan->params[L_ACT];
   const int64_t bl = plan->params[L_BLOCK];
-  double lo = call->n_floats > 0 ? call->floats[0] : 0.0;
-  double hi = call->n_floats > 1 ? call->floats[1] : 0.0;
+  double lo = call->n_floats > OA_ARG_LINEAR_ACT_MIN ? call->floats[OA_ARG_LINEAR_ACT_MIN] : 0.0;
+  double hi = call->n_floats > OA_ARG_LINEAR_ACT_MAX ? call->floats[OA_ARG_LINEAR_ACT_MAX] : 0.0;
   for (int64_t i = 0; i < m; i++) {
     const float *xr = x + i * k;
     for (int64_t j = 0; j < n; j++) {
@@ -293,7 +299,7 @@ oa_status_t oa_ref_addmm_run(const oa_op_call_t *call, const oa_op_plan_t *plan,
                              const oa_kernel_env_t *env, oa_diag_t *diag) {
   (void)env;
   (void)diag;
-  double beta = call->floats[0], alpha = call->floats[1];
+  double beta = call->floats[OA_ARG_ADDMM_BETA], alpha = call->floats[OA_ARG_ADDMM_ALPHA];
   /* PyTorch: with beta == 0 the bias is ignored (its NaN/inf do not propagate) */
   const float *bias = beta != 0.0 ? (const float *)call->inputs[0]->data : NULL;
   gemm_rows((const float *)call->inputs[1]->data, (const float *)call->inputs[2]->data,

@@ -15,9 +15,14 @@ enum { P_OUTER, P_C, P_INNER, P_HAS_W, P_HAS_B, P_GROUPS };
 
 static int64_t iarg(const oa_op_call_t *call, uint32_t i) { return i < call->n_ints ? call->ints[i] : 0; }
 static double farg(const oa_op_call_t *call, uint32_t i) { return i < call->n_floats ? call->floats[i] : 0.0; }
+/* (iarg / farg take OA_ARG_* indices; an absent trailing argument reads as 0) */
+
+/* check_eps serves the three norms and reads eps by batch_norm's name: their layouts must agree */
+_Static_assert(OA_ARG_LAYER_NORM_EPS == OA_ARG_BATCH_NORM_EPS && OA_ARG_GROUP_NORM_EPS == OA_ARG_BATCH_NORM_EPS,
+               "layer_norm / group_norm no longer keep eps where batch_norm does in opset.py");
 
 static oa_status_t check_eps(const oa_op_call_t *call, oa_diag_t *diag) {
-  double eps = farg(call, 0);
+  double eps = farg(call, OA_ARG_BATCH_NORM_EPS);
   if (!(eps >= 0.0) || eps > 1e30)
     return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "argument eps = %g is out of range (expected 0 to 1e30)", eps);
   return OA_OK;
@@ -134,7 +139,7 @@ oa_status_t oa_ref_batch_norm_run(const oa_op_call_t *call, const oa_op_plan_t *
   const float *mean = (const float *)call->inputs[3]->data;
   const float *var = (const float *)call->inputs[4]->data;
   float *y = (float *)call->outputs[0]->data;
-  const float eps = (float)farg(call, 0);
+  const float eps = (float)farg(call, OA_ARG_BATCH_NORM_EPS);
   for (int64_t c = 0; c < cn; c++) {
     const float invstd = 1.0f / sqrtf(var[c] + eps);
     const float alpha = invstd * (w ? w[c] : 1.0f);
@@ -157,7 +162,7 @@ oa_status_t oa_ref_layer_norm_prepare(const oa_op_call_t *call, const oa_kernel_
   if ((st = check_in_out_counts(call, 1, 3, 1, diag))) return st;
   if ((st = check_eps(call, diag))) return st;
   const oa_tensor_t *x = call->inputs[0];
-  int64_t k = iarg(call, 0);
+  int64_t k = iarg(call, OA_ARG_LAYER_NORM_NORMALIZED_NDIM);
   if (k < 1 || k > x->ndim)
     return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM,
                         "argument normalized_ndim = %lld is out of range (expected 1 to %d, the input's rank)",
@@ -195,7 +200,7 @@ oa_status_t oa_ref_layer_norm_run(const oa_op_call_t *call, const oa_op_plan_t *
   float *y = (float *)call->outputs[0]->data;
   float *mean = call->n_outputs > 1 ? (float *)call->outputs[1]->data : NULL;
   float *rstd = call->n_outputs > 2 ? (float *)call->outputs[2]->data : NULL;
-  const double eps = farg(call, 0);
+  const double eps = farg(call, OA_ARG_LAYER_NORM_EPS);
   for (int64_t r = 0; r < outer; r++)
     normalize_row(x + r * inner, y + r * inner, mean, rstd, r, inner, 1, eps, w, b, 0);
   return OA_OK;
@@ -211,7 +216,7 @@ oa_status_t oa_ref_group_norm_prepare(const oa_op_call_t *call, const oa_kernel_
   if ((st = check_eps(call, diag))) return st;
   const oa_tensor_t *x = call->inputs[0];
   if ((st = oa_check_ndim(call, x, 2, OA_MAX_DIMS, "input 0 (input)", diag))) return st;
-  int64_t c = x->shape[1], g = iarg(call, 0);
+  int64_t c = x->shape[1], g = iarg(call, OA_ARG_GROUP_NORM_GROUPS);
   if (g < 1 || g > (c > 0 ? c : 1) || (c % g))
     return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM,
                         "argument groups = %lld must be positive and divide the %lld channels of input 0 ('%s')",
@@ -245,7 +250,7 @@ oa_status_t oa_ref_group_norm_run(const oa_op_call_t *call, const oa_op_plan_t *
   float *y = (float *)call->outputs[0]->data;
   float *mean = call->n_outputs > 1 ? (float *)call->outputs[1]->data : NULL;
   float *rstd = call->n_outputs > 2 ? (float *)call->outputs[2]->data : NULL;
-  const double eps = farg(call, 0);
+  const double eps = farg(call, OA_ARG_GROUP_NORM_EPS);
   for (int64_t n = 0; n < n_batch; n++)
     for (int64_t k = 0; k < g; k++) {
       int64_t r = n * g + k;

@@ -15,7 +15,27 @@
 /* plan->params layout */
 enum { P_PLANES, P_H, P_W, P_OH, P_OW, P_KH, P_KW, P_SH, P_SW, P_PH, P_PW, P_DH, P_DW, P_CIP, P_DIV };
 
+/* ints[i], or 0 when the instruction stops before it (absent trailing arguments); i is an OA_ARG_* index */
 static int64_t iarg(const oa_op_call_t *call, uint32_t i) { return i < call->n_ints ? call->ints[i] : 0; }
+
+/* window_prepare reads kernel, stride, padding (and dilation) as one run from OA_ARG_MAX_POOL2D_KERNEL_H, in
+ * the order of its names[] and plan->params P_KH..P_DW; avg_pool2d shares the run up to the padding. */
+#define WIN_ARG(k) ((uint32_t)OA_ARG_MAX_POOL2D_KERNEL_H + (k))
+_Static_assert(OA_ARG_MAX_POOL2D_KERNEL_W == OA_ARG_MAX_POOL2D_KERNEL_H + 1 &&
+                   OA_ARG_MAX_POOL2D_STRIDE_H == OA_ARG_MAX_POOL2D_KERNEL_H + 2 &&
+                   OA_ARG_MAX_POOL2D_STRIDE_W == OA_ARG_MAX_POOL2D_KERNEL_H + 3 &&
+                   OA_ARG_MAX_POOL2D_PAD_H == OA_ARG_MAX_POOL2D_KERNEL_H + 4 &&
+                   OA_ARG_MAX_POOL2D_PAD_W == OA_ARG_MAX_POOL2D_KERNEL_H + 5 &&
+                   OA_ARG_MAX_POOL2D_DILATION_H == OA_ARG_MAX_POOL2D_KERNEL_H + 6 &&
+                   OA_ARG_MAX_POOL2D_DILATION_W == OA_ARG_MAX_POOL2D_KERNEL_H + 7,
+               "max_pool2d: kernel, stride, padding, dilation are no longer one run of ints in opset.py");
+_Static_assert(OA_ARG_AVG_POOL2D_KERNEL_H == OA_ARG_MAX_POOL2D_KERNEL_H &&
+                   OA_ARG_AVG_POOL2D_KERNEL_W == OA_ARG_MAX_POOL2D_KERNEL_W &&
+                   OA_ARG_AVG_POOL2D_STRIDE_H == OA_ARG_MAX_POOL2D_STRIDE_H &&
+                   OA_ARG_AVG_POOL2D_STRIDE_W == OA_ARG_MAX_POOL2D_STRIDE_W &&
+                   OA_ARG_AVG_POOL2D_PAD_H == OA_ARG_MAX_POOL2D_PAD_H &&
+                   OA_ARG_AVG_POOL2D_PAD_W == OA_ARG_MAX_POOL2D_PAD_W,
+               "avg_pool2d and max_pool2d no longer share the kernel, stride, padding layout in opset.py");
 
 static oa_status_t check_arg(const oa_op_call_t *call, uint32_t i, const char *name, int64_t lo, int64_t hi,
                              oa_diag_t *diag) {
@@ -67,7 +87,7 @@ static oa_status_t check_out(const oa_op_call_t *call, oa_op_plan_t *plan, int64
   return OA_OK;
 }
 
-/* kernel, stride, padding (and dilation) arguments at ints[0..], PyTorch's pool2d_shape_check. */
+/* kernel, stride, padding (and dilation) arguments at WIN_ARG(0..), PyTorch's pool2d_shape_check. */
 static oa_status_t window_prepare(const oa_op_call_t *call, oa_op_plan_t *plan, int has_dilation, int ceil_mode,
                                   oa_diag_t *diag) {
   oa_status_t st;
@@ -81,11 +101,11 @@ static oa_status_t window_prepare(const oa_op_call_t *call, oa_op_plan_t *plan, 
     }
     if (i == 4 || i == 5) {
       /* pad <= kernel / 2 */
-      if ((st = check_arg(call, i, names[i], 0, v[i - 4] / 2, diag))) return st;
-    } else if ((st = check_arg(call, i, names[i], 1, POOL_ARG_MAX, diag))) {
+      if ((st = check_arg(call, WIN_ARG(i), names[i], 0, v[i - 4] / 2, diag))) return st;
+    } else if ((st = check_arg(call, WIN_ARG(i), names[i], 1, POOL_ARG_MAX, diag))) {
       return st;
     }
-    v[i] = iarg(call, i);
+    v[i] = iarg(call, WIN_ARG(i));
   }
   const oa_tensor_t *x = call->inputs[0];
   int64_t in[2] = {x->shape[x->ndim - 2], x->shape[x->ndim - 1]};
@@ -114,8 +134,8 @@ oa_status_t oa_ref_max_pool2d_prepare(const oa_op_call_t *call, const oa_kernel_
   oa_status_t st;
   if ((st = oa_check_arity(call, 1, 1, 1, 8, 0, diag))) return st;
   if ((st = check_io(call, OA_DT_NUM | OA_DT_I8, diag))) return st;
-  if ((st = check_arg(call, 8, "ceil_mode", 0, 1, diag))) return st;
-  return window_prepare(call, plan, 1, (int)iarg(call, 8), diag);
+  if ((st = check_arg(call, OA_ARG_MAX_POOL2D_CEIL_MODE, "ceil_mode", 0, 1, diag))) return st;
+  return window_prepare(call, plan, 1, (int)iarg(call, OA_ARG_MAX_POOL2D_CEIL_MODE), diag);
 }
 
 /* One output plane: the window of (oh, ow) covers rows ih0, ih0 + dh, ... below ih1. */
@@ -195,13 +215,14 @@ oa_status_t oa_ref_avg_pool2d_prepare(const oa_op_call_t *call, const oa_kernel_
   oa_status_t st;
   if ((st = oa_check_arity(call, 1, 1, 1, 6, 0, diag))) return st;
   if ((st = check_io(call, OA_DT_F32, diag))) return st;
-  if ((st = check_arg(call, 6, "ceil_mode", 0, 1, diag))) return st;
-  if ((st = check_arg(call, 7, "count_include_pad", 0, 1, diag))) return st;
-  if ((st = check_arg(call, 8, "divisor_override", -POOL_ARG_MAX, POOL_ARG_MAX, diag))) return st;
-  /* ints: kernel(2) stride(2) pad(2) then ceil_mode: shift into window_prepare's layout */
-  if ((st = window_prepare(call, plan, 0, (int)iarg(call, 6), diag))) return st;
-  plan->params[P_CIP] = iarg(call, 7);
-  plan->params[P_DIV] = iarg(call, 8);
+  if ((st = check_arg(call, OA_ARG_AVG_POOL2D_CEIL_MODE, "ceil_mode", 0, 1, diag))) return st;
+  if ((st = check_arg(call, OA_ARG_AVG_POOL2D_COUNT_INCLUDE_PAD, "count_include_pad", 0, 1, diag))) return st;
+  if ((st = check_arg(call, OA_ARG_AVG_POOL2D_DIVISOR_OVERRIDE, "divisor_override", -POOL_ARG_MAX, POOL_ARG_MAX, diag)))
+    return st;
+  /* ints: kernel(2) stride(2) pad(2) then ceil_mode: window_prepare reads the shared run, no dilation */
+  if ((st = window_prepare(call, plan, 0, (int)iarg(call, OA_ARG_AVG_POOL2D_CEIL_MODE), diag))) return st;
+  plan->params[P_CIP] = iarg(call, OA_ARG_AVG_POOL2D_COUNT_INCLUDE_PAD);
+  plan->params[P_DIV] = iarg(call, OA_ARG_AVG_POOL2D_DIVISOR_OVERRIDE);
   return OA_OK;
 }
 

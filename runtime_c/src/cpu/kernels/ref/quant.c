@@ -222,16 +222,22 @@ oa_status_t oa_ref_conv2d_q8_prepare(const oa_op_call_t *call, const oa_kernel_e
   if ((st = oa_check_dtype(call, y, OA_DT_I8, "output 0", diag))) return st;
   if ((st = oa_check_ndim(call, x, 4, 4, "input 0 (input)", diag))) return st;
   if ((st = oa_check_ndim(call, w, 4, 4, "input 1 (weight)", diag))) return st;
-  static const char *const names[] = {"stride_h", "stride_w", "pad_h", "pad_w", "dilation_h", "dilation_w", "groups"};
-  for (uint32_t i = 0; i < 7; i++)
-    if ((st = check_int(call, i, names[i], (i == 2 || i == 3) ? 0 : 1, Q8_ARG_MAX, diag))) return st;
+  static const struct { uint32_t at; const char *name; int64_t lo; } win[] = {
+      {OA_ARG_CONV2D_Q8_STRIDE_H, "stride_h", 1},     {OA_ARG_CONV2D_Q8_STRIDE_W, "stride_w", 1},
+      {OA_ARG_CONV2D_Q8_PAD_H, "pad_h", 0},           {OA_ARG_CONV2D_Q8_PAD_W, "pad_w", 0},
+      {OA_ARG_CONV2D_Q8_DILATION_H, "dilation_h", 1}, {OA_ARG_CONV2D_Q8_DILATION_W, "dilation_w", 1},
+      {OA_ARG_CONV2D_Q8_GROUPS, "groups", 1}};
+  for (uint32_t i = 0; i < sizeof win / sizeof win[0]; i++)
+    if ((st = check_int(call, win[i].at, win[i].name, win[i].lo, Q8_ARG_MAX, diag))) return st;
   if ((st = check_int(call, OA_ARG_CONV2D_Q8_INPUT_ZP, "input_zp", INT8_MIN, INT8_MAX, diag))) return st;
   if ((st = check_out_q(call, OA_ARG_CONV2D_Q8_OUTPUT_ZP, OA_ARG_CONV2D_Q8_ACT_MIN, OA_ARG_CONV2D_Q8_ACT_MAX, diag)))
     return st;
   if ((st = check_scale(call, OA_ARG_CONV2D_Q8_INPUT_SCALE, "input_scale", 0, diag))) return st;
   if ((st = check_scale(call, OA_ARG_CONV2D_Q8_OUTPUT_SCALE, "output_scale", 0, diag))) return st;
-  int64_t sh = iarg(call, 0), sw = iarg(call, 1), ph = iarg(call, 2), pw = iarg(call, 3);
-  int64_t dh = iarg(call, 4), dw = iarg(call, 5), g = iarg(call, 6);
+  int64_t sh = iarg(call, OA_ARG_CONV2D_Q8_STRIDE_H), sw = iarg(call, OA_ARG_CONV2D_Q8_STRIDE_W);
+  int64_t ph = iarg(call, OA_ARG_CONV2D_Q8_PAD_H), pw = iarg(call, OA_ARG_CONV2D_Q8_PAD_W);
+  int64_t dh = iarg(call, OA_ARG_CONV2D_Q8_DILATION_H), dw = iarg(call, OA_ARG_CONV2D_Q8_DILATION_W);
+  int64_t g = iarg(call, OA_ARG_CONV2D_Q8_GROUPS);
   int64_t n = x->shape[0], cin = x->shape[1], h = x->shape[2], wd = x->shape[3];
   int64_t cout = w->shape[0], kh = w->shape[2], kw = w->shape[3];
   char s1[96], s2[96];

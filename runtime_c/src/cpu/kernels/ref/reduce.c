@@ -26,6 +26,18 @@ enum { R_SUM, R_MEAN, R_AMAX, R_AMIN, R_PROD, R_ANY, R_ALL, R_VAR, R_VAR2 };
 
 static const char *const k_names[] = {"sum", "mean", "amax", "amin", "prod", "any", "all", "var", "var"};
 
+/* One helper serves several ops with one argument layout and reads it by the first op's names:
+ * the others' layouts in opset.py must agree. */
+#define RED_SAME(OP) (OA_ARG_##OP##_KEEPDIM == OA_ARG_SUM_KEEPDIM && OA_ARG_##OP##_DIMS == OA_ARG_SUM_DIMS)
+_Static_assert(RED_SAME(MEAN) && RED_SAME(AMAX) && RED_SAME(AMIN) && RED_SAME(PROD) && RED_SAME(ANY) && RED_SAME(ALL) &&
+                   RED_SAME(VAR),
+               "the reductions no longer share sum's keepdim, dims* layout (red_prepare)");
+_Static_assert(OA_ARG_ARGMIN_HAS_DIM == OA_ARG_ARGMAX_HAS_DIM && OA_ARG_ARGMIN_DIM == OA_ARG_ARGMAX_DIM &&
+                   OA_ARG_ARGMIN_KEEPDIM == OA_ARG_ARGMAX_KEEPDIM,
+               "argmin no longer shares argmax's has_dim, dim, keepdim layout (arg_prepare)");
+_Static_assert(OA_ARG_LOG_SOFTMAX_DIM == OA_ARG_SOFTMAX_DIM,
+               "log_softmax no longer shares softmax's dim (softmax_prepare)");
+
 static int is_float(int32_t dt) { return dt == OA_DTYPE_FLOAT32; }
 
 /* int64 / int32 two's complement value of a wrapped sum, without implementation-defined casts */
@@ -58,7 +70,8 @@ static void split_at(const oa_tensor_t *x, int32_t dim, int64_t *outer, int64_t 
   }
 }
 
-/* The single dim argument `ints[idx]` (already normalized by the exporter), checked against x. */
+/* The single dim argument `ints[idx]`, idx an OA_ARG_* index (already normalized by the exporter),
+ * checked against x. */
 static oa_status_t check_dim(const oa_op_call_t *call, const oa_tensor_t *x, uint32_t idx, const char *arg,
                              int32_t *out_dim, oa_diag_t *diag) {
   int64_t dim = idx < call->n_ints ? call->ints[idx] : 0;
@@ -103,7 +116,7 @@ static oa_status_t softmax_prepare(const oa_op_call_t *call, oa_op_plan_t *plan,
   if ((st = oa_check_same_dtype(call, y, x, "output 0", diag))) return st;
   if ((st = oa_check_same_shape(call, y, x, "output 0", diag))) return st;
   int32_t dim = 0;
-  if ((st = check_dim(call, x, 0, "dim", &dim, diag))) return st;
+  if ((st = check_dim(call, x, OA_ARG_SOFTMAX_DIM, "dim", &dim, diag))) return st;
   split_at(x, dim, &plan->params[S_OUTER], &plan->params[S_N], &plan->params[S_INNER]);
   if (plan->params[S_INNER] > 1) return acc_scratch(plan->params[S_INNER], 2, plan, diag);
   return OA_OK;
@@ -472,15 +485,15 @@ static oa_status_t red_prepare(int op, const oa_op_call_t *call, oa_op_plan_t *p
     return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "output 0 ('%s'): expected dtype %s for %s of %s, received %s",
                         y->name, want, k_names[op], oa_dtype_name(x->dtype), oa_dtype_name(y->dtype));
   }
-  if ((st = check_flag(call, 0, "keepdim", diag))) return st;
-  int keepdim = call->n_ints > 0 && call->ints[0] == 1;
-  /* dims: none listed = all dims */
+  if ((st = check_flag(call, OA_ARG_SUM_KEEPDIM, "keepdim", diag))) return st;
+  int keepdim = call->n_ints > OA_ARG_SUM_KEEPDIM && call->ints[OA_ARG_SUM_KEEPDIM] == 1;
+  /* dims: the variadic tail from OA_ARG_SUM_DIMS, none listed = all dims */
   int32_t lim = x->ndim > 0 ? x->ndim : 1;
-  uint32_t ndims = call->n_ints > 0 ? call->n_ints - 1 : 0, mask = 0;
+  uint32_t ndims = call->n_ints > OA_ARG_SUM_DIMS ? call->n_ints - OA_ARG_SUM_DIMS : 0, mask = 0;
   if (ndims > (uint32_t)lim)
     return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "argument dims: %u dims listed, the input has %d", ndims, x->ndim);
   for (uint32_t i = 0; i < ndims; i++) {
-    int64_t d = call->ints[1 + i];
+    int64_t d = call->ints[OA_ARG_SUM_DIMS + i];
     if (d < 0 || d >= lim)
       return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "argument dims[%u] = %lld: expected 0 <= dim < %d", i,
                           (long long)d, lim);
@@ -518,7 +531,7 @@ static oa_status_t red_run(int op, const oa_op_call_t *call, const oa_op_plan_t 
   const oa_tensor_t *x = call->inputs[0], *y = call->outputs[0];
   int32_t dt = x->dtype;
   double count = (double)plan->params[RD_COUNT];
-  double corr = op == R_VAR && call->n_floats > 0 ? call->floats[0] : 0.0;
+  double corr = op == R_VAR && call->n_floats > OA_ARG_VAR_CORRECTION ? call->floats[OA_ARG_VAR_CORRECTION] : 0.0;
   int op1 = op == R_MEAN || op == R_VAR ? R_SUM : op; /* the first (or only) pass */
   if (x->numel == 0) { /* empty reduced dims: every output is the identity */
     acc_t a = acc_init(op1, dt);
@@ -620,14 +633,16 @@ static oa_status_t arg_prepare(const oa_op_call_t *call, oa_op_plan_t *plan, oa_
   const oa_tensor_t *x = call->inputs[0], *y = call->outputs[0];
   if ((st = oa_check_dtype(call, x, OA_DT_NUM, "input 0 (self)", diag))) return st;
   if ((st = oa_check_dtype(call, y, OA_DT_I64, "output 0", diag))) return st;
-  if ((st = check_flag(call, 0, "has_dim", diag)) || (st = check_flag(call, 2, "keepdim", diag))) return st;
-  int has_dim = call->n_ints > 0 && call->ints[0] == 1;
-  int keepdim = call->n_ints > 2 && call->ints[2] == 1;
+  if ((st = check_flag(call, OA_ARG_ARGMAX_HAS_DIM, "has_dim", diag)) ||
+      (st = check_flag(call, OA_ARG_ARGMAX_KEEPDIM, "keepdim", diag)))
+    return st;
+  int has_dim = call->n_ints > OA_ARG_ARGMAX_HAS_DIM && call->ints[OA_ARG_ARGMAX_HAS_DIM] == 1;
+  int keepdim = call->n_ints > OA_ARG_ARGMAX_KEEPDIM && call->ints[OA_ARG_ARGMAX_KEEPDIM] == 1;
   int64_t shape[OA_MAX_DIMS];
   int32_t nd;
   if (has_dim) {
     int32_t dim = 0;
-    if ((st = check_dim(call, x, 1, "dim", &dim, diag))) return st;
+    if ((st = check_dim(call, x, OA_ARG_ARGMAX_DIM, "dim", &dim, diag))) return st;
     nd = reduced_shape(x, x->ndim ? 1u << dim : 0u, keepdim, shape);
     split_at(x, dim, &plan->params[A_OUTER], &plan->params[A_N], &plan->params[A_INNER]);
   } else { /* over the flattened input: a 0-d output, or all ones with keepdim */
@@ -740,7 +755,7 @@ oa_status_t oa_ref_cumsum_prepare(const oa_op_call_t *call, const oa_kernel_env_
                         oa_dtype_name(x->dtype), oa_dtype_name(y->dtype));
   if ((st = oa_check_same_shape(call, y, x, "output 0", diag))) return st;
   int32_t dim = 0;
-  if ((st = check_dim(call, x, 0, "dim", &dim, diag))) return st;
+  if ((st = check_dim(call, x, OA_ARG_CUMSUM_DIM, "dim", &dim, diag))) return st;
   split_at(x, dim, &plan->params[C_OUTER], &plan->params[C_N], &plan->params[C_INNER]);
   if (plan->params[C_INNER] > 1) return acc_scratch(plan->params[C_INNER], 1, plan, diag);
   return OA_OK;

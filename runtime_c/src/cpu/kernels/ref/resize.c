@@ -18,7 +18,14 @@
 /* plan->params layout */
 enum { P_PLANES, P_H, P_W, P_OH, P_OW, P_ALIGN };
 
+/* floats[i], or 0 when the instruction stops before it; i is an OA_ARG_* index */
 static double farg(const oa_op_call_t *call, uint32_t i) { return i < call->n_floats ? call->floats[i] : 0.0; }
+
+/* resize_prepare checks both ops' scales by upsample_nearest2d's names: the layouts must agree */
+_Static_assert(OA_ARG_UPSAMPLE_BILINEAR2D_SCALE_H == OA_ARG_UPSAMPLE_NEAREST2D_SCALE_H &&
+                   OA_ARG_UPSAMPLE_BILINEAR2D_SCALE_W == OA_ARG_UPSAMPLE_NEAREST2D_SCALE_W &&
+                   OA_ARG_UPSAMPLE_NEAREST2D_SCALE_W == OA_ARG_UPSAMPLE_NEAREST2D_SCALE_H + 1,
+               "upsample_nearest2d / upsample_bilinear2d: scale_h, scale_w are no longer one shared run in opset.py");
 
 static oa_status_t resize_prepare(const oa_op_call_t *call, oa_op_plan_t *plan, uint64_t dtypes, oa_diag_t *diag) {
   oa_status_t st;
@@ -40,7 +47,7 @@ static oa_status_t resize_prepare(const oa_op_call_t *call, oa_op_plan_t *plan, 
                           oa_shape_str(x, a, sizeof a), y->name, oa_shape_str(y, b, sizeof b));
     }
   for (uint32_t i = 0; i < 2; i++) {
-    double s = farg(call, i);
+    double s = farg(call, (uint32_t)OA_ARG_UPSAMPLE_NEAREST2D_SCALE_H + i);
     if (s != s || s > 1e30)
       return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM,
                           "argument %s = %g is out of range (expected a finite scale factor, <= 0 for none)",
@@ -103,7 +110,8 @@ oa_status_t oa_ref_upsample_nearest2d_run(const oa_op_call_t *call, const oa_op_
   (void)diag;
   const int64_t *p = plan->params;
   const int64_t planes = p[P_PLANES], h = p[P_H], w = p[P_W], oh_n = p[P_OH], ow_n = p[P_OW];
-  const float sh = scales_value(farg(call, 0), h, oh_n), sw = scales_value(farg(call, 1), w, ow_n);
+  const float sh = scales_value(farg(call, OA_ARG_UPSAMPLE_NEAREST2D_SCALE_H), h, oh_n);
+  const float sw = scales_value(farg(call, OA_ARG_UPSAMPLE_NEAREST2D_SCALE_W), w, ow_n);
   switch (call->inputs[0]->dtype) {
     case OA_DTYPE_FLOAT32: NEAREST_PLANES(float); break;
     case OA_DTYPE_INT32: NEAREST_PLANES(int32_t); break;
@@ -120,7 +128,8 @@ oa_status_t oa_ref_upsample_bilinear2d_prepare(const oa_op_call_t *call, const o
   (void)env;
   oa_status_t st;
   if ((st = oa_check_arity(call, 1, 1, 1, 0, 0, diag))) return st;
-  int64_t align = call->n_ints > 0 ? call->ints[0] : 0;
+  const uint32_t a_align = OA_ARG_UPSAMPLE_BILINEAR2D_ALIGN_CORNERS;
+  int64_t align = call->n_ints > a_align ? call->ints[a_align] : 0;
   if (align != 0 && align != 1)
     return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "argument align_corners = %lld is out of range (expected 0 or 1)",
                         (long long)align);
@@ -171,7 +180,8 @@ oa_status_t oa_ref_upsample_bilinear2d_run(const oa_op_call_t *call, const oa_op
   const int64_t *p = plan->params;
   const int64_t planes = p[P_PLANES], h = p[P_H], w = p[P_W], oh_n = p[P_OH], ow_n = p[P_OW];
   const int align = (int)p[P_ALIGN];
-  const float sh = linear_scale(h, oh_n, align, farg(call, 0)), sw = linear_scale(w, ow_n, align, farg(call, 1));
+  const float sh = linear_scale(h, oh_n, align, farg(call, OA_ARG_UPSAMPLE_BILINEAR2D_SCALE_H));
+  const float sw = linear_scale(w, ow_n, align, farg(call, OA_ARG_UPSAMPLE_BILINEAR2D_SCALE_W));
   const float *x = (const float *)call->inputs[0]->data;
   float *y = (float *)call->outputs[0]->data;
   for (int64_t c = 0; c < planes; c++) {

@@ -11,6 +11,12 @@
 #define CAT_MAX_INPUTS 64u
 #define PAD_LIMIT (INT64_C(1) << 50) /* loader bound on numel: larger pads are never valid */
 
+/* How many ints a variadic tail (permute's dims*, pad's pads*, flip's dims*) has: those from its
+ * OA_ARG_<OP>_<TAIL> start on; its k-th entry is ints[OA_ARG_<OP>_<TAIL> + k]. */
+static uint32_t tail_len(const oa_op_call_t *call, uint32_t start) {
+  return call->n_ints > start ? call->n_ints - start : 0;
+}
+
 typedef struct xfer {
   int32_t ndim;
   int64_t shape[XF_MAX];
@@ -192,13 +198,13 @@ oa_status_t oa_ref_permute_prepare(const oa_op_call_t *call, const oa_kernel_env
   oa_status_t st;
   if ((st = unary_move_prepare(call, 0, diag))) return st;
   const oa_tensor_t *x = call->inputs[0], *y = call->outputs[0];
-  if (call->n_ints != (uint32_t)x->ndim)
+  if (tail_len(call, OA_ARG_PERMUTE_DIMS) != (uint32_t)x->ndim)
     return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "argument dims: expected %d entries (one per input dim), "
-                        "received %u", x->ndim, call->n_ints);
+                        "received %u", x->ndim, tail_len(call, OA_ARG_PERMUTE_DIMS));
   uint32_t seen = 0;
   int64_t want[OA_MAX_DIMS];
   for (int32_t d = 0; d < x->ndim; d++) {
-    int64_t p = call->ints[d];
+    int64_t p = call->ints[OA_ARG_PERMUTE_DIMS + d];
     if (p < 0 || p >= x->ndim || (seen & (1u << p)))
       return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM,
                           "argument dims[%d] = %lld: expected a permutation of 0 to %d (each dim once)", d,
@@ -223,7 +229,7 @@ oa_status_t oa_ref_permute_run(const oa_op_call_t *call, const oa_op_plan_t *pla
   xfer_t t;
   xfer_init(&t);
   for (int32_t d = 0; d < y->ndim; d++)
-    xfer_dim(&t, y->shape[d], ys[d] * (int64_t)es, xs[call->ints[d]] * (int64_t)es);
+    xfer_dim(&t, y->shape[d], ys[d] * (int64_t)es, xs[call->ints[OA_ARG_PERMUTE_DIMS + d]] * (int64_t)es);
   xfer_run((uint8_t *)y->data, (const uint8_t *)x->data, &t, es);
   return OA_OK;
 }
@@ -261,8 +267,6 @@ oa_status_t oa_ref_expand_run(const oa_op_call_t *call, const oa_op_plan_t *plan
 
 /* ---- slice -------------------------------------------------------------------------------- */
 
-enum { SL_DIM, SL_START, SL_END, SL_STEP };
-
 oa_status_t oa_ref_slice_prepare(const oa_op_call_t *call, const oa_kernel_env_t *env, oa_op_plan_t *plan,
                                  oa_diag_t *diag) {
   (void)env;
@@ -271,8 +275,8 @@ oa_status_t oa_ref_slice_prepare(const oa_op_call_t *call, const oa_kernel_env_t
   if ((st = unary_move_prepare(call, 4, diag))) return st;
   const oa_tensor_t *x = call->inputs[0], *y = call->outputs[0];
   if ((st = oa_check_ndim(call, x, 1, OA_MAX_DIMS, "input 0 (self)", diag))) return st;
-  int64_t dim = call->ints[SL_DIM], start = call->ints[SL_START], end = call->ints[SL_END];
-  int64_t step = call->ints[SL_STEP];
+  int64_t dim = call->ints[OA_ARG_SLICE_DIM], start = call->ints[OA_ARG_SLICE_START];
+  int64_t end = call->ints[OA_ARG_SLICE_END], step = call->ints[OA_ARG_SLICE_STEP];
   if ((st = check_dim_arg(dim, x->ndim, "dim", diag))) return st;
   int64_t size = x->shape[dim];
   if (step < 1)
@@ -296,7 +300,7 @@ oa_status_t oa_ref_slice_run(const oa_op_call_t *call, const oa_op_plan_t *plan,
   (void)diag;
   const oa_tensor_t *x = call->inputs[0], *y = call->outputs[0];
   size_t es = elsize(x);
-  int64_t dim = call->ints[SL_DIM];
+  int64_t dim = call->ints[OA_ARG_SLICE_DIM];
   int64_t xs[OA_MAX_DIMS], ys[OA_MAX_DIMS];
   oa_contiguous_strides(x->shape, x->ndim, xs);
   oa_contiguous_strides(y->shape, y->ndim, ys);
@@ -305,9 +309,10 @@ oa_status_t oa_ref_slice_run(const oa_op_call_t *call, const oa_op_plan_t *plan,
   for (int32_t d = 0; d < y->ndim; d++) {
     int64_t s = xs[d] * (int64_t)es;
     /* the step only matters when two or more elements are taken (then step < size: no overflow) */
-    xfer_dim(&t, y->shape[d], ys[d] * (int64_t)es, d == dim && y->shape[d] > 1 ? s * call->ints[SL_STEP] : s);
+    xfer_dim(&t, y->shape[d], ys[d] * (int64_t)es,
+             d == dim && y->shape[d] > 1 ? s * call->ints[OA_ARG_SLICE_STEP] : s);
   }
-  if (y->numel) t.s0 = call->ints[SL_START] * xs[dim] * (int64_t)es;
+  if (y->numel) t.s0 = call->ints[OA_ARG_SLICE_START] * xs[dim] * (int64_t)es;
   xfer_run((uint8_t *)y->data, (const uint8_t *)x->data, &t, es);
   return OA_OK;
 }
@@ -322,7 +327,7 @@ oa_status_t oa_ref_select_prepare(const oa_op_call_t *call, const oa_kernel_env_
   if ((st = unary_move_prepare(call, 2, diag))) return st;
   const oa_tensor_t *x = call->inputs[0], *y = call->outputs[0];
   if ((st = oa_check_ndim(call, x, 1, OA_MAX_DIMS, "input 0 (self)", diag))) return st;
-  int64_t dim = call->ints[0], index = call->ints[1];
+  int64_t dim = call->ints[OA_ARG_SELECT_DIM], index = call->ints[OA_ARG_SELECT_INDEX];
   if ((st = check_dim_arg(dim, x->ndim, "dim", diag))) return st;
   if (index < 0 || index >= x->shape[dim])
     return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "argument index = %lld is out of range for dim %lld of size "
@@ -343,7 +348,7 @@ oa_status_t oa_ref_select_run(const oa_op_call_t *call, const oa_op_plan_t *plan
   (void)diag;
   const oa_tensor_t *x = call->inputs[0], *y = call->outputs[0];
   size_t es = elsize(x);
-  int64_t dim = call->ints[0], index = call->ints[1];
+  int64_t dim = call->ints[OA_ARG_SELECT_DIM], index = call->ints[OA_ARG_SELECT_INDEX];
   /* [outer, inner] rows: output row o is input bytes at (o * size + index) * inner */
   int64_t outer = prod(x->shape, 0, (int32_t)dim), inner = prod(x->shape, (int32_t)dim + 1, x->ndim) * (int64_t)es;
   int64_t size = x->shape[dim];
@@ -365,7 +370,7 @@ oa_status_t oa_ref_cat_prepare(const oa_op_call_t *call, const oa_kernel_env_t *
   const oa_tensor_t *y = call->outputs[0];
   if ((st = oa_check_dtype(call, y, OA_DT_ALL, "output 0", diag))) return st;
   if ((st = oa_check_ndim(call, y, 1, OA_MAX_DIMS, "output 0", diag))) return st;
-  int64_t dim = call->ints[0];
+  int64_t dim = call->ints[OA_ARG_CAT_DIM];
   if ((st = check_dim_arg(dim, y->ndim, "dim", diag))) return st;
   int64_t total = 0;
   for (uint32_t i = 0; i < call->n_inputs; i++) {
@@ -395,7 +400,7 @@ oa_status_t oa_ref_cat_run(const oa_op_call_t *call, const oa_op_plan_t *plan, v
   (void)env;
   (void)diag;
   const oa_tensor_t *y = call->outputs[0];
-  int32_t dim = (int32_t)call->ints[0];
+  int32_t dim = (int32_t)call->ints[OA_ARG_CAT_DIM];
   int64_t es = (int64_t)elsize(y);
   int64_t outer = prod(y->shape, 0, dim), inner = prod(y->shape, dim + 1, y->ndim) * es;
   int64_t out_row = y->shape[dim] * inner;
@@ -430,7 +435,7 @@ oa_status_t oa_ref_split_prepare(const oa_op_call_t *call, const oa_kernel_env_t
   const oa_tensor_t *x = call->inputs[0];
   if ((st = oa_check_dtype(call, x, OA_DT_ALL, "input 0 (self)", diag))) return st;
   if ((st = oa_check_ndim(call, x, 1, OA_MAX_DIMS, "input 0 (self)", diag))) return st;
-  int64_t dim = call->ints[0];
+  int64_t dim = call->ints[OA_ARG_SPLIT_DIM];
   if ((st = check_dim_arg(dim, x->ndim, "dim", diag))) return st;
   int64_t total = 0;
   for (uint32_t i = 0; i < call->n_outputs; i++) {
@@ -460,7 +465,7 @@ oa_status_t oa_ref_split_run(const oa_op_call_t *call, const oa_op_plan_t *plan,
   (void)env;
   (void)diag;
   const oa_tensor_t *x = call->inputs[0];
-  int32_t dim = (int32_t)call->ints[0];
+  int32_t dim = (int32_t)call->ints[OA_ARG_SPLIT_DIM];
   int64_t es = (int64_t)elsize(x);
   int64_t outer = prod(x->shape, 0, dim), inner = prod(x->shape, dim + 1, x->ndim) * es;
   int64_t in_row = x->shape[dim] * inner;
@@ -487,14 +492,15 @@ oa_status_t oa_ref_pad_prepare(const oa_op_call_t *call, const oa_kernel_env_t *
   oa_status_t st;
   if ((st = unary_move_prepare(call, 0, diag))) return st;
   const oa_tensor_t *x = call->inputs[0], *y = call->outputs[0];
-  if (call->n_ints % 2 || call->n_ints / 2 > (uint32_t)x->ndim)
+  const uint32_t n_pads = tail_len(call, OA_ARG_PAD_PADS);
+  if (n_pads % 2 || n_pads / 2 > (uint32_t)x->ndim)
     return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM,
                         "argument pads: expected an even number of entries, at most %d (2 per input dim), "
-                        "received %u", 2 * x->ndim, call->n_ints);
+                        "received %u", 2 * x->ndim, n_pads);
   int64_t want[OA_MAX_DIMS];
   for (int32_t d = 0; d < x->ndim; d++) want[d] = x->shape[d];
-  for (uint32_t k = 0; k < call->n_ints; k++) {
-    int64_t p = call->ints[k];
+  for (uint32_t k = 0; k < n_pads; k++) {
+    int64_t p = call->ints[OA_ARG_PAD_PADS + k];
     if (p < -PAD_LIMIT || p > PAD_LIMIT)
       return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "argument pads[%u] = %lld is out of range", k, (long long)p);
     want[x->ndim - 1 - (int32_t)(k / 2)] += p;
@@ -525,7 +531,7 @@ oa_status_t oa_ref_pad_run(const oa_op_call_t *call, const oa_op_plan_t *plan, v
     uint8_t b[8];
   } v;
   v.i = 0;
-  oa_store_from_double(v.b, y->dtype, 0, call->n_floats > 0 ? call->floats[0] : 0.0);
+  oa_store_from_double(v.b, y->dtype, 0, call->n_floats > OA_ARG_PAD_VALUE ? call->floats[OA_ARG_PAD_VALUE] : 0.0);
   uint8_t *dst = (uint8_t *)y->data;
   int zero = 1;
   for (size_t k = 0; k < es && k < sizeof v.b; k++) zero &= v.b[k] == 0;
@@ -549,9 +555,9 @@ oa_status_t oa_ref_pad_run(const oa_op_call_t *call, const oa_op_plan_t *plan, v
   for (int32_t d = 0; d < x->ndim; d++) {
     int64_t before = 0, after = 0;
     uint32_t k = 2u * (uint32_t)(x->ndim - 1 - d);
-    if (k < call->n_ints) {
-      before = call->ints[k];
-      after = call->ints[k + 1];
+    if (k < tail_len(call, OA_ARG_PAD_PADS)) {
+      before = call->ints[OA_ARG_PAD_PADS + k];
+      after = call->ints[OA_ARG_PAD_PADS + k + 1];
     }
     int64_t crop_b = before < 0 ? -before : 0, crop_a = after < 0 ? -after : 0;
     int64_t len = x->shape[d] - crop_b - crop_a;
@@ -574,8 +580,8 @@ oa_status_t oa_ref_flip_prepare(const oa_op_call_t *call, const oa_kernel_env_t 
   const oa_tensor_t *x = call->inputs[0], *y = call->outputs[0];
   int32_t nd = x->ndim > 0 ? x->ndim : 1;
   uint32_t seen = 0;
-  for (uint32_t k = 0; k < call->n_ints; k++) {
-    int64_t d = call->ints[k];
+  for (uint32_t k = 0; k < tail_len(call, OA_ARG_FLIP_DIMS); k++) {
+    int64_t d = call->ints[OA_ARG_FLIP_DIMS + k];
     if (d < 0 || d >= nd || (seen & (1u << d)))
       return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM,
                           "argument dims[%u] = %lld: expected distinct dims in 0 to %d", k, (long long)d, nd - 1);

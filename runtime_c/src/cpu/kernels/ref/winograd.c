@@ -26,7 +26,9 @@ static const double BT4[6][6] = {{4, 0, -5, 0, 1, 0},  {0, -4, -4, 1, 1, 0}, {0,
                                  {0, -2, -1, 2, 1, 0}, {0, 2, -1, -2, 1, 0}, {0, 4, 0, -5, 0, 1}};
 static const double AT4[4][6] = {{1, 1, 1, 1, 1, 0}, {0, 1, -1, 2, -2, 0}, {0, 1, 1, 4, 4, 0}, {0, 1, -1, 8, -8, 1}};
 
+/* ints[i] / floats[i], or 0 when the instruction stops before it; i is an OA_ARG_CONV2D_WINOGRAD_* index */
 static int64_t iarg(const oa_op_call_t *call, uint32_t i) { return i < call->n_ints ? call->ints[i] : 0; }
+static double farg(const oa_op_call_t *call, uint32_t i) { return i < call->n_floats ? call->floats[i] : 0.0; }
 
 oa_status_t oa_ref_conv2d_winograd_prepare(const oa_op_call_t *call, const oa_kernel_env_t *env, oa_op_plan_t *plan,
                                            oa_diag_t *diag) {
@@ -45,7 +47,9 @@ oa_status_t oa_ref_conv2d_winograd_prepare(const oa_op_call_t *call, const oa_ke
   if ((st = oa_check_ndim(call, x, 4, 4, "input 0 (input)", diag))) return st;
   if ((st = oa_check_ndim(call, w, 4, 4, "input 1 (weight)", diag))) return st;
   if ((st = oa_check_ndim(call, out, 4, 4, "output 0", diag))) return st;
-  const int64_t m = iarg(call, 0), ph = iarg(call, 1), pw = iarg(call, 2), act = iarg(call, 3), block = iarg(call, 4);
+  const int64_t m = iarg(call, OA_ARG_CONV2D_WINOGRAD_TILE), ph = iarg(call, OA_ARG_CONV2D_WINOGRAD_PAD_H);
+  const int64_t pw = iarg(call, OA_ARG_CONV2D_WINOGRAD_PAD_W), act = iarg(call, OA_ARG_CONV2D_WINOGRAD_ACT);
+  const int64_t block = iarg(call, OA_ARG_CONV2D_WINOGRAD_BLOCK);
   if (m != 2 && m != 4)
     return oa_diag_fail(diag, OA_ERR_UNSUPPORTED, "argument tile = %lld is not supported (expected 2 or 4)",
                         (long long)m);
@@ -123,7 +127,7 @@ oa_status_t oa_ref_conv2d_winograd_run(const oa_op_call_t *call, const oa_op_pla
   const float *bias = tb ? (const float *)tb->data : NULL;
   const float *addend = ta ? (const float *)ta->data : NULL;
   float *y = (float *)call->outputs[0]->data;
-  const double lo = call->n_floats > 0 ? call->floats[0] : 0.0, hi = call->n_floats > 1 ? call->floats[1] : 0.0;
+  const double lo = farg(call, OA_ARG_CONV2D_WINOGRAD_ACT_MIN), hi = farg(call, OA_ARG_CONV2D_WINOGRAD_ACT_MAX);
   double *v = (double *)scratch;    /* [c][aa] */
   double *mm = v + c_n * aa;        /* [aa] */
   double *tmp = mm + aa;            /* [aa] */

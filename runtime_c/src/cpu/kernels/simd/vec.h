@@ -4,6 +4,7 @@
  * (opt/winograd_transform.inc). Exactly one backend is chosen by the including file under arch/:
  *   OA_SIMD_AVX2   8 lanes, AVX2 + FMA (arch/x86/avx2/, built with -mavx2 -mfma)
  *   OA_SIMD_NEON   4 lanes, Advanced SIMD (arch/arm/neon/: aarch64, and armv7 with NEON)
+ *   OA_SIMD_RVV    8 lanes, RVV 1.0 at LMUL 2, vl 8 (arch/riscv/rvv/: rv64gcv, built by clang)
  *   (neither)      1 lane, plain C11 (arch/portable/: every target)
  * so one kernel source gives every variant, with the same algorithm and nearly the same numerics.
  *
@@ -261,6 +262,89 @@ static inline void vf_load_interleaved(const float *src, vf r[VW]) {
   r[3] = t.val[3];
 }
 
+#elif defined(OA_SIMD_RVV)
+/* ---------------------------------------------------------------- RVV 1.0, 8 lanes ---------- */
+/* vfloat32m2_t at a fixed vl of 8: LMUL 2 holds at least 8 floats at every VLEN >= 128 (the V
+ * extension's minimum), so vl is 8 on every RVV CPU and the templates' lane order, tails and
+ * sums are the same at every vector length (results bit-identical across VLEN). RVV types are
+ * sizeless (no arrays, no struct members): the lane-interleaved load / store (Winograd) are not
+ * provided; those kernels use the portable transforms. Old (clang 14) intrinsic names. */
+#include <riscv_vector.h>
+
+#define VW 8
+#define OA_SIMD_HAS_DIV 1
+#define OA_RVV_VL_ 8
+typedef vfloat32m2_t vf;
+typedef vbool16_t vm;
+typedef vint32m2_t vi;
+
+static inline vf vf_load(const float *p) { return vle32_v_f32m2(p, OA_RVV_VL_); }
+static inline void vf_store(float *p, vf v) { vse32_v_f32m2(p, v, OA_RVV_VL_); }
+static inline vf vf_set1(float f) { return vfmv_v_f_f32m2(f, OA_RVV_VL_); }
+static inline vf vf_zero(void) { return vfmv_v_f_f32m2(0.0f, OA_RVV_VL_); }
+static inline vf vf_add(vf a, vf b) { return vfadd_vv_f32m2(a, b, OA_RVV_VL_); }
+static inline vf vf_sub(vf a, vf b) { return vfsub_vv_f32m2(a, b, OA_RVV_VL_); }
+static inline vf vf_mul(vf a, vf b) { return vfmul_vv_f32m2(a, b, OA_RVV_VL_); }
+static inline vf vf_div(vf a, vf b) { return vfdiv_vv_f32m2(a, b, OA_RVV_VL_); }
+static inline vf vf_fma(vf a, vf b, vf c) { return vfmacc_vv_f32m2(c, a, b, OA_RVV_VL_); }
+static inline vf vf_fnma(vf a, vf b, vf c) { return vfnmsac_vv_f32m2(c, a, b, OA_RVV_VL_); }
+static inline vm vf_lt(vf a, vf b) { return vmflt_vv_f32m2_b16(a, b, OA_RVV_VL_); }
+static inline vm vf_le(vf a, vf b) { return vmfle_vv_f32m2_b16(a, b, OA_RVV_VL_); }
+static inline vm vf_gt(vf a, vf b) { return vmfgt_vv_f32m2_b16(a, b, OA_RVV_VL_); }
+static inline vm vf_ge(vf a, vf b) { return vmfge_vv_f32m2_b16(a, b, OA_RVV_VL_); }
+/* m ? a : b */
+static inline vf vf_select(vm m, vf a, vf b) { return vmerge_vvm_f32m2(m, b, a, OA_RVV_VL_); }
+/* vfmax / vfmin return the other operand for a NaN one (IEEE maximumNumber): compares instead */
+static inline vf vf_max_keep(vf x, vf k) { return vf_select(vf_lt(x, k), k, x); }
+static inline vf vf_min_keep(vf x, vf k) { return vf_select(vf_gt(x, k), k, x); }
+static inline vm vf_isnan_(vf a) { return vmfne_vv_f32m2_b16(a, a, OA_RVV_VL_); }
+static inline vf vf_max_nan(vf a, vf b) {
+  const vf m = vfmax_vv_f32m2(a, b, OA_RVV_VL_);
+  return vf_select(vmor_mm_b16(vf_isnan_(a), vf_isnan_(b), OA_RVV_VL_), vf_add(a, b), m);
+}
+static inline vf vf_abs(vf a) { return vfabs_v_f32m2(a, OA_RVV_VL_); }
+static inline vuint32m2_t vf_u_(vf a) { return vreinterpret_v_f32m2_u32m2(a); }
+static inline vf vf_f_(vuint32m2_t u) { return vreinterpret_v_u32m2_f32m2(u); }
+static inline vf vf_signbit(vf a) { return vf_f_(vand_vx_u32m2(vf_u_(a), 0x80000000u, OA_RVV_VL_)); }
+static inline vf vf_or(vf a, vf b) { return vf_f_(vor_vv_u32m2(vf_u_(a), vf_u_(b), OA_RVV_VL_)); }
+static inline vf vf_xor(vf a, vf b) { return vf_f_(vxor_vv_u32m2(vf_u_(a), vf_u_(b), OA_RVV_VL_)); }
+/* 1.5 * 2^23: the sum rounds to an integer (ties to even; independent of frm) */
+static inline vf vf_round_small(vf x) {
+  return vfsub_vf_f32m2(vfadd_vf_f32m2(x, 12582912.0f, OA_RVV_VL_), 12582912.0f, OA_RVV_VL_);
+}
+/* an integral x: any rounding mode gives x (the dynamic one: qemu 7.2 asserts while translating
+ * the static-rtz vfcvt.rtz.x.f.v, gitlab.com/qemu-project/qemu/-/issues/1441) */
+static inline vi vf_to_int(vf x) { return vfcvt_x_f_v_i32m2(x, OA_RVV_VL_); }
+static inline vi vi_half(vi n) { return vsra_vx_i32m2(n, 1, OA_RVV_VL_); }
+static inline vi vi_sub(vi a, vi b) { return vsub_vv_i32m2(a, b, OA_RVV_VL_); }
+static inline vf vf_pow2(vi n) {
+  return vreinterpret_v_i32m2_f32m2(vsll_vx_i32m2(vadd_vx_i32m2(n, 127, OA_RVV_VL_), 23, OA_RVV_VL_));
+}
+/* the even lanes of a then of b: both stored, then one strided load */
+static inline vf vf_even(vf a, vf b) {
+  float t[2 * VW];
+  vse32_v_f32m2(t, a, OA_RVV_VL_);
+  vse32_v_f32m2(t + VW, b, OA_RVV_VL_);
+  return vlse32_v_f32m2(t, 2 * sizeof(float), OA_RVV_VL_);
+}
+/* the first n (<= VW) lanes: a masked load (masked-off lanes are not read, they get fill), a
+ * store of vl n */
+static inline vf vf_load_part(const float *p, int64_t n, float fill) {
+  const vbool16_t m = vmsltu_vx_u32m2_b16(vid_v_u32m2(OA_RVV_VL_), (uint32_t)(n > 0 ? n : 0), OA_RVV_VL_);
+  return vle32_v_f32m2_m(m, vf_set1(fill), p, OA_RVV_VL_);
+}
+static inline void vf_store_part(float *p, int64_t n, vf v) {
+  if (n > 0) vse32_v_f32m2(p, v, (size_t)(n < VW ? n : VW));
+}
+/* fixed order: the ordered reduction (lane 0 first) */
+static inline float vf_hsum(vf v) {
+  return vfmv_f_s_f32m1_f32(vfredosum_vs_f32m2_f32m1(vfmv_v_f_f32m1(0.0f, 1), v, vfmv_v_f_f32m1(0.0f, 1), OA_RVV_VL_));
+}
+/* NaN if a lane is NaN (vfredmax would skip it) */
+static inline float vf_hmax(vf v) {
+  if (vfirst_m_b16(vf_isnan_(v), OA_RVV_VL_) >= 0) return NAN;
+  return vfmv_f_s_f32m1_f32(vfredmax_vs_f32m2_f32m1(vfmv_v_f_f32m1(0.0f, 1), v, vfmv_v_f_f32m1(-INFINITY, 1), OA_RVV_VL_));
+}
 #else
 /* ---------------------------------------------------------------- portable C, 1 lane -------- */
 #define VW 1
