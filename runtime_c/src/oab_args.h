@@ -353,4 +353,60 @@
 #define OA_ARG_SDPA_NUM_INTS 2
 #define OA_ARG_SDPA_NUM_FLOATS 1
 
+/* quantize */
+#define OA_ARG_QUANTIZE_ZERO_POINT 0 /* ints[0] */
+#define OA_ARG_QUANTIZE_QMIN 1 /* ints[1] */
+#define OA_ARG_QUANTIZE_QMAX 2 /* ints[2] */
+#define OA_ARG_QUANTIZE_SCALE 0 /* floats[0] */
+#define OA_ARG_QUANTIZE_NUM_INTS 3
+#define OA_ARG_QUANTIZE_NUM_FLOATS 1
+
+/* dequantize */
+#define OA_ARG_DEQUANTIZE_ZERO_POINT 0 /* ints[0] */
+#define OA_ARG_DEQUANTIZE_SCALE 0 /* floats[0] */
+#define OA_ARG_DEQUANTIZE_NUM_INTS 1
+#define OA_ARG_DEQUANTIZE_NUM_FLOATS 1
+
+/* conv2d_q8 */
+#define OA_ARG_CONV2D_Q8_STRIDE_H 0 /* ints[0] */
+#define OA_ARG_CONV2D_Q8_STRIDE_W 1 /* ints[1] */
+#define OA_ARG_CONV2D_Q8_PAD_H 2 /* ints[2] */
+#define OA_ARG_CONV2D_Q8_PAD_W 3 /* ints[3] */
+#define OA_ARG_CONV2D_Q8_DILATION_H 4 /* ints[4] */
+#define OA_ARG_CONV2D_Q8_DILATION_W 5 /* ints[5] */
+#define OA_ARG_CONV2D_Q8_GROUPS 6 /* ints[6] */
+#define OA_ARG_CONV2D_Q8_INPUT_ZP 7 /* ints[7] */
+#define OA_ARG_CONV2D_Q8_OUTPUT_ZP 8 /* ints[8] */
+#define OA_ARG_CONV2D_Q8_ACT_MIN 9 /* ints[9] */
+#define OA_ARG_CONV2D_Q8_ACT_MAX 10 /* ints[10] */
+#define OA_ARG_CONV2D_Q8_INPUT_SCALE 0 /* floats[0] */
+#define OA_ARG_CONV2D_Q8_OUTPUT_SCALE 1 /* floats[1] */
+#define OA_ARG_CONV2D_Q8_NUM_INTS 11
+#define OA_ARG_CONV2D_Q8_NUM_FLOATS 2
+
+/* linear_q8 */
+#define OA_ARG_LINEAR_Q8_INPUT_ZP 0 /* ints[0] */
+#define OA_ARG_LINEAR_Q8_OUTPUT_ZP 1 /* ints[1] */
+#define OA_ARG_LINEAR_Q8_ACT_MIN 2 /* ints[2] */
+#define OA_ARG_LINEAR_Q8_ACT_MAX 3 /* ints[3] */
+#define OA_ARG_LINEAR_Q8_INPUT_SCALE 0 /* floats[0] */
+#define OA_ARG_LINEAR_Q8_OUTPUT_SCALE 1 /* floats[1] */
+#define OA_ARG_LINEAR_Q8_NUM_INTS 4
+#define OA_ARG_LINEAR_Q8_NUM_FLOATS 2
+
+/* add_q8 */
+#define OA_ARG_ADD_Q8_SELF_ZP 0 /* ints[0] */
+#define OA_ARG_ADD_Q8_OTHER_ZP 1 /* ints[1] */
+#define OA_ARG_ADD_Q8_OUTPUT_ZP 2 /* ints[2] */
+#define OA_ARG_ADD_Q8_SELF_MULTIPLIER 3 /* ints[3] */
+#define OA_ARG_ADD_Q8_OTHER_MULTIPLIER 4 /* ints[4] */
+#define OA_ARG_ADD_Q8_SHIFT 5 /* ints[5] */
+#define OA_ARG_ADD_Q8_ACT_MIN 6 /* ints[6] */
+#define OA_ARG_ADD_Q8_ACT_MAX 7 /* ints[7] */
+#define OA_ARG_ADD_Q8_SELF_SCALE 0 /* floats[0] */
+#define OA_ARG_ADD_Q8_OTHER_SCALE 1 /* floats[1] */
+#define OA_ARG_ADD_Q8_OUTPUT_SCALE 2 /* floats[2] */
+#define OA_ARG_ADD_Q8_NUM_INTS 8
+#define OA_ARG_ADD_Q8_NUM_FLOATS 3
+
 #endif /* OA_OAB_ARGS_H */

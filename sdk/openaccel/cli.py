@@ -92,6 +92,8 @@ def cmd_inspect(a: argparse.Namespace) -> int:
                               "outputs": list(p.outputs), "args": {k: v for k, v in p.args},
                               "source": p.source, "events": p.events} for p in prog.instructions],
             "tests": [{"name": n, "atol": at, "rtol": rt} for n, _, _, at, rt in prog.tests()],
+            "float32_in_quantized": [{"index": p.index, "op": p.op, "source": p.source}
+                                     for p in prog.float32_in_quantized()],
         }
         print(json.dumps(doc, indent=2, default=str))
         return 0

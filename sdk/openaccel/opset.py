@@ -162,7 +162,7 @@ _op("conv_transpose2d", ("input", "weight", "bias?"),
     "output_pad < stride or < dilation")
 _op("max_pool2d", ("input",),
     ints=("kernel_h", "kernel_w", "stride_h", "stride_w", "pad_h", "pad_w", "dilation_h",
-          "dilation_w", "ceil_mode"), dtypes=NUM, family="pool",
+          "dilation_w", "ceil_mode"), dtypes=NUM | frozenset({"int8"}), family="pool",
     doc="input [N, C, H, W] or [C, H, W]; pad <= kernel/2; NaN propagates; a window with no "
     "input element gives -inf (lowest for ints)")
 _op("avg_pool2d", ("input",),
@@ -240,6 +240,32 @@ _op("sdpa", ("query", "key", "value", "attn_mask?"), ints=("is_causal", "gqa_gro
         "is_causal masks j > i (top-left aligned); a bool mask keeps True; gqa_groups > 1 shares each "
         "key/value head among that many query heads (dim -3)")
 
+
+# ---- quantized (int8; the requantization rule: docs/quantization.md) ----------------------------
+I8 = frozenset({"int8"})
+_op("quantize", ("self",), ints=("zero_point", "qmin", "qmax"), floats=("scale",), dtypes=F32, family="quant",
+    doc="float32 -> int8/uint8 (the output's dtype): clamp(round_half_even(x * float32(1 / scale)) + zero_point, "
+    "qmin, qmax), PyTorch's quantize_per_tensor; NaN -> zero_point")
+_op("dequantize", ("self",), ints=("zero_point",), floats=("scale",), dtypes=I8 | frozenset({"uint8"}),
+    family="quant", doc="int8/uint8 -> float32: float32(x - zero_point) * float32(scale)")
+_op("conv2d_q8", ("input", "weight", "bias?", "multiplier", "shift"),
+    ints=("stride_h", "stride_w", "pad_h", "pad_w", "dilation_h", "dilation_w", "groups", "input_zp", "output_zp",
+          "act_min", "act_max"),
+    floats=("input_scale", "output_scale"), dtypes=I8, family="quant",
+    doc="int8 NCHW conv2d: input int8 (zero point input_zp; padding reads input_zp), weight int8 [C_out, "
+    "C_in/groups, kH, kW] symmetric (zero point 0), bias int32 [C_out], multiplier / shift int32 [C_out] (or [1]); "
+    "out = clamp(round_half_even(sat32(bias + sum (x - input_zp) * w) * multiplier / 2^shift) + output_zp, "
+    "act_min, act_max); shift 0..62, multiplier 0..2^31-1; the scales are informational")
+_op("linear_q8", ("input", "weight", "bias?", "multiplier", "shift"),
+    ints=("input_zp", "output_zp", "act_min", "act_max"), floats=("input_scale", "output_scale"), dtypes=I8,
+    family="quant", doc="int8 linear: input [..., K], weight int8 [N, K], bias int32 [N], multiplier / shift "
+    "int32 [N] (or [1]); the conv2d_q8 rule")
+_op("add_q8", ("self", "other"),
+    ints=("self_zp", "other_zp", "output_zp", "self_multiplier", "other_multiplier", "shift", "act_min", "act_max"),
+    floats=("self_scale", "other_scale", "output_scale"), dtypes=I8, family="quant",
+    doc="int8 add with broadcasting: out = clamp(round_half_even(((a - self_zp) * self_multiplier + "
+    "(b - other_zp) * other_multiplier) / 2^shift) + output_zp, act_min, act_max); multipliers 0..2^31-1, "
+    "shift 0..62; the scales are informational")
 
 # ---- CPU tuning shared by the exporter and the CPU kernels --------------------------------------
 # `make schema` writes these into runtime_c/src/oab_args.h as OA_CPU_<NAME>; tests/test_opset.py

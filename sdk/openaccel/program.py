@@ -231,7 +231,30 @@ class Program:
         saved = f", {100 * (1 - self.arena_bytes / naive):.0f}% below no reuse ({naive:,})" if naive else ""
         lines.append(f"  memory plan: arena {self.arena_bytes:,} bytes{saved}")
         lines.append(f"  constants: {self.constant_bytes:,} bytes; bundled tests: {len(self._m.tests or [])}")
+        islands = self.float32_in_quantized()
+        if islands:
+            lines.append(f"  quantized program: {len(islands)} instruction(s) stay float32 between dequantize / "
+                         "quantize (not an int8 pattern; the export warning gives each reason):")
+            lines += [f"    #{p.index} {p.op}" + (f" at {p.source}" if p.source else "") for p in islands]
         return "\n".join(lines)
+
+    def float32_in_quantized(self) -> list[Placement]:
+        """In a quantized program (one with int8 instructions): the instructions that compute in
+        float32 (not quantize / dequantize), i.e. what the exporter could not fold into an int8
+        instruction (its ExportWarning gave each one's reason); empty for a float program."""
+        quant_ops = {"quantize", "dequantize"}
+        instrs = self.instructions
+        raw = self._m.instructions or []
+        tensors = self._m.tensors or []
+        int8 = dtypes.code_of("int8")
+
+        def int8_out(k: int) -> bool:
+            outs = raw[k].outputs if raw[k].outputs is not None else []
+            return any(0 <= int(t) < len(tensors) and tensors[int(t)].dtype == int8 for t in outs)
+
+        if not any(p.op.endswith("_q8") or p.op == "quantize" for p in instrs):
+            return []
+        return [p for k, p in enumerate(instrs) if p.op not in quant_ops and p.op != "transfer" and not int8_out(k)]
 
     def __repr__(self) -> str:
         return f"<openaccel.Program {len(self.buffer):,} bytes, {len(self.instructions)} instructions>"

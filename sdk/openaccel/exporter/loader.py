@@ -161,6 +161,35 @@ def _explain_miss(p: Path, miss: _Lookup, model_module: str | Path | None) -> Mo
                           f"(renamed or moved since the file was saved?): {miss.error}")
 
 
+def _register_quantized_ops() -> None:
+    """Make the `quantized_decomposed::*` ops of PT2E-quantized programs known to torch before
+    it deserializes a .pt2 (torch registers them on import of this module only; without it the
+    load fails with "check the warnings above" and the warning goes to a logger nobody sees)."""
+    with contextlib.suppress(ImportError):
+        importlib.import_module("torch.ao.quantization.fx._decomposed")
+
+
+@contextlib.contextmanager
+def _load_errors() -> Any:
+    """The errors torch.export.load logs (and then replaces by "check the warnings above")."""
+    import logging
+
+    found: list[str] = []
+
+    class _Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            exc = record.exc_info[1] if record.exc_info else None
+            found.append(f"{type(exc).__name__}: {exc}" if exc is not None else record.getMessage())
+
+    logger = logging.getLogger("torch.export")
+    handler = _Keep(level=logging.WARNING)
+    logger.addHandler(handler)
+    try:
+        yield found
+    finally:
+        logger.removeHandler(handler)
+
+
 def load_model(path: str | Path, *, allow_pickle: bool = False, input_shapes: list[str] | None = None,
                model_module: str | Path | None = None) -> tuple[Any, tuple[torch.Tensor, ...]]:
     """Return (nn.Module or ExportedProgram, example inputs).
@@ -190,13 +219,15 @@ def load_model(path: str | Path, *, allow_pickle: bool = False, input_shapes: li
                 archive.check_payloads(z, str(p))
                 root = z.namelist()[0].split("/", 1)[0] if z.namelist() else ""
             guard = archive.refuse_unpickling(str(p), root)
+        _register_quantized_ops()
         try:
-            with guard:
+            with guard, _load_errors() as hidden:
                 ep = torch.export.load(str(p))
         except ModelLoadError:
             raise
         except Exception as e:
-            raise ModelLoadError(f"{p}: torch.export.load failed: {type(e).__name__}: {e}") from None
+            cause = f" (the deserializer's error: {hidden[-1]})" if hidden else ""
+            raise ModelLoadError(f"{p}: torch.export.load failed: {type(e).__name__}: {e}{cause}") from None
         check_static_inputs(ep)
         ex = getattr(ep, "example_inputs", None)
         args: tuple[Any, ...] = ()

@@ -22,7 +22,7 @@ Rule = Callable[["LowerCtx", AtenNode], None]
 RULES: dict[str, Rule] = {}
 
 _MODULES = ("elementwise", "binary", "matmul", "conv", "pool", "norm", "reduce", "shape", "index", "resize",
-            "attention")
+            "attention", "quant")
 
 
 def rule(*names: str) -> Callable[[Rule], Rule]:

@@ -42,7 +42,7 @@ def max_pool2d(ctx: LowerCtx, node: AtenNode) -> None:
     assert out is not None and isinstance(x, Value)
     if len(node.outputs) > 1 and ctx.is_used(node.outputs[1]):
         raise ctx.unsupported("the indices output (return_indices=True) is not supported")
-    _check_input(ctx, x, (torch.float32, torch.int32, torch.int64))
+    _check_input(ctx, x, (torch.float32, torch.int32, torch.int64, torch.int8))
     kernel = _pair(ctx, a["kernel_size"], [], "kernel_size")
     if len(kernel) != 2:
         raise ctx.unsupported(f"kernel_size {a['kernel_size']}")

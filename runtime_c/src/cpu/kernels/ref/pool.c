@@ -1,4 +1,4 @@
-/* Reference pooling: max_pool2d (float32, int32, int64), avg_pool2d, adaptive_avg_pool2d.
+/* Reference pooling: max_pool2d (float32, int32, int64, int8), avg_pool2d, adaptive_avg_pool2d.
  *
  * Input [N, C, H, W] or [C, H, W]; every leading dim is a plane index. Window and output-size
  * rules follow PyTorch's CPU kernels (Pool.h pooling_output_shape, MaxPoolKernel.cpp,
@@ -133,7 +133,7 @@ oa_status_t oa_ref_max_pool2d_prepare(const oa_op_call_t *call, const oa_kernel_
   (void)env;
   oa_status_t st;
   if ((st = oa_check_arity(call, 1, 1, 1, 8, 0, diag))) return st;
-  if ((st = check_io(call, OA_DT_NUM, diag))) return st;
+  if ((st = check_io(call, OA_DT_NUM | OA_DT_I8, diag))) return st;
   if ((st = check_arg(call, OA_ARG_MAX_POOL2D_CEIL_MODE, "ceil_mode", 0, 1, diag))) return st;
   return window_prepare(call, plan, 1, (int)iarg(call, OA_ARG_MAX_POOL2D_CEIL_MODE), diag);
 }
@@ -193,6 +193,12 @@ oa_status_t oa_ref_max_pool2d_run(const oa_op_call_t *call, const oa_op_plan_t *
         const int64_t *xp = (const int64_t *)x->data + c * h * w;
         int64_t *yp = (int64_t *)call->outputs[0]->data + c * oh_n * ow_n;
         MAX_POOL_PLANE(int64_t, INT64_MIN, POOL_NEVER);
+        break;
+      }
+      case OA_DTYPE_INT8: { /* quantized: max commutes with the monotonic dequantization */
+        const int8_t *xp = (const int8_t *)x->data + c * h * w;
+        int8_t *yp = (int8_t *)call->outputs[0]->data + c * oh_n * ow_n;
+        MAX_POOL_PLANE(int8_t, INT8_MIN, POOL_NEVER);
         break;
       }
       default: break;

@@ -1,0 +1,526 @@
+"""int8 quantization: the requantization rule's export half, and the pass that folds PT2E's q/dq
+patterns into int8 instructions.
+
+The rule (docs/quantization.md; its run-time half is runtime_c/src/cpu/kernels/ref/quant.c):
+a real multiplier m > 0 (e.g. s_in * s_w[c] / s_out) is stored as an integer M and a right shift
+n with m ~= M / 2^n, 0 <= M < 2^31, 0 <= n <= 62, M in [2^30, 2^31) unless n hit 62 (tiny m).
+M = round_half_even(m * 2^n) computed exactly (fractions, no float op in between), so every
+machine that runs the exporter writes the same integers. At run time
+
+    acc  = sat_int32(bias_q[c] + sum (x - zp_in) * w)                 (exact integer sum)
+    out  = clamp(round_half_even(acc * M / 2^n) + zp_out, act_min, act_max)
+
+in 64-bit integers only. add_q8 shares one shift between its two inputs:
+    out = clamp(round_half_even(((a - zp_a) * M_a + (b - zp_b) * M_b) / 2^n) + zp_out, act_min, act_max).
+
+The fold pass (`fold_quantized`, the first pass of the pipeline) runs on the edge graph before
+constant folding, so the int8 weights are still int8 constants feeding dequantize_per_channel.
+What it cannot fold stays float32 between explicit quantize / dequantize instructions and is
+listed (op, reason, model line) in an ExportWarning and in the file's instruction list.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+import torch
+
+from ..errors import ExportError, ExportWarning
+from ..ir import AtenNode, Graph, Source, Value
+
+Q = "quantized_decomposed.quantize_per_tensor.default"
+DQ = "quantized_decomposed.dequantize_per_tensor.default"
+DQC = "quantized_decomposed.dequantize_per_channel.default"
+QUANT_OPS = (Q, DQ, DQC)
+
+SHIFT_MAX = 62
+MULT_LIMIT = 1 << 31
+INT8_MIN, INT8_MAX = -128, 127
+
+
+class QuantParamError(ExportError):
+    """Quantization parameters the int8 kernels cannot represent (a scale of zero or NaN, a zero
+    point outside the dtype, a multiplier too large)."""
+
+
+def register_ops() -> None:
+    """torch.ops.quantized_decomposed.* (torch defines them on import of this module only)."""
+    import torch.ao.quantization.fx._decomposed  # noqa: F401
+
+
+# ---- the rule, export half ------------------------------------------------------------------------
+def round_half_even(x: Fraction) -> int:
+    """Nearest integer to x, ties to even (Python's round on a Fraction is exact)."""
+    return round(x)
+
+
+def check_scale(scale: float, what: str) -> None:
+    if not (isinstance(scale, (int, float)) and math.isfinite(scale) and scale > 0):
+        raise QuantParamError(f"{what}: scale {scale!r} is not a positive finite number")
+
+
+def check_zero_point(zp: int, what: str, lo: int = INT8_MIN, hi: int = INT8_MAX) -> None:
+    if not lo <= int(zp) <= hi:
+        raise QuantParamError(f"{what}: zero point {zp} is outside [{lo}, {hi}]")
+
+
+def _shift_for(m: Fraction, what: str) -> int:
+    if m <= 0:
+        raise QuantParamError(f"{what}: multiplier {float(m)!r} is not positive")
+    _, e = math.frexp(float(m))       # m = f * 2^e, f in [0.5, 1)
+    n = min(31 - e, SHIFT_MAX)
+    if n < 0:
+        raise QuantParamError(f"{what}: multiplier {float(m):.6g} is too large (at most 2^31; check the scales)")
+    return n
+
+
+def quantize_multiplier(m: Fraction | float, what: str = "requantization") -> tuple[int, int]:
+    """(M, n) with M / 2^n = m rounded to 31 significant bits, half to even (the rule above)."""
+    m = Fraction(m)
+    n = _shift_for(m, what)
+    big = round_half_even(m * (1 << n))
+    if big >= MULT_LIMIT:     # f rounded up to 1.0
+        n -= 1
+        if n < 0:
+            raise QuantParamError(f"{what}: multiplier {float(m):.6g} is too large (at most 2^31)")
+        big = round_half_even(m * (1 << n))
+    return big, n
+
+
+def quantize_multipliers_shared(ms: Sequence[Fraction | float], what: str = "add") -> tuple[list[int], int]:
+    """Integer multipliers M_i with one shared shift n: M_i / 2^n = m_i (largest has 31 bits)."""
+    fr = [Fraction(m) for m in ms]
+    n = _shift_for(max(fr), what)
+    big = [round_half_even(m * (1 << n)) for m in fr]
+    if max(big) >= MULT_LIMIT:
+        n -= 1
+        if n < 0:
+            raise QuantParamError(f"{what}: multiplier {float(max(fr)):.6g} is too large (at most 2^31)")
+        big = [round_half_even(m * (1 << n)) for m in fr]
+    return big, n
+
+
+def requant_multipliers(in_scale: float, w_scales: Sequence[float], out_scale: float,
+                        what: str = "conv") -> tuple[list[int], list[int]]:
+    """Per-channel (M[c], n[c]) for real multiplier in_scale * w_scales[c] / out_scale."""
+    check_scale(in_scale, f"{what}: input")
+    check_scale(out_scale, f"{what}: output")
+    mults, shifts = [], []
+    for c, ws in enumerate(w_scales):
+        check_scale(float(ws), f"{what}: weight channel {c}")
+        m, n = quantize_multiplier(Fraction(in_scale) * Fraction(float(ws)) / Fraction(out_scale),
+                                   f"{what} channel {c}")
+        mults.append(m)
+        shifts.append(n)
+    return mults, shifts
+
+
+def quantize_bias(bias: torch.Tensor | None, in_scale: float, w_scales: Sequence[float], n: int) -> list[int]:
+    """int32 bias: round_half_even(b[c] / (in_scale * w_scales[c])), saturated to int32."""
+    if bias is None:
+        return [0] * n
+    b = bias.detach().to(torch.float64).reshape(-1).tolist()
+    out = []
+    for c in range(n):
+        if not math.isfinite(b[c]):
+            raise QuantParamError(f"bias channel {c} is {b[c]} (not finite)")
+        q = round_half_even(Fraction(b[c]) / (Fraction(in_scale) * Fraction(float(w_scales[c]))))
+        out.append(max(-(1 << 31), min((1 << 31) - 1, q)))
+    return out
+
+
+def quantize_value(v: float, scale: float, zp: int, qmin: int, qmax: int) -> int:
+    """PyTorch's quantize_per_tensor of one float32 value (x * float32(1/scale), round half even)."""
+    register_ops()
+    t = torch.ops.quantized_decomposed.quantize_per_tensor(
+        torch.tensor([v], dtype=torch.float32), scale, zp, qmin, qmax, torch.int8)
+    return int(t[0])
+
+
+# ---- the pass -------------------------------------------------------------------------------------
+@dataclass
+class Fallback:
+    """An op left in float32 between dequantize / quantize."""
+
+    op: str
+    reason: str
+    source: Source
+
+    def describe(self) -> str:
+        return f"{self.op}: {self.reason} (at {self.source.describe()})"
+
+
+@dataclass
+class QuantReport:
+    folded: dict[str, int] = field(default_factory=dict)
+    fallbacks: list[Fallback] = field(default_factory=list)
+
+    def note(self) -> str:
+        if not self.fallbacks:
+            return ""
+        lines = [f"  {f.describe()}" for f in self.fallbacks]
+        return (f"{len(self.fallbacks)} op(s) of this quantized model stay float32 between "
+                "dequantize/quantize instructions:\n" + "\n".join(lines))
+
+
+class QuantOp:
+    """The target of a folded node: lower/quant.py's rule for `name` emits the instruction."""
+
+    def __init__(self, name: str) -> None:
+        self.__name__ = f"openaccel.{name}"
+        self.op = name
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise ExportError(f"{self.__name__} is not evaluated at export time")
+
+
+_ACTS = ("aten.relu.default", "aten.hardtanh.default", "aten.clamp.default")
+_MOVES = ("aten.view_copy.default", "aten.permute_copy.default", "aten.squeeze_copy.dims",
+          "aten.unsqueeze_copy.default", "aten.clone.default", "aten.slice_copy.Tensor",
+          "aten.cat.default", "aten.max_pool2d_with_indices.default", "aten.max_pool2d.default",
+          "aten._unsafe_view.default", "aten.expand_copy.default", "aten.select_copy.int")
+_COMPUTE = ("aten.convolution.default", "aten.addmm.default", "aten.mm.default", "aten.add.Tensor")
+
+
+class _Miss(Exception):
+    """This node does not match an int8 pattern (the reason is the message)."""
+
+
+class _Folder:
+    def __init__(self, graph: Graph) -> None:
+        self.graph = graph
+        self.producer: dict[Value, AtenNode] = {}
+        self.users: dict[Value, list[AtenNode]] = {}
+        for n in graph.nodes:
+            for o in n.outputs:
+                if o is not None:
+                    self.producer[o] = n
+            for v in n.input_values():
+                self.users.setdefault(v, []).append(n)
+        self.outputs = set(graph.outputs)
+        self.dead: set[int] = set()
+        self.replace: dict[int, AtenNode] = {}
+        self.made: dict[int, AtenNode] = {}   # id(int8 value) -> the folded node writing it
+        self.misses: dict[int, tuple[AtenNode, str]] = {}
+        self.report = QuantReport()
+
+    # ---- helpers ----
+    def sole_user(self, v: Value) -> AtenNode | None:
+        us = self.users.get(v, [])
+        if len(us) != 1 or v in self.outputs:
+            return None
+        return us[0]
+
+    def dq_of(self, v: Any) -> tuple[Value, float, int, AtenNode]:
+        """v = dequantize_per_tensor(xq int8, scale, zp): (xq, scale, zp, node)."""
+        if not isinstance(v, Value):
+            raise _Miss("an operand is not a tensor")
+        n = self.producer.get(v)
+        if n is None or n.op_name != DQ:
+            raise _Miss("an input does not come from dequantize_per_tensor")
+        xq, scale, zp, qmin, qmax, dt = n.args[:6]
+        if dt != torch.int8 or not isinstance(xq, Value) or xq.dtype != torch.int8:
+            raise _Miss(f"the input is {dt}, not int8")
+        if (qmin, qmax) != (INT8_MIN, INT8_MAX):
+            raise _Miss(f"activation range [{qmin}, {qmax}] is not [-128, 127]")
+        what = f"dequantize at {n.source.describe()}"
+        check_scale(float(scale), what)
+        check_zero_point(int(zp), what)
+        return xq, float(scale), int(zp), n
+
+    def weight_of(self, v: Any) -> tuple[torch.Tensor, list[float], AtenNode]:
+        """v = dequantize_per_channel(W int8 constant, scales, zps (0), axis 0) (or per tensor)."""
+        if not isinstance(v, Value):
+            raise _Miss("the weight is not a tensor")
+        n = self.producer.get(v)
+        if n is None or n.op_name not in (DQC, DQ):
+            raise _Miss("the weight is not dequantized from int8")
+        w = n.args[0]
+        if not isinstance(w, Value) or not w.is_const or w.dtype != torch.int8:
+            raise _Miss("the weight is not an int8 constant")
+        assert w.data is not None
+        what = f"weight dequantize at {n.source.describe()}"
+        if n.op_name == DQC:
+            scales, zps, axis = n.args[1], n.args[2], int(n.args[3])
+            if axis != 0:
+                raise _Miss(f"per-channel weight axis {axis} (only 0)")
+            if not (isinstance(scales, Value) and scales.is_const):
+                raise _Miss("per-channel weight scales are not constants")
+            assert scales.data is not None
+            sc = [float(s) for s in scales.data.to(torch.float64).reshape(-1).tolist()]
+            if isinstance(zps, Value) and zps.data is not None and bool((zps.data != 0).any()):
+                raise _Miss("weight zero points are not 0 (asymmetric weights)")
+            if len(sc) != w.shape[0]:
+                raise QuantParamError(f"{what}: {len(sc)} scales for {w.shape[0]} output channels")
+        else:
+            scale, zp = float(n.args[1]), int(n.args[2])
+            if zp != 0:
+                raise _Miss("weight zero point is not 0 (asymmetric weights)")
+            sc = [scale] * w.shape[0]
+        for c, s in enumerate(sc):
+            check_scale(s, f"{what}, channel {c}")
+        return w.data, sc, n
+
+    def q_after(self, v: Value, allow_act: bool = True) -> tuple[Value, float, int, int, int, list[AtenNode]]:
+        """Follow v through an optional relu/hardtanh to quantize_per_tensor: (out int8, scale, zp,
+        act_min, act_max, nodes)."""
+        chain: list[AtenNode] = []
+        act: AtenNode | None = None
+        cur = v
+        while True:
+            u = self.sole_user(cur)
+            if u is None:
+                raise _Miss("the result is not only quantized (it has other users or is an output)")
+            if u.op_name == Q:
+                break
+            if allow_act and act is None and u.op_name in _ACTS:
+                act = u
+                chain.append(u)
+                out = u.outputs[0]
+                assert out is not None
+                cur = out
+                continue
+            raise _Miss(f"the result goes to {u.op_name}, not to quantize_per_tensor")
+        qn = u
+        _, scale, zp, qmin, qmax, dt = qn.args[:6]
+        if dt != torch.int8 or (qmin, qmax) != (INT8_MIN, INT8_MAX):
+            raise _Miss(f"output quantized to {dt} [{qmin}, {qmax}], not int8 [-128, 127]")
+        what = f"quantize at {qn.source.describe()}"
+        check_scale(float(scale), what)
+        check_zero_point(int(zp), what)
+        lo, hi = INT8_MIN, INT8_MAX
+        if act is not None:
+            lo, hi = self._act_bounds(act, float(scale), int(zp))
+        out = qn.outputs[0]
+        assert out is not None
+        return out, float(scale), int(zp), lo, hi, [*chain, qn]
+
+    def kill(self, *nodes: AtenNode) -> None:
+        for n in nodes:
+            self.dead.add(id(n))
+
+    def const(self, data: torch.Tensor, name: str) -> Value:
+        data = data.contiguous()
+        return Value(name=name, dtype=data.dtype, shape=tuple(data.shape), data=data)
+
+    # ---- patterns ----
+    def fold_gemm(self, n: AtenNode) -> None:
+        name = n.op_name
+        if name == "aten.convolution.default":
+            x, w, b, stride, pad, dil, transposed, _, groups = n.args[:9]
+            if transposed:
+                raise _Miss("transposed convolution has no int8 kernel yet")
+            if len(stride) != 2:
+                raise _Miss(f"{len(stride)}-D convolution (int8: 2-D only)")
+        elif name == "aten.addmm.default":
+            b, x, wt = n.args[:3]
+            if n.kwargs.get("beta", 1) != 1 or n.kwargs.get("alpha", 1) != 1:
+                raise _Miss("addmm with beta/alpha != 1")
+        else:
+            x, wt = n.args[:2]
+            b = None
+        if name != "aten.convolution.default":
+            p = self.producer.get(wt) if isinstance(wt, Value) else None
+            if p is None or p.op_name != "aten.permute_copy.default" or list(p.args[1]) != [1, 0]:
+                raise _Miss("the weight is not a transposed dequantized constant")
+            w = p.args[0]
+        xq, s_in, zp_in, _ = self.dq_of(x)
+        wdata, w_scales, dqw = self.weight_of(w)
+        if b is not None and not (isinstance(b, Value) and b.is_const and b.dtype == torch.float32):
+            raise _Miss("the bias is not a float32 constant")
+        if name != "aten.convolution.default" and (b is not None and b.numel != wdata.shape[0]):
+            raise _Miss(f"bias of shape {list(b.shape)}")
+        out = n.outputs[0]
+        assert out is not None
+        yq, s_out, zp_out, lo, hi, tail = self.q_after(out)
+        cout = wdata.shape[0]
+        op = "conv2d_q8" if name == "aten.convolution.default" else "linear_q8"
+        mults, shifts = requant_multipliers(s_in, w_scales, s_out, f"{op} at {n.source.describe()}")
+        bias = quantize_bias(b.data if isinstance(b, Value) else None, s_in, w_scales, cout)
+        base = (w.name if isinstance(w, Value) else "w")
+        wq = self.const(wdata, dqw.args[0].name if isinstance(dqw.args[0], Value) else base)
+        bq = self.const(torch.tensor(bias, dtype=torch.int32), (b.name if isinstance(b, Value) else "bias") + ".q")
+        mq = self.const(torch.tensor(mults, dtype=torch.int32), f"{wq.name}.multiplier")
+        sq = self.const(torch.tensor(shifts, dtype=torch.int32), f"{wq.name}.shift")
+        kw: dict[str, Any] = dict(input_zp=zp_in, output_zp=zp_out, act_min=lo, act_max=hi,
+                                  input_scale=s_in, output_scale=s_out)
+        if op == "conv2d_q8":
+            kw.update(stride_h=stride[0], stride_w=stride[1], pad_h=pad[0], pad_w=pad[1],
+                      dilation_h=dil[0], dilation_w=dil[1], groups=int(groups))
+        new = AtenNode(target=QuantOp(op), args=(xq, wq, bq, mq, sq), kwargs=kw, outputs=[yq], source=n.source)
+        self.kill(*tail)  # the dequantize nodes go with remove_dead
+        self.replace[id(n)] = new
+        self.made[id(yq)] = new
+        self.report.folded[op] = self.report.folded.get(op, 0) + 1
+
+    def fold_add(self, n: AtenNode) -> None:
+        a, b = n.args[:2]
+        if n.kwargs.get("alpha", 1) != 1:
+            raise _Miss("add with alpha != 1")
+        aq, sa, za, _ = self.dq_of(a)
+        bq, sb, zb, _ = self.dq_of(b)
+        out = n.outputs[0]
+        assert out is not None
+        yq, so, zo, lo, hi, tail = self.q_after(out)
+        check_scale(sa, "add_q8: self")
+        (ma, mb), shift = quantize_multipliers_shared([Fraction(sa) / Fraction(so), Fraction(sb) / Fraction(so)],
+                                                      f"add_q8 at {n.source.describe()}")
+        kw = dict(self_zp=za, other_zp=zb, output_zp=zo, self_multiplier=ma, other_multiplier=mb, shift=shift,
+                  act_min=lo, act_max=hi, self_scale=sa, other_scale=sb, output_scale=so)
+        new = AtenNode(target=QuantOp("add_q8"), args=(aq, bq), kwargs=kw, outputs=[yq], source=n.source)
+        self.kill(*tail)
+        self.replace[id(n)] = new
+        self.made[id(yq)] = new
+        self.report.folded["add_q8"] = self.report.folded.get("add_q8", 0) + 1
+
+    def fold_move(self, n: AtenNode) -> None:
+        """dq -> data movement / max pool -> q with the same qparams: the op itself on int8."""
+        ins = [v for v in n.input_values() if v in self.producer and self.producer[v].op_name == DQ]
+        if not ins:
+            raise _Miss("no dequantized input")
+        params = set()
+        dqs = []
+        for v in ins:
+            xq, s, z, dq = self.dq_of(v)
+            params.add((s, z))
+            dqs.append((v, xq, dq))
+        if len(params) != 1:
+            raise _Miss("inputs with different quantization parameters")
+        out = n.outputs[0]
+        assert out is not None
+        yq, s_out, zp_out, _, _, tail = self.q_after(out, allow_act=False)
+        if (s_out, zp_out) not in params:
+            raise _Miss("output quantization parameters differ from the input's")
+        sub = {id(v): xq for v, xq, _ in dqs}
+
+        def swap(a: Any) -> Any:
+            if isinstance(a, Value):
+                return sub.get(id(a), a)
+            if isinstance(a, (list, tuple)):
+                return type(a)(swap(x) for x in a)
+            return a
+
+        outs = list(n.outputs)
+        outs[0] = yq
+        extra = [o for o in outs[1:] if o is not None and (self.users.get(o) or o in self.outputs)]
+        if extra:
+            raise _Miss("a second output is used")
+        outs = [yq] + [None] * (len(outs) - 1)
+        new = AtenNode(target=n.target, args=swap(n.args), kwargs={k: swap(v) for k, v in n.kwargs.items()},
+                       outputs=outs, source=n.source)
+        self.kill(*tail)
+        self.replace[id(n)] = new
+        key = n.op_name.split(".")[1]
+        self.report.folded[key] = self.report.folded.get(key, 0) + 1
+
+    def fold_act(self, n: AtenNode) -> None:
+        """q8 op -> dq -> relu / hardtanh / clamp -> q with the same qparams: tighten the q8 op's
+        act_min / act_max (the clamp is exact in the quantized domain)."""
+        xq, s_in, zp_in, _ = self.dq_of(n.args[0] if n.args else None)
+        prod = self.made.get(id(xq))
+        if prod is None or "act_min" not in prod.kwargs:
+            raise _Miss("the input does not come from an int8 conv / linear / add it can be fused into")
+        users = self.users.get(xq, [])
+        if len(users) != 1 or xq in self.outputs:
+            raise _Miss("the int8 result it would be fused into has other users")
+        yq, s_out, zp_out, _, _, tail = self.q_after(n.outputs[0] if n.outputs[0] is not None else xq, False)
+        if (s_out, zp_out) != (s_in, zp_in):
+            raise _Miss("output quantization parameters differ from the input's")
+        # the activation itself, evaluated in the output's quantized domain
+        lo, hi = self._act_bounds(n, s_out, zp_out)
+        prod.kwargs["act_min"] = max(int(prod.kwargs["act_min"]), lo)
+        prod.kwargs["act_max"] = min(int(prod.kwargs["act_max"]), hi)
+        if prod.kwargs["act_min"] > prod.kwargs["act_max"]:
+            prod.kwargs["act_max"] = prod.kwargs["act_min"]
+        prod.outputs = [yq]
+        self.made[id(yq)] = prod
+        self.kill(n, *tail)
+        self.report.folded["activation"] = self.report.folded.get("activation", 0) + 1
+
+    def _act_bounds(self, n: AtenNode, scale: float, zp: int) -> tuple[int, int]:
+        """relu / hardtanh / clamp of n as int8 bounds: PyTorch's quantize of its float bounds."""
+        lo, hi = INT8_MIN, INT8_MAX
+        name, args = n.op_name, n.args
+        if name == "aten.relu.default":
+            lo = max(lo, zp)
+        else:
+            a_lo = args[1] if len(args) > 1 else (-1.0 if name.endswith("hardtanh.default") else None)
+            a_hi = args[2] if len(args) > 2 else (1.0 if name.endswith("hardtanh.default") else None)
+            if a_lo is not None:
+                lo = max(lo, quantize_value(float(a_lo), scale, zp, INT8_MIN, INT8_MAX))
+            if a_hi is not None:
+                hi = min(hi, quantize_value(float(a_hi), scale, zp, INT8_MIN, INT8_MAX))
+        return lo, hi
+
+    def run(self) -> QuantReport:
+        misses: dict[int, tuple[AtenNode, str]] = {}
+        for n in self.graph.nodes:
+            if id(n) in self.dead:
+                continue
+            name = n.op_name
+            try:
+                if name in ("aten.convolution.default", "aten.addmm.default", "aten.mm.default"):
+                    self.fold_gemm(n)
+                elif name == "aten.add.Tensor":
+                    self.fold_add(n)
+                elif name in _MOVES:
+                    self.fold_move(n)
+                elif name in _ACTS:
+                    self.fold_act(n)
+                elif self._touches_quant(n):
+                    raise _Miss("no int8 kernel for this op yet")
+            except _Miss as m:
+                if self._touches_quant(n):
+                    misses[id(n)] = (n, str(m))
+        self.graph.nodes = [self.replace.get(id(n), n) for n in self.graph.nodes if id(n) not in self.dead]
+        self.misses = misses
+        return self.report
+
+    def note_fallbacks(self) -> None:
+        """Fallbacks among the nodes still in the graph (after dead code removal)."""
+        alive = {id(n) for n in self.graph.nodes}
+        self.report.fallbacks = [Fallback(n.op_name, why, n.source) for k, (n, why) in self.misses.items()
+                                 if k in alive]
+
+    def _touches_quant(self, n: AtenNode) -> bool:
+        if n.op_name in QUANT_OPS:
+            return False
+        fed = any(v in self.producer and self.producer[v].op_name in (DQ, DQC) for v in n.input_values())
+        feeds = any(any(u.op_name == Q for u in self.users.get(o, [])) for o in n.outputs if o is not None)
+        return fed or feeds
+
+
+def fold_quantized(graph: Graph, stacklevel: int = 2) -> QuantReport:
+    """Fold PT2E q/dq patterns into int8 instructions (see the module docstring); warn about the
+    ops left in float32."""
+    if not any(n.op_name in QUANT_OPS for n in graph.nodes):
+        return QuantReport()
+    from .fold import remove_dead
+
+    folder = _Folder(graph)
+    report = folder.run()
+    remove_dead(graph)
+    folder.note_fallbacks()
+    note = report.note()
+    if note:
+        warnings.warn(note, ExportWarning, stacklevel=stacklevel)
+    return report
+
+
+# Bundled test vectors compare with the quantized model run in eager (float q/dq around float
+# ops), which the integer rule matches to within an output step or so; a few steps of slack keep
+# a file's own test from failing on an honest 1-2 LSB difference.
+BUNDLED_LSB = 3
+
+
+def bundled_atol(graph: Graph) -> float:
+    """The absolute tolerance a bundled test of `graph` needs: BUNDLED_LSB steps of the largest
+    scale of a dequantize writing a graph output (0 when no output is dequantized)."""
+    outs = set(map(id, graph.outputs))
+    scales = [i.farg("scale") for i in graph.instrs if i.op == "dequantize" and id(i.outputs[0]) in outs]
+    return BUNDLED_LSB * max(scales, default=0.0)
