@@ -1,5 +1,7 @@
 """The engines the benchmark runs side by side: PyTorch eager, ExecuTorch (portable kernels and
-XNNPACK), ONNX Runtime and openaccel (host, through the ctypes binding).
+XNNPACK), ONNX Runtime and openaccel (host, through the ctypes binding), in fp32, and the int8
+engines: ExecuTorch + XNNPACK and openaccel on the PT2E-quantized model, ONNX Runtime on its own
+static QDQ quantization of the float ONNX export, all calibrated on the same inputs.
 
 Every engine works from a file it exported (`export`), and `load` turns that file plus the shared
 inputs (NumPy arrays) into a zero-argument callable that runs the model once and returns its
@@ -82,6 +84,62 @@ def _flatten_outputs(out: Any) -> list[np.ndarray]:
     raise TypeError(f"unexpected model output of type {type(out).__name__}")
 
 
+# ---- int8: one calibration set and one PT2E model per model, shared by every int8 engine ----------
+CALIBRATION_COUNT = 8
+CALIBRATION_SEED = 20261202
+
+
+def calibration_inputs(example: tuple[Any, ...], count: int = CALIBRATION_COUNT,
+                       seed: int = CALIBRATION_SEED) -> list[tuple[Any, ...]]:
+    """`count` seeded random inputs shaped like `example` (not the timed input itself): standard
+    normal for float tensors; for integer tensors (token ids) uniform over the example's own
+    min..max range."""
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+    out = []
+    for _ in range(count):
+        xs = []
+        for t in example:
+            if t.dtype.is_floating_point:
+                xs.append(torch.randn(t.shape, generator=g, dtype=t.dtype))
+            else:
+                xs.append(torch.randint(int(t.min()), int(t.max()) + 1, t.shape, generator=g, dtype=t.dtype))
+        out.append(tuple(xs))
+    return out
+
+
+def pt2e_quantize(model: Any, example: tuple[Any, ...], calibration: list[tuple[Any, ...]]) -> Any:
+    """The PT2E int8 program: torch.export -> prepare_pt2e(XNNPACKQuantizer, symmetric per-channel
+    weights, static activations) -> calibrate -> convert_pt2e, exported again (an ExportedProgram;
+    its .module() is the PT2E reference the int8 engines are checked against)."""
+    import torch
+    from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (
+        XNNPACKQuantizer,
+        get_symmetric_quantization_config,
+    )
+    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+
+    gm = torch.export.export(model, example).module()
+    quantizer = XNNPACKQuantizer().set_global(get_symmetric_quantization_config(is_per_channel=True))
+    prepared = _quiet(lambda: prepare_pt2e(gm, quantizer))
+    with torch.no_grad():
+        for xs in calibration:
+            prepared(*xs)
+    converted = _quiet(lambda: convert_pt2e(prepared))
+    return torch.export.export(converted, example)
+
+
+@dataclass
+class Int8Source:
+    """What an int8 engine exports from: the float model (ONNX Runtime quantizes its own ONNX
+    export), the shared calibration inputs, and the PT2E-converted program."""
+
+    model: Any
+    calibration: list[tuple[Any, ...]]
+    converted: Any  # torch.export.ExportedProgram of the convert_pt2e graph
+
+
 class Engine:
     """Base class; subclasses fill in the hooks."""
 
@@ -89,6 +147,8 @@ class Engine:
     label = ""
     suffix = ""
     peer = True  # counted in "best peer"
+    int8 = False  # exported from an Int8Source; its outputs are checked against the PT2E reference
+    fp32_engine = ""  # for an int8 engine: the fp32 engine of its family (the int8 / fp32 ratios)
 
     def unavailable(self) -> str | None:
         """None if this engine can run here, else why not."""
@@ -98,7 +158,8 @@ class Engine:
         """Import the engine's libraries and apply process-wide thread settings."""
 
     def export(self, model: Any, example: tuple[Any, ...], path: Path) -> dict[str, Any]:
-        """Write the model to `path`; return facts about it (arena_bytes, notes, ...)."""
+        """Write the model to `path`; return facts about it (arena_bytes, notes, ...). `model` is the
+        float nn.Module, or for an int8 engine an Int8Source."""
         raise NotImplementedError
 
     def load(self, path: Path, inputs: list[np.ndarray], threads: int) -> Loaded:
@@ -162,9 +223,12 @@ class _ExecuTorch(Engine):
 
     def export(self, model: Any, example: tuple[Any, ...], path: Path) -> dict[str, Any]:
         import torch
+
+        return self._lower(torch.export.export(model, example), path)
+
+    def _lower(self, ep: Any, path: Path) -> dict[str, Any]:
         from executorch.exir import to_edge, to_edge_transform_and_lower
 
-        ep = torch.export.export(model, example)
         if self.xnnpack:
             from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
 
@@ -206,6 +270,15 @@ class ExecuTorchXnnpack(_ExecuTorch):
     name, label, xnnpack = "et_xnnpack", "ExecuTorch + XNNPACK", True
 
 
+class ExecuTorchXnnpackInt8(_ExecuTorch):
+    """The PT2E-quantized program lowered to XNNPACK (its int8 kernels take the q/dq patterns)."""
+
+    name, label, xnnpack, int8, fp32_engine = "et_xnnpack_int8", "ExecuTorch + XNNPACK int8", True, True, "et_xnnpack"
+
+    def export(self, model: Any, example: tuple[Any, ...], path: Path) -> dict[str, Any]:
+        return self._lower(model.converted, path)
+
+
 class OnnxRuntime(Engine):
     """ONNX Runtime CPU provider; exported with torch.onnx.export(dynamo=True), default graph
     optimizations (ORT_ENABLE_ALL), intra_op_num_threads = N, inter_op_num_threads = 1."""
@@ -240,15 +313,68 @@ class OnnxRuntime(Engine):
         so.inter_op_num_threads = 1
         so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         sess = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
-        names = [i.name for i in sess.get_inputs()]
-        if len(names) != len(inputs):
-            raise RuntimeError(f"the ONNX model takes {len(names)} inputs, {len(inputs)} given")
-        feeds = dict(zip(names, inputs))
+        return Loaded(_ort_runner(sess, inputs))
 
-        def run() -> list[np.ndarray]:
-            return list(sess.run(None, feeds))
 
-        return Loaded(run)
+def _ort_runner(sess: Any, inputs: list[np.ndarray]) -> RunFn:
+    names = [i.name for i in sess.get_inputs()]
+    if len(names) != len(inputs):
+        raise RuntimeError(f"the ONNX model takes {len(names)} inputs, {len(inputs)} given")
+    feeds = dict(zip(names, inputs))
+
+    def run() -> list[np.ndarray]:
+        return list(sess.run(None, feeds))
+
+    return run
+
+
+class OnnxRuntimeInt8(OnnxRuntime):
+    """ONNX Runtime on a static QDQ int8 model: the float ONNX export (as `ort`), quantized by
+    onnxruntime.quantization.quantize_static (QDQ, int8 activations and weights, weights per
+    channel, MinMax calibration on the shared calibration inputs). ORT's quantizer is not PT2E's
+    (MinMax, not a histogram, for activations), so its outputs differ from the PT2E reference by
+    both quantizations' rounding."""
+
+    name, label, int8, fp32_engine = "ort_int8", "ONNX Runtime QDQ int8", True, "ort"
+
+    def export(self, model: Any, example: tuple[Any, ...], path: Path) -> dict[str, Any]:
+        import onnxruntime as ort
+        from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+
+        src: Int8Source = model
+        for f in self.files(path):
+            f.unlink(missing_ok=True)
+        fp32 = path.with_name(path.stem + "-fp32.onnx")
+        pre = path.with_name(path.stem + "-pre.onnx")
+        try:
+            super().export(src.model, example, fp32)
+            names = [i.name for i in ort.InferenceSession(str(fp32), providers=["CPUExecutionProvider"]).get_inputs()]
+            # ORT's recommended pre-processing (shape inference, graph clean-up) before quantizing
+            notes = []
+            try:
+                from onnxruntime.quantization.shape_inference import quant_pre_process
+
+                _quiet(lambda: quant_pre_process(str(fp32), str(pre)))
+                source = pre
+            except Exception as e:
+                notes.append(f"quant_pre_process failed ({first_line(e, 80)}), quantized without it")
+                source = fp32
+            feeds = [dict(zip(names, (t.numpy() for t in xs))) for xs in src.calibration]
+
+            class Reader(CalibrationDataReader):
+                def __init__(self) -> None:
+                    self.it = iter(feeds)
+
+                def get_next(self) -> dict[str, np.ndarray] | None:
+                    return next(self.it, None)
+
+            _quiet(lambda: quantize_static(str(source), str(path), Reader(), quant_format=QuantFormat.QDQ,
+                                           activation_type=QuantType.QInt8, weight_type=QuantType.QInt8,
+                                           per_channel=True))
+        finally:
+            for f in (fp32, fp32.with_name(fp32.name + ".data"), pre, pre.with_name(pre.name + ".data")):
+                f.unlink(missing_ok=True)
+        return {"notes": notes}
 
 
 class OpenAccel(Engine):
@@ -283,6 +409,26 @@ class OpenAccel(Engine):
         return Loaded(run, {"requirements": dict(sess.requirements)})
 
 
+class OpenAccelInt8(OpenAccel):
+    """openaccel on the PT2E-quantized program (oa.export of the convert_pt2e graph): int8
+    instructions where the exporter folds a pattern, float32 between quantize / dequantize
+    elsewhere (counted: `float32_instructions`)."""
+
+    name, label, int8, fp32_engine = "openaccel_int8", "openaccel int8", True, "openaccel"
+
+    def export(self, model: Any, example: tuple[Any, ...], path: Path) -> dict[str, Any]:
+        import openaccel as oa
+
+        prog = oa.export(model.converted, example, bundle_tests=False, **self.export_args)
+        prog.save(path)
+        f32 = prog.float32_in_quantized()
+        ops = sorted({p.op for p in f32})
+        notes = [f"{len(f32)} float32 instruction(s)" + (f": {', '.join(ops)}" if ops else "")]
+        return {"arena_bytes": prog.arena_bytes, "memory": prog.memory_plan, "ops": prog.ops, "notes": notes,
+                "float32_instructions": len(f32), "float32_ops": ops,
+                "int8_instructions": sum(1 for p in prog.instructions if p.op.endswith("_q8"))}
+
+
 class OpenAccelDirect(OpenAccel):
     """openaccel with every convolution direct (export(..., winograd_convs=False)): what the
     Winograd convolutions gain. Not run unless asked for (--engines)."""
@@ -311,8 +457,9 @@ class OpenAccelIsa(OpenAccel):
 
 
 ENGINES: dict[str, Engine] = {e.name: e for e in (Eager(), ExecuTorchPortable(), ExecuTorchXnnpack(), OnnxRuntime(),
-                                                  OpenAccel(), OpenAccelDirect(), OpenAccelLayout("nchw"),
+                                                  OpenAccel(), ExecuTorchXnnpackInt8(), OnnxRuntimeInt8(),
+                                                  OpenAccelInt8(), OpenAccelDirect(), OpenAccelLayout("nchw"),
                                                   OpenAccelLayout("nhwc"), OpenAccelIsa("avx2", "AVX2"))}
-# the engines of a run without --engines
+# the engines of a run without --engines (the int8 ones run when named)
 DEFAULT_ENGINES = [n for n in ENGINES if n not in ("openaccel_direct", "openaccel_nchw", "openaccel_nhwc",
-                                                   "openaccel_avx2")]
+                                                   "openaccel_avx2") and not ENGINES[n].int8]

@@ -40,12 +40,22 @@ ROOT = HERE.parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
-from engines import DEFAULT_ENGINES, ENGINES, Engine, first_line  # noqa: E402
+from engines import (  # noqa: E402
+    CALIBRATION_COUNT,
+    DEFAULT_ENGINES,
+    ENGINES,
+    Engine,
+    Int8Source,
+    calibration_inputs,
+    first_line,
+    pt2e_quantize,
+)
 
 from openaccel.errors import OpenAccelError  # noqa: E402
 from openaccel.hostinfo import machine_summary, summary_line  # noqa: E402
 
 PEERS = ("eager", "et_portable", "et_xnnpack", "ort")
+INT8_PEERS = ("et_xnnpack_int8", "ort_int8")
 CELL_MARK = "BENCH_CELL "
 OA_RUN = "openaccel_c"  # the extra row: the same .oab timed by oa_run (C only, separate process)
 
@@ -75,7 +85,7 @@ def fmt_ms(ms: float) -> str:
 
 def versions() -> dict[str, str]:
     out = {"python": platform.python_version()}
-    for pkg in ("torch", "executorch", "onnx", "onnxscript", "onnxruntime", "numpy"):
+    for pkg in ("torch", "executorch", "torchao", "onnx", "onnxscript", "onnxruntime", "numpy"):
         try:
             out[pkg] = importlib.metadata.version(pkg)
         except importlib.metadata.PackageNotFoundError:
@@ -126,13 +136,15 @@ def rss_peak() -> int:
 
 
 # ---- artifacts --------------------------------------------------------------------------------------
-def artifact_key(engine: Engine, model: str, small: bool, vers: dict[str, str]) -> str:
+def artifact_key(engine: Engine, model: str, small: bool, vers: dict[str, str], pt2e_key: str = "") -> str:
     parts = [engine.name, model, str(small), vers["torch"], (ROOT / "sdk/openaccel/zoo.py").read_text(),
              (HERE / "engines.py").read_text()]
     if engine.name.startswith("et_"):
         parts.append(vers["executorch"])
-    if engine.name == "ort":
+    if engine.name.startswith("ort"):
         parts += [vers["onnx"], vers["onnxscript"]]
+    if engine.int8:  # the PT2E program (or, for ORT, its calibration set) and ORT's quantizer
+        parts += [pt2e_key, vers["onnxruntime"]]
     if engine.name.startswith("openaccel"):
         import openaccel
 
@@ -141,11 +153,11 @@ def artifact_key(engine: Engine, model: str, small: bool, vers: dict[str, str]) 
 
 
 def get_artifact(engine: Engine, model_name: str, model: Any, example: tuple[Any, ...], adir: Path,
-                 small: bool, vers: dict[str, str], fresh: bool) -> tuple[Path, dict[str, Any]]:
+                 small: bool, vers: dict[str, str], fresh: bool, pt2e_key: str = "") -> tuple[Path, dict[str, Any]]:
     """Export (or reuse an export made by the same versions of everything that shapes it)."""
     path = adir / f"{engine.name}{engine.suffix}"
     meta_path = adir / f"{engine.name}.meta.json"
-    key = artifact_key(engine, model_name, small, vers)
+    key = artifact_key(engine, model_name, small, vers, pt2e_key)
     if not fresh and meta_path.exists() and all(f.exists() for f in engine.files(path)):
         meta = json.loads(meta_path.read_text())
         if meta.get("key") == key:
@@ -159,6 +171,36 @@ def get_artifact(engine: Engine, model_name: str, model: Any, example: tuple[Any
     meta_path.write_text(json.dumps(meta))
     meta["cached"] = False
     return path, meta
+
+
+def pt2e_key(model: str, small: bool, vers: dict[str, str]) -> str:
+    parts = ["pt2e", model, str(small), vers["torch"], vers["executorch"], vers["torchao"],
+             (ROOT / "sdk/openaccel/zoo.py").read_text(), (HERE / "engines.py").read_text()]
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:20]
+
+
+def get_pt2e(model_name: str, model: Any, example: tuple[Any, ...], adir: Path, small: bool,
+             vers: dict[str, str], fresh: bool) -> tuple[Int8Source, dict[str, Any]]:
+    """The model's shared calibration set and its PT2E-converted program (cached as pt2e.pt2, keyed
+    like the exports: a second run reloads it instead of calibrating again)."""
+    import torch
+
+    calib = calibration_inputs(example)
+    path, meta_path = adir / "pt2e.pt2", adir / "pt2e.meta.json"
+    key = pt2e_key(model_name, small, vers)
+    if not fresh and path.exists() and meta_path.exists():
+        meta = json.loads(meta_path.read_text())
+        if meta.get("key") == key:
+            meta["cached"] = True
+            return Int8Source(model, calib, torch.export.load(path)), meta
+    meta_path.unlink(missing_ok=True)
+    t0 = time.perf_counter()
+    ep = pt2e_quantize(model, example, calib)
+    meta = {"key": key, "export_s": round(time.perf_counter() - t0, 2), "calibration_inputs": len(calib)}
+    torch.export.save(ep, path)
+    meta_path.write_text(json.dumps(meta))
+    meta["cached"] = False
+    return Int8Source(model, calib, ep), meta
 
 
 # ---- timing -----------------------------------------------------------------------------------------
@@ -274,6 +316,34 @@ def compare(outs: list[list[np.ndarray]], ref: list[np.ndarray], tol: float) -> 
     return {"max_abs_error": worst, "output_ok": ok}
 
 
+def sqnr_db(got: list[np.ndarray], ref: list[np.ndarray]) -> float:
+    """Signal-to-quantization-noise ratio of all outputs together, in dB (inf if identical)."""
+    sig = sum(float(np.sum(np.asarray(r, np.float64) ** 2)) for r in ref)
+    noise = sum(float(np.sum((np.asarray(g, np.float64) - np.asarray(r, np.float64)) ** 2)) for g, r in zip(got, ref))
+    if noise == 0:
+        return float("inf")
+    if not np.isfinite(noise):
+        return float("nan")
+    return float(10 * np.log10(sig / noise)) if sig > 0 else float("-inf")
+
+
+def compare_int8(outs: list[list[np.ndarray]], ref_q: list[np.ndarray], ref_fp: list[np.ndarray],
+                 min_sqnr: float) -> dict[str, Any]:
+    """An int8 engine against the PT2E reference (the convert_pt2e graph in eager, the defined answer
+    of the quantized model): max abs error and SQNR (the worse of the first and the last timed
+    call), ok if SQNR >= min_sqnr. The SQNR against float eager is kept too (the quantization's own
+    cost), but not judged."""
+    res = compare(outs, ref_q, tol=0.0)  # output_ok is decided by the SQNR below
+    res["reference"] = "pt2e"
+    if res["max_abs_error"] is None:
+        return res
+    s = min(sqnr_db(o, ref_q) for o in outs)
+    res["sqnr_db"] = s
+    res["sqnr_vs_fp32_db"] = min(sqnr_db(o, ref_fp) for o in outs)
+    res["output_ok"] = bool(s >= min_sqnr)  # nan compares False
+    return res
+
+
 # ---- cells in fresh processes (peak RSS) and oa_run ---------------------------------------------------
 def cell_main(spec_path: str) -> int:
     """In a fresh process: import the engine, reset the peak-RSS mark, load the model, run it."""
@@ -384,7 +454,8 @@ def run_oa_run(path: Path, inputs: list[Path], threads: int, runs: int, warmup: 
 
 # ---- the benchmark ----------------------------------------------------------------------------------
 def bench_model(name: str, args: argparse.Namespace, engines: list[Engine], vers: dict[str, str],
-                out_dir: Path, log: Any) -> list[dict[str, Any]]:
+                out_dir: Path, log: Any, pt2e_info: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every engine's row for one model; `pt2e_info` receives the PT2E program's facts (if built)."""
     import torch
 
     from openaccel import zoo
@@ -404,26 +475,45 @@ def bench_model(name: str, args: argparse.Namespace, engines: list[Engine], vers
     base = {"model": name, "small": args.small, "threads": args.threads,
             "inputs": [f"{a.dtype}{list(a.shape)}" for a in inputs]}
 
+    # int8 engines: one calibration set and one PT2E program, shared; the PT2E graph in eager is
+    # their reference
+    src: Int8Source | None = None
+    ref_q: list[np.ndarray] = []
+    pt2e_why = ""
+    pkey = pt2e_key(name, args.small, vers)
+    if any(e.int8 and e.unavailable() is None for e in engines):
+        log(f"{name}: PT2E quantization ({CALIBRATION_COUNT} calibration inputs)")
+        try:
+            src, pmeta = get_pt2e(name, model, example, adir, args.small, vers, args.fresh)
+            with torch.no_grad():
+                q_out = src.converted.module()(*example)
+            ref_q = [o.detach().numpy().copy() for o in (q_out if isinstance(q_out, (list, tuple)) else [q_out])]
+            pt2e_info.update(pmeta, sqnr_vs_fp32_db=sqnr_db(ref_q, ref))
+        except Exception as e:
+            pt2e_why = f"PT2E quantization failed: {first_line(e)}"
+
     rows: list[dict[str, Any]] = []
     arts: dict[str, tuple[Path, dict[str, Any]]] = {}
     for eng in engines:
-        row = {**base, "engine": eng.name, "label": eng.label, "peer": eng.peer}
+        row = {**base, "engine": eng.name, "label": eng.label, "peer": eng.peer, "int8": eng.int8}
         rows.append(row)
-        why = eng.unavailable()
+        why = eng.unavailable() or (pt2e_why if eng.int8 else None)
         if why:
             row.update(status="n/a", reason=why)
             continue
         log(f"{name}: exporting for {eng.label}")
         try:
-            path, meta = get_artifact(eng, name, model, example, adir, args.small, vers, args.fresh)
+            path, meta = get_artifact(eng, name, src if eng.int8 else model, example, adir, args.small, vers,
+                                      args.fresh, pkey if eng.int8 else "")
         except Exception as e:
             row.update(status="n/a", reason=f"export failed: {first_line(e)}")
             continue
         arts[eng.name] = (path, meta)
         row.update(file_bytes=sum(f.stat().st_size for f in eng.files(path)), arena_bytes=meta.get("arena_bytes"),
                    notes=list(meta.get("notes", [])), export_s=meta.get("export_s"), cached=meta.get("cached"))
-        if "memory" in meta:
-            row["memory"] = meta["memory"]
+        for k in ("memory", "float32_instructions", "float32_ops", "int8_instructions"):
+            if k in meta:
+                row[k] = meta[k]
 
     loaded: dict[str, Any] = {}
     for row in rows:
@@ -454,7 +544,8 @@ def bench_model(name: str, args: argparse.Namespace, engines: list[Engine], vers
         res = results[row["engine"]]
         info = loaded[row["engine"]].info
         outs = res.pop("outputs")
-        row.update(status="ok", **res, **compare(outs, ref, args.tol))
+        check = compare_int8(outs, ref_q, ref, args.min_sqnr) if row["int8"] else compare(outs, ref, args.tol)
+        row.update(status="ok", **res, **check)
         if "requirements" in info:  # openaccel: what the runtime asks for on this device
             req = info["requirements"]
             row["memory"] = {**row.get("memory", {}), **req}
@@ -487,11 +578,19 @@ def bench_model(name: str, args: argparse.Namespace, engines: list[Engine], vers
     return rows
 
 
-def summarize(rows: list[dict[str, Any]], models: list[str]) -> list[dict[str, Any]]:
+def _ok(r: dict[str, Any] | None) -> bool:
+    return r is not None and r.get("status") == "ok"
+
+
+def summarize(rows: list[dict[str, Any]], models: list[str],
+              pt2e: dict[str, dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """Per model: openaccel against the best fp32 peer (and each peer); with int8 engines also
+    openaccel_int8 against the best int8 peer and, per engine family (ExecuTorch + XNNPACK, ONNX
+    Runtime, openaccel), int8 against fp32: time, file size, SQNR."""
     out = []
     for m in models:
         mine = [r for r in rows if r["model"] == m]
-        peers = [r for r in mine if r["peer"] and r.get("status") == "ok" and r.get("output_ok")]
+        peers = [r for r in mine if r["peer"] and not r.get("int8") and r.get("status") == "ok" and r.get("output_ok")]
         best = min(peers, key=lambda r: r["median_ms"]) if peers else None
         oa = next((r for r in mine if r["engine"] == "openaccel"), None)
         s: dict[str, Any] = {"model": m, "best_peer": best["engine"] if best else None,
@@ -507,8 +606,79 @@ def summarize(rows: list[dict[str, Any]], models: list[str]) -> list[dict[str, A
             per_round = [o / min(r["round_median_ms"][k] for r in peers)
                          for k, o in enumerate(oa["round_median_ms"])]
             s["round_ratios"] = per_round
+        by = {r["engine"]: r for r in mine}
+        if any(r.get("int8") for r in mine):
+            if pt2e and pt2e.get(m):
+                s["pt2e_sqnr_vs_fp32_db"] = pt2e[m].get("sqnr_vs_fp32_db")
+            peers8 = [r for r in mine if r["peer"] and r.get("int8") and _ok(r) and r.get("output_ok")]
+            best8 = min(peers8, key=lambda r: r["median_ms"]) if peers8 else None
+            oa8 = by.get("openaccel_int8")
+            s["best_int8_peer"] = best8["engine"] if best8 else None
+            s["best_int8_peer_ms"] = best8["median_ms"] if best8 else None
+            s["openaccel_int8_ms"] = oa8["median_ms"] if oa8 is not None and _ok(oa8) else None
+            s["int8_ratio_to_best_int8_peer"] = (s["openaccel_int8_ms"] / s["best_int8_peer_ms"]
+                                                 if s["openaccel_int8_ms"] is not None and best8 else None)
+            families = {}
+            for r in mine:
+                e = ENGINES.get(r["engine"])  # (the oa_run row is no engine)
+                f32 = by.get(e.fp32_engine) if e is not None and e.int8 else None
+                if f32 is None:
+                    continue
+                assert e is not None
+                fam: dict[str, Any] = {"int8_engine": e.name, "fp32_engine": e.fp32_engine,
+                                       "int8_status": r.get("status"), "fp32_status": f32.get("status"),
+                                       "int8_file_bytes": r.get("file_bytes"), "fp32_file_bytes": f32.get("file_bytes")}
+                if r.get("file_bytes") and f32.get("file_bytes"):
+                    fam["file_ratio"] = r["file_bytes"] / f32["file_bytes"]
+                if _ok(r) and _ok(f32):
+                    fam.update(int8_ms=r["median_ms"], fp32_ms=f32["median_ms"],
+                               time_ratio=r["median_ms"] / f32["median_ms"])
+                if _ok(r):
+                    fam.update(sqnr_db=r.get("sqnr_db"), sqnr_vs_fp32_db=r.get("sqnr_vs_fp32_db"))
+                families[e.fp32_engine] = fam
+            s["int8_vs_fp32"] = families
         out.append(s)
     return out
+
+
+def ratio_cell(ratio: float) -> str:
+    colour = "green" if ratio <= 1 else "yellow" if ratio <= 1.5 else "red"
+    return f"[{colour}]{ratio:.2f}x[/]"
+
+
+def db_cell(db: float | None, ok: bool | None = True) -> str:
+    if db is None:
+        return "-"
+    c = "inf dB" if db == float("inf") else f"{db:.1f} dB"
+    return c if ok else f"[red]{c} (wrong)[/]"
+
+
+def print_int8_table(summary: list[dict[str, Any]], console: Any, na: Any,
+                     rows: dict[tuple[str, str], dict[str, Any]]) -> None:
+    """int8 against fp32 per engine family: time, file size, SQNR."""
+    from rich.table import Table
+
+    t = Table(title="int8 vs fp32 per engine family (int8 / fp32: time and file size)")
+    for c, j in (("model", "left"), ("family", "left"), ("fp32 ms", "right"), ("int8 ms", "right"),
+                 ("int8 / fp32 time", "right"), ("fp32 file", "right"), ("int8 file", "right"),
+                 ("int8 / fp32 file", "right"), ("SQNR vs PT2E", "right"), ("SQNR vs fp32 eager", "right")):
+        t.add_column(c, justify=j)  # type: ignore[arg-type]
+    for s in summary:
+        for fam in s.get("int8_vs_fp32", {}).values():
+            r8, r32 = rows[(s["model"], fam["int8_engine"])], rows[(s["model"], fam["fp32_engine"])]
+            fr = fam.get("file_ratio")
+            t.add_row(s["model"], ENGINES[fam["fp32_engine"]].label,
+                      fmt_ms(r32["median_ms"]) if _ok(r32) else na(r32),
+                      fmt_ms(r8["median_ms"]) if _ok(r8) else na(r8),
+                      f"{fam['time_ratio']:.2f}x" if "time_ratio" in fam else "n/a",
+                      human_bytes(fam.get("fp32_file_bytes")), human_bytes(fam.get("int8_file_bytes")),
+                      f"{fr:.2f}x" if fr else "n/a",
+                      db_cell(fam.get("sqnr_db"), r8.get("output_ok")) if _ok(r8) else "",
+                      db_cell(fam.get("sqnr_vs_fp32_db")) if _ok(r8) else "")
+        if s.get("pt2e_sqnr_vs_fp32_db") is not None:
+            t.add_row(s["model"], "[dim]PT2E reference (eager)[/]", "", "", "", "", "", "", "",
+                      db_cell(s["pt2e_sqnr_vs_fp32_db"]))
+    console.print(t)
 
 
 def print_tables(doc: dict[str, Any], console: Any) -> None:
@@ -524,13 +694,16 @@ def print_tables(doc: dict[str, Any], console: Any) -> None:
             notes.append(note)
         return f"[dim]n/a [{notes.index(note) + 1}][/]"
 
-    title = (f"ms per run (median), {meta['threads']} thread(s), fp32, batch 1"
+    has8 = any(ENGINES[e].int8 for e in engines)
+    title = (f"ms per run (median), {meta['threads']} thread(s), {'fp32 and int8' if has8 else 'fp32'}, batch 1"
              + (", small inputs" if meta["small"] else ""))
     t = Table(title=title)
     t.add_column("model")
     for e in engines:
         t.add_column(ENGINES[e].label, justify="right")
     t.add_column("openaccel / best peer", justify="right")
+    if has8:
+        t.add_column("openaccel int8 / best int8 peer", justify="right")
     for s in summary:
         cells = []
         for e in engines:
@@ -548,12 +721,15 @@ def print_tables(doc: dict[str, Any], console: Any) -> None:
         if ratio is None:
             rc = "n/a"
         else:
-            colour = "green" if ratio <= 1 else "yellow" if ratio <= 1.5 else "red"
-            rc = f"[{colour}]{ratio:.2f}x[/] vs {ENGINES[s['best_peer']].label}"
+            rc = f"{ratio_cell(ratio)} vs {ENGINES[s['best_peer']].label}"
             if s.get("round_ratios"):
                 rr = s["round_ratios"]
                 rc += f" ({min(rr):.2f}-{max(rr):.2f}x over {len(rr)} rounds)"
-        t.add_row(s["model"], *cells, rc)
+        extra = []
+        if has8:
+            r8 = s.get("int8_ratio_to_best_int8_peer")
+            extra.append("n/a" if r8 is None else f"{ratio_cell(r8)} vs {ENGINES[s['best_int8_peer']].label}")
+        t.add_row(s["model"], *cells, rc, *extra)
     console.print(t)
     la, lb = meta.get("loadavg_start"), meta.get("loadavg_end")
     if la and lb:
@@ -564,14 +740,17 @@ def print_tables(doc: dict[str, Any], console: Any) -> None:
                                     "kernel_isa": meta["kernel_isa"]}), markup=False)
 
     d = Table(title="per engine (file, planned arena, peak RSS: see benchmarks/README.md)")
-    for c, j in (("model", "left"), ("engine", "left"), ("median ms", "right"), ("min ms", "right"),
-                 ("runs", "right"), ("max abs err", "right"), ("file", "right"), ("arena", "right"),
-                 ("peak RSS", "right"), ("notes", "left")):
+    cols = [("model", "left"), ("engine", "left"), ("median ms", "right"), ("min ms", "right"),
+            ("runs", "right"), ("max abs err", "right")]
+    if has8:
+        cols.append(("SQNR vs PT2E", "right"))
+    cols += [("file", "right"), ("arena", "right"), ("peak RSS", "right"), ("notes", "left")]
+    for c, j in cols:
         d.add_column(c, justify=j)  # type: ignore[arg-type]
     for r in rows:
         if r.get("status") != "ok":
-            d.add_row(r["model"], r["label"], na(r), "", "", "", human_bytes(r.get("file_bytes")),
-                      human_bytes(r.get("arena_bytes")), "", "")
+            d.add_row(r["model"], r["label"], na(r), "", "", "", *([""] if has8 else []),
+                      human_bytes(r.get("file_bytes")), human_bytes(r.get("arena_bytes")), "", "")
             continue
         err = r.get("max_abs_error")
         if "max_abs_error" not in r:
@@ -580,13 +759,21 @@ def print_tables(doc: dict[str, Any], console: Any) -> None:
             ec = f"[red]{r.get('output_error') or (f'{err:.2g}' if err is not None else '?')} (wrong)[/]"
         else:
             ec = f"{err:.2g}"
+        sq = []
+        if has8:
+            sq = [db_cell(r["sqnr_db"], r.get("output_ok")) if "sqnr_db" in r else ""]
         rss = r.get("peak_rss_delta_bytes", r.get("peak_rss_bytes"))
         rss_c = (human_bytes(rss) + (" (whole process)" if r["engine"] == OA_RUN else "")) if rss is not None \
             else ("[dim]" + r["rss_error"] + "[/]" if "rss_error" in r else "-")
         d.add_row(r["model"], r["label"], fmt_ms(r["median_ms"]), fmt_ms(r["min_ms"]),
-                  f"{r['runs']}{'*' if r.get('capped') else ''}", ec, human_bytes(r.get("file_bytes")),
+                  f"{r['runs']}{'*' if r.get('capped') else ''}", ec, *sq, human_bytes(r.get("file_bytes")),
                   human_bytes(r.get("arena_bytes")), rss_c, "; ".join(r.get("notes", [])))
     console.print(d)
+    if has8:
+        print_int8_table(summary, console, na, {(r["model"], r["engine"]): r for r in rows})
+        console.print(f"[dim]int8 engines are checked against the PT2E reference (the convert_pt2e graph in eager, "
+                      f"{CALIBRATION_COUNT} seeded calibration inputs shared by every int8 engine), flagged wrong "
+                      f"below {meta.get('min_sqnr', '?')} dB; their max abs err is against it too[/]")
     if any(r.get("capped") for r in rows):
         console.print("* fewer runs than --runs: the cell's time budget (--budget) ran out")
     for i, n in enumerate(notes, 1):
@@ -613,6 +800,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--small", action="store_true", help="the zoo's reduced input sizes (quick runs)")
     ap.add_argument("--tol", type=float, default=1e-3,
                     help="atol = rtol for flagging an engine's output as wrong against eager (default 1e-3)")
+    ap.add_argument("--min-sqnr", type=float, default=15.0,
+                    help="an int8 engine's outputs are flagged wrong below this SQNR (dB) against the PT2E "
+                         "reference (default 15)")
     ap.add_argument("--json", nargs="?", const="-", metavar="PATH",
                     help="write the results as JSON to PATH ('-' or no value: stdout; the tables go to stderr)")
     ap.add_argument("--out", default=str(ROOT / "bench-results"),
@@ -665,8 +855,10 @@ def main(argv: list[str] | None = None) -> int:
     load0 = os.getloadavg() if hasattr(os, "getloadavg") else None
     t0 = time.time()
     rows: list[dict[str, Any]] = []
+    pt2e: dict[str, dict[str, Any]] = {}
     for m in args.model_list:
-        rows += bench_model(m, args, engines, vers, out_dir, log)
+        pt2e[m] = {}
+        rows += bench_model(m, args, engines, vers, out_dir, log, pt2e[m])
     micro: list[dict[str, Any]] = []
     peaks: dict[str, float] = {}
     if args.micro:
@@ -687,11 +879,12 @@ def main(argv: list[str] | None = None) -> int:
                  "host": platform.node(), "machine": platform.machine(), "cpu": machine["model"],
                  "vector_extensions": machine["vector_extensions"], "kernel_isa": machine["kernel_isa"],
                  "cores": os.cpu_count(), "threads": args.threads, "small": args.small, "runs": args.runs,
-                 "warmup": args.warmup, "budget_s": args.budget, "tol": args.tol, "versions": vers,
+                 "warmup": args.warmup, "budget_s": args.budget, "tol": args.tol,
+                 "min_sqnr": args.min_sqnr, "versions": vers, "pt2e": pt2e,
                  "loadavg_start": load0, "loadavg_end": os.getloadavg() if hasattr(os, "getloadavg") else None,
                  "engines": args.engine_list, "models": args.model_list},
         "results": rows,
-        "summary": summarize(rows, args.model_list),
+        "summary": summarize(rows, args.model_list, pt2e),
         "micro": micro,
     }
     print_tables(doc, console)
