@@ -191,8 +191,14 @@ def get_pt2e(model_name: str, model: Any, example: tuple[Any, ...], adir: Path, 
     if not fresh and path.exists() and meta_path.exists():
         meta = json.loads(meta_path.read_text())
         if meta.get("key") == key:
-            meta["cached"] = True
-            return Int8Source(model, calib, torch.export.load(path)), meta
+            # torch registers the quantized_decomposed ops the .pt2 refers to only on this import;
+            # without it the load fails ("check the warnings above")
+            import torch.ao.quantization.fx._decomposed
+
+            with contextlib.suppress(Exception):  # unreadable: quantize again below
+                ep = torch.export.load(path)
+                meta["cached"] = True
+                return Int8Source(model, calib, ep), meta
     meta_path.unlink(missing_ok=True)
     t0 = time.perf_counter()
     ep = pt2e_quantize(model, example, calib)

@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -79,6 +80,127 @@ def test_harness_mlp_small(tmp_path: Path) -> None:
     assert c["status"] == "ok" and c["median_ms"] > 0 and c["peak_rss_bytes"] > 0
     (s,) = doc["summary"]
     assert s["model"] == "mlp" and s["best_peer"] in engines and s["ratio_to_best_peer"] > 0
+
+
+# ---- int8 engines ----------------------------------------------------------------------------------
+INT8 = ("et_xnnpack_int8", "ort_int8", "openaccel_int8")
+
+
+@pytest.fixture(scope="module")
+def int8_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], str, list[str], Path]:
+    """One small run of every available int8 engine beside its fp32 engine (MLP, two timed runs)."""
+    names = [n for e in INT8 for n in (bench.ENGINES[e].fp32_engine, e) if bench.ENGINES[e].unavailable() is None]
+    out_dir = tmp_path_factory.mktemp("bench_int8")
+    out = out_dir / "results.json"
+    p = _run([str(BENCH / "run.py"), "--models", "mlp", "--small", "--runs", "2", "--warmup", "1",
+              "--budget", "1", "--engines", ",".join(names), "--no-oa-run", "--out", str(out_dir),
+              "--json", str(out)])
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    return json.loads(out.read_text()), p.stdout, names, out_dir
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("bench_int8")
+@pytest.mark.parametrize("engine", INT8)
+def test_harness_int8_engine(engine: str, int8_run: tuple[dict[str, Any], str, list[str], Path]) -> None:
+    eng = bench.ENGINES[engine]
+    why = eng.unavailable()
+    if why:
+        pytest.skip(f"{engine} is not available here: {why}")
+    doc, stdout, names, _ = int8_run
+    assert doc["meta"]["engines"] == names
+    rows = {r["engine"]: r for r in doc["results"]}
+    r, f32 = rows[engine], rows[eng.fp32_engine]
+    assert r["status"] == "ok" and f32["status"] == "ok", (r, f32)
+    assert r["int8"] is True and f32["int8"] is False and r["reference"] == "pt2e"
+    assert 1 <= r["runs"] <= 2 and r["median_ms"] > 0
+    assert r["output_ok"] is True, r
+    # against the PT2E reference, and the quantization's own cost against float eager
+    assert r["sqnr_db"] >= doc["meta"]["min_sqnr"] and np.isfinite(r["sqnr_vs_fp32_db"]), r
+    if engine != "ort_int8":  # these run the PT2E program itself: within about an output step of it
+        assert r["sqnr_db"] >= 30, r
+    # int8 weights: about a quarter of the fp32 file
+    assert r["file_bytes"] < 0.4 * f32["file_bytes"], (r["file_bytes"], f32["file_bytes"])
+    assert r["file_bytes"] > 784 * 512  # the weights, one byte each
+    assert r["peak_rss_delta_bytes"] > 0 and r["rss_method"]
+    (s,) = doc["summary"]
+    fam = s["int8_vs_fp32"][eng.fp32_engine]
+    assert fam["int8_engine"] == engine and fam["time_ratio"] > 0
+    assert fam["file_ratio"] == pytest.approx(r["file_bytes"] / f32["file_bytes"])
+    assert doc["meta"]["pt2e"]["mlp"]["calibration_inputs"] == bench.CALIBRATION_COUNT
+    if engine == "openaccel_int8":  # every op of the MLP has an int8 instruction
+        assert r["float32_instructions"] == 0 and r["int8_instructions"] == 3, r
+        assert s["openaccel_int8_ms"] == r["median_ms"]
+    # the tables
+    assert "int8 vs fp32 per engine family" in stdout and "SQNR vs PT2E" in stdout
+    assert "openaccel int8 / best int8 peer" in stdout and eng.label in stdout
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("bench_int8")
+def test_harness_int8_reuses_the_pt2e_program(int8_run: tuple[dict[str, Any], str, list[str], Path]) -> None:
+    """A second run reloads the cached PT2E program and the int8 exports instead of redoing them."""
+    doc, _, _, out_dir = int8_run
+    assert doc["meta"]["pt2e"]["mlp"]["cached"] is False
+    p = _run([str(BENCH / "run.py"), "--models", "mlp", "--small", "--runs", "1", "--warmup", "1",
+              "--budget", "1", "--engines", "openaccel_int8", "--no-rss", "--no-oa-run", "--out", str(out_dir),
+              "--json", "-"])
+    assert p.returncode == 0, p.stderr[-3000:]
+    again = json.loads(p.stdout)
+    assert again["meta"]["pt2e"]["mlp"]["cached"] is True
+    (r,) = again["results"]
+    assert r["cached"] is True and r["status"] == "ok" and r["output_ok"] is True
+    first = next(x for x in doc["results"] if x["engine"] == "openaccel_int8")
+    assert r["sqnr_db"] == first["sqnr_db"]  # same program, same input
+
+
+def test_calibration_inputs_are_seeded_and_shaped() -> None:
+    import torch
+
+    ex = (torch.randn(1, 3, 8, 8), torch.randint(5, 40, (1, 16)))
+    a, b = bench.calibration_inputs(ex), bench.calibration_inputs(ex)
+    assert len(a) == bench.CALIBRATION_COUNT
+    for xa, xb in zip(a, b):
+        assert all(torch.equal(u, v) for u, v in zip(xa, xb))  # the same for every engine and run
+        assert xa[0].shape == (1, 3, 8, 8) and xa[0].dtype == torch.float32
+        assert xa[1].dtype == ex[1].dtype and int(xa[1].min()) >= int(ex[1].min())
+        assert int(xa[1].max()) <= int(ex[1].max())
+    assert not torch.equal(a[0][0], a[1][0])  # different inputs, not one repeated
+    assert not torch.equal(a[0][0], ex[0])
+
+
+def test_int8_outputs_are_judged_by_sqnr_against_pt2e() -> None:
+    rng = np.random.default_rng(0)
+    ref_q = [rng.standard_normal((4, 10)).astype(np.float32)]
+    ref_fp = [ref_q[0] + np.float32(0.01)]
+    assert bench.sqnr_db(ref_q, ref_q) == float("inf")
+    assert bench.sqnr_db([ref_q[0] * 1.1], ref_q) == pytest.approx(20.0)  # noise = 0.1 x signal
+    good = bench.compare_int8([[ref_q[0].copy()], [ref_q[0] * 1.01]], ref_q, ref_fp, 15.0)
+    assert good["output_ok"] is True and good["reference"] == "pt2e"
+    assert good["sqnr_db"] == pytest.approx(40.0)  # the worse of the two calls
+    assert good["sqnr_vs_fp32_db"] < good["sqnr_db"] + 1e-9
+    bad = bench.compare_int8([[ref_q[0] * 1.3]], ref_q, ref_fp, 15.0)
+    assert bad["output_ok"] is False and bad["sqnr_db"] < 15
+    nan = bench.compare_int8([[np.full((4, 10), np.nan, np.float32)]], ref_q, ref_fp, 15.0)
+    assert nan["output_ok"] is False
+    assert bench.compare_int8([[np.zeros((10, 4), np.float32)]], ref_q, ref_fp, 15.0)["output_ok"] is False
+
+
+def test_summary_keeps_int8_and_fp32_apart() -> None:
+    def row(engine: str, ms: float, file: int, int8: bool = False, peer: bool = True) -> dict[str, object]:
+        return {"model": "m", "engine": engine, "peer": peer, "int8": int8, "status": "ok", "median_ms": ms,
+                "output_ok": True, "file_bytes": file, "sqnr_db": 40.0 if int8 else None}
+
+    rows = [row("et_xnnpack", 2.0, 400), row("et_xnnpack_int8", 0.5, 100, int8=True),
+            row("ort", 3.0, 400), row("ort_int8", 1.0, 110, int8=True),
+            row("openaccel", 2.5, 420, peer=False), row("openaccel_int8", 1.5, 105, int8=True, peer=False)]
+    (s,) = bench.summarize(rows, ["m"], {"m": {"sqnr_vs_fp32_db": 30.0}})
+    assert s["best_peer"] == "et_xnnpack" and s["ratio_to_best_peer"] == pytest.approx(1.25)  # not the int8 one
+    assert s["best_int8_peer"] == "et_xnnpack_int8" and s["int8_ratio_to_best_int8_peer"] == pytest.approx(3.0)
+    fam = s["int8_vs_fp32"]
+    assert set(fam) == {"et_xnnpack", "ort", "openaccel"}
+    assert fam["ort"]["time_ratio"] == pytest.approx(1 / 3) and fam["ort"]["file_ratio"] == pytest.approx(0.275)
+    assert fam["openaccel"]["int8_engine"] == "openaccel_int8" and s["pt2e_sqnr_vs_fp32_db"] == 30.0
 
 
 def test_rounds_merge_into_the_median_of_medians() -> None:
