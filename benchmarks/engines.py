@@ -313,19 +313,15 @@ class OnnxRuntime(Engine):
         so.inter_op_num_threads = 1
         so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         sess = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
-        return Loaded(_ort_runner(sess, inputs))
+        names = [i.name for i in sess.get_inputs()]
+        if len(names) != len(inputs):
+            raise RuntimeError(f"the ONNX model takes {len(names)} inputs, {len(inputs)} given")
+        feeds = dict(zip(names, inputs))
 
+        def run() -> list[np.ndarray]:
+            return list(sess.run(None, feeds))
 
-def _ort_runner(sess: Any, inputs: list[np.ndarray]) -> RunFn:
-    names = [i.name for i in sess.get_inputs()]
-    if len(names) != len(inputs):
-        raise RuntimeError(f"the ONNX model takes {len(names)} inputs, {len(inputs)} given")
-    feeds = dict(zip(names, inputs))
-
-    def run() -> list[np.ndarray]:
-        return list(sess.run(None, feeds))
-
-    return run
+        return Loaded(run)
 
 
 class OnnxRuntimeInt8(OnnxRuntime):
