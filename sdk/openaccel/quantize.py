@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import time
 import warnings
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence, Sized
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -218,7 +218,7 @@ def _sets(calibration: Any, specs: Sequence[InputSpec]) -> tuple[Iterator[Calibr
     if not isinstance(calibration, Iterable):
         raise CalibrationError(f"calibration: expected an iterable of input tuples or a directory path, got "
                                f"{type(calibration).__name__}")
-    count = len(calibration) if hasattr(calibration, "__len__") else None
+    count = len(calibration) if isinstance(calibration, Sized) else None
 
     def gen() -> Iterator[CalibrationSet]:
         for k, item in enumerate(calibration):

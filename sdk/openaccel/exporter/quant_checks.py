@@ -158,9 +158,9 @@ def _check_consistency(graph: Graph) -> None:
         if not isinstance(x, Value):
             raise InconsistentQuantError(f"{what}: its input is not a tensor")
         qmin, qmax, dt = (n.args[3], n.args[4], n.args[5]) if name != DQC else (n.args[4], n.args[5], n.args[6])
-        lo, hi = _RANGES.get(dt, (None, None))
-        if lo is None:
+        if dt not in _RANGES:
             raise InconsistentQuantError(f"{what}: dtype {dt} is not an integer type a quantized tensor can have")
+        lo, hi = _RANGES[dt]
         if not (lo <= int(qmin) <= int(qmax) <= hi):
             raise InconsistentQuantError(f"{what}: range [{qmin}, {qmax}] is not within {dt} [{lo}, {hi}]")
         if name == Q:
