@@ -317,6 +317,15 @@ def quantize(model: Any, example_inputs: Sequence[Any], calibration: Any = None,
     ex_arrays = tuple(_as_array(x, f"example input {i}") for i, x in enumerate(example))
     check_set(ex_arrays, specs, "example_inputs")
 
+    if calibration is not None:  # a directory's layout is checked before the slow steps (its files as read)
+        sets, count = _sets(calibration, specs)
+    else:
+        warnings.warn("no calibration data: the activation ranges come from the example inputs alone, which are "
+                      "rarely representative; pass calibration= (input sets, or a directory of .npy files; "
+                      "`openaccel export --quantize int8 --calibration DIR`)", CalibrationWarning,
+                      stacklevel=_stacklevel())
+        sets, count = iter([CalibrationSet("example_inputs", ex_arrays)]), 1
+
     def imports() -> tuple[Any, Any]:
         from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
@@ -327,15 +336,6 @@ def quantize(model: Any, example_inputs: Sequence[Any], calibration: Any = None,
     kind = "per-channel" if per_channel else "per-tensor"
     prepared = step(f"prepare_pt2e (XNNPACKQuantizer, symmetric int8, {kind} weights)",
                     lambda: prepare_pt2e(ep.module(), quantizer(per_channel)))
-    if calibration is None:
-        warnings.warn("no calibration data: the activation ranges come from the example inputs alone, which are "
-                      "rarely representative; pass calibration= (input sets, or a directory of .npy files; "
-                      "`openaccel export --quantize int8 --calibration DIR`)", CalibrationWarning,
-                      stacklevel=_stacklevel())
-        sets: Iterator[CalibrationSet] = iter([CalibrationSet("example_inputs", ex_arrays)])
-        count: int | None = 1
-    else:
-        sets, count = _sets(calibration, specs)
     t0 = time.perf_counter()
     n = _calibrate(prepared, sets, count, report)
     report(f"calibrate ({n} set{'s' if n != 1 else ''})", time.perf_counter() - t0)

@@ -63,6 +63,10 @@ class InconsistentQuantError(QuantParamError):
     """Quantization parameters that are missing or contradict each other or their tensors."""
 
 
+def _dt(dtype: Any) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
 def _where(n: AtenNode) -> str:
     return f"{n.op_name} at {n.source.describe()}"
 
@@ -137,10 +141,12 @@ def _refuse_foreign_dtypes(graph: Graph) -> None:
     found = [n for n in found if n.op_name == DQ] or found
     who = (" (uint8 activations with a zero point in 0..255 are X86InductorQuantizer's convention)"
            if uint8 else "")
+    def params(n: AtenNode) -> str:
+        return f"{_dt(n.args[5])} [{n.args[3]}, {n.args[4]}], zero point {n.args[2]}"
+
     raise ForeignQuantizationError(
         f"this model quantizes activations to a type other than int8{who}; openaccel's int8 kernels read int8 "
-        f"activations:\n{_listed(found, lambda n: f'{n.args[5]} [{n.args[3]}, {n.args[4]}], zero point {n.args[2]}')}"
-        f"\nInstead, {GUIDE}")
+        f"activations:\n{_listed(found, params)}\nInstead, {GUIDE}")
 
 
 def _check_consistency(graph: Graph) -> None:
@@ -159,20 +165,20 @@ def _check_consistency(graph: Graph) -> None:
             raise InconsistentQuantError(f"{what}: its input is not a tensor")
         qmin, qmax, dt = (n.args[3], n.args[4], n.args[5]) if name != DQC else (n.args[4], n.args[5], n.args[6])
         if dt not in _RANGES:
-            raise InconsistentQuantError(f"{what}: dtype {dt} is not an integer type a quantized tensor can have")
+            raise InconsistentQuantError(f"{what}: dtype {_dt(dt)} is not an integer type a quantized tensor can have")
         lo, hi = _RANGES[dt]
         if not (lo <= int(qmin) <= int(qmax) <= hi):
-            raise InconsistentQuantError(f"{what}: range [{qmin}, {qmax}] is not within {dt} [{lo}, {hi}]")
+            raise InconsistentQuantError(f"{what}: range [{qmin}, {qmax}] is not within {_dt(dt)} [{lo}, {hi}]")
         if name == Q:
             if not x.dtype.is_floating_point:
-                raise InconsistentQuantError(f"{what}: quantizes a {x.dtype} tensor ('{x.name}'); quantize takes a "
-                                             "floating-point tensor (is it quantized twice?)")
+                raise InconsistentQuantError(f"{what}: quantizes an {_dt(x.dtype)} tensor ('{x.name}'); quantize "
+                                             "takes a floating-point tensor (is it quantized twice?)")
             continue
         if x.dtype != dt:
-            kind = "a floating-point" if x.dtype.is_floating_point else f"an {x.dtype}"
+            kind = "a floating-point" if x.dtype.is_floating_point else "an integer"
             raise InconsistentQuantError(
-                f"{what}: dequantizes {kind} tensor ('{x.name}', {x.dtype}) but names {dt}: its input must be "
-                f"the {dt} output of a quantize, an {dt} graph input or an {dt} constant")
+                f"{what}: dequantizes {kind} tensor ('{x.name}', {_dt(x.dtype)}) but names {_dt(dt)}: its input "
+                f"must be the {_dt(dt)} output of a quantize, or an {_dt(dt)} graph input or constant")
         if name == DQ:
             q = producer.get(id(x))
             if q is not None and q.op_name == Q:
@@ -180,9 +186,9 @@ def _check_consistency(graph: Graph) -> None:
                 if wrote != read:
                     raise InconsistentQuantError(
                         f"{what} reads '{x.name}' with scale {read[0]!r}, zero point {read[1]}, range [{read[2]}, "
-                        f"{read[3]}], {read[4]}, but {_where(q)} wrote it with scale {wrote[0]!r}, zero point "
-                        f"{wrote[1]}, range [{wrote[2]}, {wrote[3]}], {wrote[4]}: a quantize / dequantize pair must "
-                        "use the same parameters")
+                        f"{read[3]}], {_dt(read[4])}, but {_where(q)} wrote it with scale {wrote[0]!r}, zero "
+                        f"point {wrote[1]}, range [{wrote[2]}, {wrote[3]}], {_dt(wrote[4])}: a quantize / dequantize "
+                        "pair must use the same parameters")
         else:
             _check_per_channel(n, x, what)
 
