@@ -218,17 +218,17 @@ def _sets(calibration: Any, specs: Sequence[InputSpec]) -> tuple[Iterator[Calibr
     if not isinstance(calibration, Iterable):
         raise CalibrationError(f"calibration: expected an iterable of input tuples or a directory path, got "
                                f"{type(calibration).__name__}")
-    count = len(calibration) if isinstance(calibration, Sized) else None
+    def one(k: int, item: Any) -> CalibrationSet:
+        what = f"calibration set {k}"
+        items = item if isinstance(item, (tuple, list)) else (item,)
+        values = tuple(_as_array(x, f"{what}, input {i}") for i, x in enumerate(items))
+        check_set(values, specs, what)
+        return CalibrationSet(what, values)
 
-    def gen() -> Iterator[CalibrationSet]:
-        for k, item in enumerate(calibration):
-            what = f"calibration set {k}"
-            items = item if isinstance(item, (tuple, list)) else (item,)
-            values = tuple(_as_array(x, f"{what}, input {i}") for i, x in enumerate(items))
-            check_set(values, specs, what)
-            yield CalibrationSet(what, values)
-
-    return gen(), count
+    if isinstance(calibration, Sized):  # a list is in memory already: check it all before the slow steps
+        checked = [one(k, item) for k, item in enumerate(calibration)]
+        return iter(checked), len(checked)
+    return (one(k, item) for k, item in enumerate(calibration)), None
 
 
 def _calibrate(prepared: Any, sets: Iterator[CalibrationSet], count: int | None, report: Progress) -> int:
