@@ -354,7 +354,7 @@ def test_cli_quantize_without_calibration_warns_and_requantizing_fails(
 
 
 # ---- bad inputs: what quant_checks.py refuses (and padding="same", which works) -------------------------
-@pytest.mark.parametrize("kernel, dilation", [(3, 1), (4, 1), (2, 2), (5, 1)])
+@pytest.mark.parametrize("kernel, dilation", [(3, 1), (4, 1), (2, 2)])
 def test_padding_same_stays_int8(kernel: int, dilation: int) -> None:
     """torch.export writes padding="same" as the convolution's own padding when it is symmetric
     (odd kernels, or dilation making the total even) and as constant_pad_nd(0) -> convolution
