@@ -34,7 +34,7 @@ import torch
 
 from ..errors import UnsupportedOpError
 from ..ir import AtenNode, Graph, Value
-from .quant import DQ, DQC, Q, QuantParamError
+from .quant import DQ, DQC, Q, QuantParamError, check_scale, check_zero_point
 
 Q_T = ("quantized_decomposed.quantize_per_tensor.tensor", "quantized_decomposed.quantize_per_tensor.tensor2")
 DQ_T = ("quantized_decomposed.dequantize_per_tensor.tensor", "quantized_decomposed.dequantize_per_tensor.tensor2")
@@ -182,6 +182,9 @@ def _check_consistency(graph: Graph) -> None:
         if name == DQ:
             q = producer.get(id(x))
             if q is not None and q.op_name == Q:
+                for m in (q, n):  # a bad value is the first thing to say (quant.py's message)
+                    check_scale(float(m.args[1]), _where(m))
+                    check_zero_point(int(m.args[2]), _where(m), *_RANGES[m.args[5]])
                 wrote, read = tuple(q.args[1:6]), tuple(n.args[1:6])
                 if wrote != read:
                     raise InconsistentQuantError(
