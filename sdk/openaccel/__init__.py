@@ -3,6 +3,7 @@
     import openaccel as oa
     prog = oa.export(model, (x,))            # torch.export -> edge -> openaccel passes -> .oab
     prog.save("model.oab")
+    qprog = oa.quantize(model, (x,), calibration=[(x1,), (x2,)])   # PT2E int8 -> .oab (quantize.py)
     mod = oa.load("model.oab", target="host")
     (y,) = mod(x)
 
@@ -14,7 +15,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-# before `def targets` below (see there): the function, not this submodule, is `oa.targets`
+# before `def targets` / `def quantize` below (see there): the functions, not these submodules, are
+# `oa.targets` / `oa.quantize`
+from . import quantize as _quantize
 from . import targets as _targets
 from .errors import (
     CheckFailed,
@@ -39,7 +42,7 @@ __all__ = [
     "CheckFailed", "CpuFeatureError", "ExportError", "ExportWarning", "InputError", "ModelLoadError",
     "OpenAccelError", "Program", "ProgramError", "RuntimeFailure", "ToolchainError", "UnsupportedOpError",
     "__version__",
-    "devices", "export", "load", "targets",
+    "devices", "export", "load", "quantize", "targets",
 ]
 
 
@@ -48,6 +51,13 @@ def export(model: Any, example_inputs: Any, **kwargs: Any) -> Program:
     from .exporter import export as _export
 
     return _export(model, example_inputs, **kwargs)
+
+
+def quantize(model: Any, example_inputs: Any, calibration: Any = None, *, per_channel: bool = True,
+             **export_kwargs: Any) -> Program:
+    """Quantize a float model to int8 (PT2E, XNNPACKQuantizer) with `calibration` (input sets or
+    a directory of .npy files) and export it, as oa.export does (see quantize.quantize)."""
+    return _quantize.quantize(model, example_inputs, calibration, per_channel=per_channel, **export_kwargs)
 
 
 def load(source: Any, *, target: str = "host", threads: int | None = None,

@@ -44,7 +44,18 @@ def cmd_export(a: argparse.Namespace) -> int:
 
     t0 = time.perf_counter()
     get_target(a.target)  # an unknown target fails here, before 15 s of imports
-    err.print(dim(f"exporting {a.model} for target {a.target} (importing torch and executorch)..."))
+    from .quantize import CalibrationError
+
+    for flag, given in (("--calibration", a.calibration), ("--per-tensor", a.per_tensor)):
+        if given and not a.quantize:
+            raise OpenAccelError(f"{flag} applies with --quantize int8 only (without it the model is exported as "
+                                 "it is)")
+    if a.calibration and not Path(a.calibration).is_dir():  # before 15 s of imports
+        what = "no such directory" if not Path(a.calibration).exists() else "not a directory"
+        raise CalibrationError(f"--calibration {a.calibration}: {what} (it holds one <set>.npy file, or one "
+                               "<set>/ folder of <input name>.npy files, per calibration set)")
+    how = "quantizing to int8 and exporting" if a.quantize else "exporting"
+    err.print(dim(f"{how} {a.model} for target {a.target} (importing torch and executorch)..."))
     from .exporter import export
     from .exporter.loader import load_model
 
@@ -66,9 +77,15 @@ def cmd_export(a: argparse.Namespace) -> int:
     with warnings.catch_warnings():
         warnings.simplefilter("always", ExportWarning)
         warnings.showwarning = show
-        prog = export(model, example, target=a.target, bundle_tests=not a.no_bundle, progress=progress,
-                      devices=a.devices, prefer=prefer, winograd_convs=not a.no_winograd, layout=a.layout,
-                      reference=a.reference)
+        kw: dict[str, Any] = dict(target=a.target, bundle_tests=not a.no_bundle, progress=progress,
+                                  devices=a.devices, prefer=prefer, winograd_convs=not a.no_winograd,
+                                  layout=a.layout, reference=a.reference)
+        if a.quantize:
+            from .quantize import quantize
+
+            prog = quantize(model, example, a.calibration, per_channel=not a.per_tensor, **kw)
+        else:
+            prog = export(model, example, **kw)
     dest = Path(a.output) if a.output else Path(a.model).with_suffix(".oab")
     prog.save(dest)
     out.print(prog.summary())
@@ -466,6 +483,16 @@ def build_parser() -> argparse.ArgumentParser:
                    help="how the bundled tests' expected outputs are computed: float32 eager (default) or a "
                         "float64 copy of the model (the defined answer where float32 eager differs by CPU: "
                         "special values, overflow)")
+    e.add_argument("--quantize", choices=["int8"],
+                   help="quantize a float model first (PT2E, XNNPACKQuantizer: int8 activations, symmetric "
+                        "per-channel int8 weights) so its convs / linears / adds run on int8 kernels; give "
+                        "--calibration, else the example inputs alone set the activation ranges (a warning)")
+    e.add_argument("--calibration", metavar="DIR",
+                   help="with --quantize: calibration input sets, read in sorted name order: one <set>.npy per set "
+                        "(one-input models), or one <set>/ folder per set holding <input name>.npy for each "
+                        "input; each array of the model's input shape and dtype (docs/quantization.md)")
+    e.add_argument("--per-tensor", action="store_true",
+                   help="with --quantize: one weight scale per tensor instead of one per output channel")
     e.add_argument("--devices", metavar="PROFILE.json", help="device profile from `openaccel devices --json`")
     e.add_argument("--prefer", metavar="KIND,KIND", help="device kinds in order of preference, e.g. vendor.sim,cpu")
     e.set_defaults(fn=cmd_export)

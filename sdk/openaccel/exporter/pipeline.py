@@ -31,7 +31,7 @@ import torch
 from ..errors import ExportError, ExportWarning
 from ..ir import Graph, Instr
 from ..targets import get_target
-from . import fold, fuse, layout, memory_plan, pack, placement, quant, serialize, winograd
+from . import fold, fuse, layout, memory_plan, pack, placement, quant, quant_checks, serialize, winograd
 from .boundary import cpu_part
 from .lower import lower_graph
 from .verify import Placement, verify
@@ -194,6 +194,7 @@ def _serialize(graph: Graph, ctx: ExportContext) -> object:
 # Module attributes are looked up when a pass runs (not bound here), so a test can patch a pass's
 # function (e.g. winograd.rewrite) to tamper with what it writes.
 PIPELINE: list[Pass] = [
+    GraphPass("check int8 patterns", lambda g, c: quant_checks.check_quantized(g)),
     GraphPass("fold int8 patterns", lambda g, c: quant.fold_quantized(g, _caller_outside_openaccel())),
     GraphPass("fold constants", lambda g, c: fold.fold_constants(g, c.options.fold_limit_bytes)),
     GraphPass("fold batch norm", lambda g, c: fold.fold_batch_norm(g)),
