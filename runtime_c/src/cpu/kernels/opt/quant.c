@@ -145,7 +145,8 @@ static void linear_geo(const oa_op_call_t *call, q8_geo_t *q) {
 /* The work split and the scratch of one call (prepare and run compute the same). */
 typedef struct q8_layout {
   int64_t kp, nc, mc, n_cb, n_rb, tasks, slots;
-  int64_t off_corr, off_koff, off_pad, off_slots, slot_bytes, total; /* bytes; -1: too big */
+  int64_t off_corr, off_koff, off_pad, off_a, off_slots, slot_bytes, total; /* bytes; -1: too big */
+  int64_t a_tiles, a_tile_bytes; /* A packed once per run: g * ceil(rows / MR) tiles */
   int64_t s_b, s_a, s_acc, s_cb, s_out;                             /* offsets inside a slot */
 } q8_layout_t;
 
@@ -176,10 +177,14 @@ static void layout(const oa_q8_isa_t *isa, int32_t path, const q8_geo_t *q, int3
     shared = oa_cap_add(shared, up64(oa_cap_mul(path == P_GEMM ? q->k : 0, 8)));
     l->off_pad = shared;
     if (pad) shared = oa_cap_add(shared, up64(oa_cap_mul(oa_cap_mul(q->n * q->cin, q->hp), q->wp)));
+    /* the weights are packed once per run (not per column block: small pixel counts would pay
+     * for it once per block) */
+    l->a_tiles = q->g * oa_cdiv(q->rows, mr);
+    l->a_tile_bytes = oa_cap_mul(oa_cap_mul(l->kp, mr), eb);
+    l->off_a = shared;
+    shared = oa_cap_add(shared, up64(oa_cap_mul(l->a_tiles, l->a_tile_bytes)));
     l->s_b = 0;
     slot = up64(oa_cap_mul(oa_cap_mul(l->kp, nc), eb));
-    l->s_a = slot;
-    slot = oa_cap_add(slot, up64(oa_cap_mul(l->kp * mr, eb)));
     l->s_acc = slot;
     slot = oa_cap_add(slot, up64(mr * nr * 4));
     l->s_cb = slot;
@@ -213,6 +218,7 @@ typedef struct q8_ctx {
   int64_t plane;     /* conv: elements of one input plane of src */
   const int8_t *w;
   const int64_t *corr, *koff;
+  uint8_t *apack;
   const int16_t *x16;
   const int32_t *bias, *mult, *shift;
   int32_t mone, zin, zout, lo, hi;
@@ -236,7 +242,7 @@ static void gemm_task(const q8_ctx_t *x, int64_t t, uint8_t *slot) {
   const int64_t b = bg / q->g, g = bg % q->g;
   const int64_t r0 = rb * l->mc, r1 = oa_min64(r0 + l->mc, q->rows);
   const int64_t j0 = cbk * l->nc, j1 = oa_min64(j0 + l->nc, q->cols);
-  uint8_t *bblk = slot + l->s_b, *atile = slot + l->s_a;
+  uint8_t *bblk = slot + l->s_b;
   int32_t *acc = (int32_t *)(slot + l->s_acc);
   int64_t *cb = (int64_t *)(slot + l->s_cb);
   int8_t *out = (int8_t *)(slot + l->s_out);
@@ -258,8 +264,7 @@ static void gemm_task(const q8_ctx_t *x, int64_t t, uint8_t *slot) {
   for (int64_t i = r0; i < r1; i += mr) {
     const int32_t m = (int32_t)oa_min64(mr, r1 - i);
     const int64_t c0 = g * q->cout_g + i;
-    for (int32_t r = 0; r < mr; r++) cb[r] = r * q->k;
-    pack(isa, x->w + c0 * q->k, NULL, q->k, l->kp, cb, m, mr, atile);
+    const uint8_t *atile = x->apack + (g * oa_cdiv(q->rows, mr) + i / mr) * l->a_tile_bytes;
     for (int64_t j = j0; j < j1; j += nr) {
       const int32_t nc = (int32_t)oa_min64(nr, j1 - j);
       isa->gemm(l->kp, atile, bblk + ((j - j0) / nr) * l->kp * nr * eb, acc);
@@ -309,6 +314,31 @@ static void gemv_task(const q8_ctx_t *x, int64_t t, uint8_t *slot) {
       x->y[i * q->rows + c] = q8_requant(x->corr[c] + acc[i * nb + j], x->mult[mc], x->shift[mc], x->zout, x->lo,
                                          x->hi);
     }
+}
+
+static void slots_fn(void *ctx, int64_t s0, int64_t s1);
+
+/* A tiles t0 .. t1 (tile t: group t / tiles per group, rows from (t % tiles per group) * MR) */
+static void pack_a_fn(void *ctx, int64_t t0, int64_t t1) {
+  const q8_ctx_t *x = (const q8_ctx_t *)ctx;
+  const q8_geo_t *q = &x->q;
+  const int32_t mr = x->isa->mr;
+  const int64_t per = oa_cdiv(q->rows, mr);
+  int64_t cb[OA_Q8_MR_MAX];
+  for (int32_t r = 0; r < mr; r++) cb[r] = r * q->k;
+  for (int64_t t = t0; t < t1; t++) {
+    const int64_t g = t / per, i = (t % per) * mr;
+    const int32_t m = (int32_t)oa_min64(mr, q->rows - i);
+    pack(x->isa, x->w + (g * q->rows + i) * q->k, NULL, q->k, x->l.kp, cb, m, mr, x->apack + t * x->l.a_tile_bytes);
+  }
+}
+
+static void run_tasks(q8_ctx_t *x, struct oa_threadpool *pool, uint8_t *scratch) {
+  if (x->path == P_GEMM || x->path == P_LGEMM) {
+    x->apack = scratch + x->l.off_a;
+    oa_parallel_for(pool, x->l.a_tiles, 4, pack_a_fn, x);
+  }
+  oa_parallel_for(pool, x->l.slots, 1, slots_fn, x);
 }
 
 static void slots_fn(void *ctx, int64_t s0, int64_t s1) {
@@ -416,7 +446,7 @@ oa_status_t oa_opt_conv2d_q8_run(const oa_op_call_t *call, const oa_op_plan_t *p
     x.koff = koff;
   }
   x.corr = corr;
-  oa_parallel_for(env ? env->pool : NULL, x.l.slots, 1, slots_fn, &x);
+  run_tasks(&x, env ? env->pool : NULL, s);
   return OA_OK;
 }
 
@@ -465,7 +495,7 @@ oa_status_t oa_opt_linear_q8_run(const oa_op_call_t *call, const oa_op_plan_t *p
     corrections(q->rows, q->k, x.w, x.bias, x.zin, corr);
   }
   x.corr = corr;
-  oa_parallel_for(env ? env->pool : NULL, x.l.slots, 1, slots_fn, &x);
+  run_tasks(&x, env ? env->pool : NULL, s);
   return OA_OK;
 }
 
