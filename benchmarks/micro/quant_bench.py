@@ -58,13 +58,13 @@ def _program(op: str, ins: list[tuple[str, torch.Tensor]], out_shape: tuple[int,
     return serialize(g, plan_memory(g), [], target="host", required_features=[])
 
 
-def _time(fn: Callable[[], None], runs: int) -> float:
+def _time(fn: Callable[[], None], runs: int, clock: Callable[[], float]) -> float:
     fn()
     ts = []
     for _ in range(runs):
-        t0 = time.perf_counter()
+        t0 = clock()
         fn()
-        ts.append(time.perf_counter() - t0)
+        ts.append(clock() - t0)
     return statistics.median(ts) * 1e3
 
 
@@ -121,14 +121,21 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--no-ref", action="store_true", help="skip the (slow) int8 reference kernels")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--wall", action="store_true",
+                    help="wall-clock time (default with --threads 1: the thread's CPU time, which other "
+                         "processes on a shared machine do not inflate)")
+    ap.add_argument("--only", default="", help="layers whose name contains this text")
     a = ap.parse_args()
     rows = []
     with tempfile.TemporaryDirectory(prefix="oa-q8bench-") as tmp:
+        clock = time.perf_counter if a.wall or a.threads != 1 else time.thread_time
         for i, (layer, kernel, buf, inputs, flops) in enumerate(cases(not a.no_ref)):
+            if a.only not in layer:
+                continue
             path = Path(tmp) / f"p{i}.oab"
             path.write_bytes(buf)
             fn = execute_only(path, inputs, a.threads, kernel == "int8 ref", layer)
-            ms = _time(fn, max(2, a.runs // 10) if kernel == "int8 ref" else a.runs)
+            ms = _time(fn, max(2, a.runs // 10) if kernel == "int8 ref" else a.runs, clock)
             rows.append({"layer": layer, "kernel": kernel, "ms": round(ms, 4), "gops": round(flops / ms / 1e6, 2)})
             if not a.json:
                 print(f"{layer:30s} {kernel:9s} {ms:9.3f} ms {flops / ms / 1e6:8.1f} GOP/s", flush=True)

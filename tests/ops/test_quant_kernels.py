@@ -174,6 +174,12 @@ def dw_cases() -> list[Case]:
         c(1, 7, 6, 6, 7, 3, 3, groups=7, bias="none"),
         c(1, 4, 5, 5, 4, 3, 3, pad=1, groups=4, bias="sat"),
         c(1, 17, 1, 20, 17, 1, 3, pad=(0, 1), groups=17),
+        # rows of 8+ outputs (the vector rows) with a remainder: stride 2 with and without dilation
+        c(1, 3, 9, 37, 3, 3, 3, stride=2, pad=1, groups=3),
+        c(1, 3, 9, 41, 3, 3, 3, stride=2, pad=2, dil=2, groups=3),
+        c(1, 2, 7, 30, 2, 5, 5, stride=2, pad=2, groups=2),
+        c(1, 2, 7, 27, 2, 5, 5, pad=2, groups=2),
+        c(1, 2, 6, 29, 2, 3, 4, pad=(1, 3), dil=(1, 3), groups=2),
     ]
 
 

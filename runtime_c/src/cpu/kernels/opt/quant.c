@@ -193,8 +193,9 @@ static void layout(const oa_q8_isa_t *isa, int32_t path, const q8_geo_t *q, int3
     slot = oa_cap_add(slot, up64(nr));
   } else if (path == P_DW) {
     l->tasks = q->n * q->cin;
-    slot = oa_cap_add(up64(oa_cap_mul(oa_cap_mul(q->hp, q->wp), 2)), up64(oa_cap_mul(q->ow, 4)));
-    l->s_acc = up64(oa_cap_mul(oa_cap_mul(q->hp, q->wp), 2));
+    /* the plane (+ slack: the stride-2 vector rows read one element past the last one they use) */
+    l->s_acc = up64(oa_cap_add(oa_cap_mul(oa_cap_mul(q->hp, q->wp), 2), 64));
+    slot = oa_cap_add(l->s_acc, up64(oa_cap_mul(q->ow, 4)));
   } else { /* P_GEMV: x - zp as int16 shared; per slot an [M][NB] accumulator block */
     l->tasks = oa_cdiv(q->rows, Q8_GEMV_NB);
     l->off_koff = shared;

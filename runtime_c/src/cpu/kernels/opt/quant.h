@@ -63,23 +63,32 @@ void oa_q8_portable_dw(const int16_t *rows, int64_t ld, const int8_t *w, int64_t
                        int64_t dh, int64_t dw, int64_t n, int32_t *acc);
 void oa_q8_portable_gemv(int64_t m, int64_t n, int64_t k, const int16_t *x, const int8_t *w, int32_t *acc);
 
-/* The depthwise row in plain C, for each ISA file to compile with its own flags (stride 1 and 2
- * specialised so the compiler vectorises the column loop). */
+/* The depthwise row in plain C, for each ISA file to compile with its own flags: blocks of 16
+ * outputs whose sums stay in registers over all taps (the compiler vectorises the block). */
+#define OA_Q8_DW_BLOCK 16
 static inline void oa_q8_dw_generic(const int16_t *rows, int64_t ld, const int8_t *w, int64_t kh, int64_t kw,
                                     int64_t sw, int64_t dh, int64_t dw, int64_t n, int32_t *acc) {
-  for (int64_t o = 0; o < n; o++) acc[o] = 0;
-  for (int64_t i = 0; i < kh; i++) {
-    for (int64_t j = 0; j < kw; j++) {
-      const int32_t wv = w[i * kw + j];
-      const int16_t *r = rows + i * dh * ld + j * dw;
-      if (sw == 1) {
-        for (int64_t o = 0; o < n; o++) acc[o] += wv * (int32_t)r[o];
-      } else if (sw == 2) {
-        for (int64_t o = 0; o < n; o++) acc[o] += wv * (int32_t)r[2 * o];
-      } else {
-        for (int64_t o = 0; o < n; o++) acc[o] += wv * (int32_t)r[o * sw];
+  int64_t o = 0;
+  for (; o + OA_Q8_DW_BLOCK <= n; o += OA_Q8_DW_BLOCK) {
+    int32_t a[OA_Q8_DW_BLOCK] = {0};
+    for (int64_t i = 0; i < kh; i++) {
+      for (int64_t j = 0; j < kw; j++) {
+        const int32_t wv = w[i * kw + j];
+        const int16_t *r = rows + i * dh * ld + j * dw + o * sw;
+        if (sw == 1) {
+          for (int u = 0; u < OA_Q8_DW_BLOCK; u++) a[u] += wv * (int32_t)r[u];
+        } else {
+          for (int u = 0; u < OA_Q8_DW_BLOCK; u++) a[u] += wv * (int32_t)r[u * sw];
+        }
       }
     }
+    for (int u = 0; u < OA_Q8_DW_BLOCK; u++) acc[o + u] = a[u];
+  }
+  for (; o < n; o++) {
+    int32_t a = 0;
+    for (int64_t i = 0; i < kh; i++)
+      for (int64_t j = 0; j < kw; j++) a += (int32_t)w[i * kw + j] * rows[i * dh * ld + j * dw + o * sw];
+    acc[o] = a;
   }
 }
 

@@ -103,9 +103,49 @@ static void q8_avx2_requant(const int32_t *acc, int64_t n, int64_t corr, int32_t
   for (; j < n; j++) y[j] = q8_requant(corr + acc[j], mult, shift, zp, lo, hi);
 }
 
+/* Depthwise rows, 8 outputs per ymm: taps in pairs (j, j + 1) through vpmaddwd, with the input
+ * values of the two taps interleaved (stride 1) or already adjacent (stride 2, dilation 1: output
+ * o reads x[2o + j] and x[2o + j + 1]); a lone last tap pairs with weight 0. |w * (x - zp)| <=
+ * 128 * 255, so each pair sum is exact. Other strides: the portable row. */
+static inline __m256i wpair(const int8_t *w, int64_t j, int64_t kw) {
+  const int32_t lo = (uint16_t)(int16_t)w[j], hi = j + 1 < kw ? (uint16_t)(int16_t)w[j + 1] : 0;
+  return _mm256_set1_epi32((int32_t)((uint32_t)lo | ((uint32_t)hi << 16)));
+}
+
 static void q8_avx2_dw(const int16_t *rows, int64_t ld, const int8_t *w, int64_t kh, int64_t kw, int64_t sw,
                        int64_t dh, int64_t dw, int64_t n, int32_t *acc) {
-  oa_q8_dw_generic(rows, ld, w, kh, kw, sw, dh, dw, n, acc);
+  if (sw > 2) {
+    oa_q8_dw_generic(rows, ld, w, kh, kw, sw, dh, dw, n, acc);
+    return;
+  }
+  const int64_t n8 = n / 8 * 8;
+  for (int64_t o = 0; o < n8; o += 8) {
+    __m256i a = _mm256_setzero_si256();
+    for (int64_t i = 0; i < kh; i++) {
+      const int16_t *r = rows + i * dh * ld + o * sw;
+      const int8_t *wr = w + i * kw;
+      if (sw == 1) {
+        for (int64_t j = 0; j < kw; j += 2) {
+          const __m128i x0 = _mm_loadu_si128((const __m128i *)(r + j * dw));
+          const __m128i x1 = j + 1 < kw ? _mm_loadu_si128((const __m128i *)(r + (j + 1) * dw)) : x0;
+          const __m256i xv = _mm256_set_m128i(_mm_unpackhi_epi16(x0, x1), _mm_unpacklo_epi16(x0, x1));
+          a = _mm256_add_epi32(a, _mm256_madd_epi16(xv, wpair(wr, j, kw)));
+        }
+      } else if (dw == 1) { /* stride 2: the pair's values are adjacent */
+        for (int64_t j = 0; j < kw; j += 2) {
+          const __m256i xv = _mm256_loadu_si256((const __m256i *)(r + j));
+          a = _mm256_add_epi32(a, _mm256_madd_epi16(xv, wpair(wr, j, kw)));
+        }
+      } else {
+        for (int64_t j = 0; j < kw; j++) {
+          const __m256i xv = _mm256_loadu_si256((const __m256i *)(r + j * dw));
+          a = _mm256_add_epi32(a, _mm256_madd_epi16(xv, _mm256_set1_epi32((uint16_t)(int16_t)wr[j])));
+        }
+      }
+    }
+    _mm256_storeu_si256((__m256i *)(acc + o), a);
+  }
+  if (n8 < n) oa_q8_dw_generic(rows + n8 * sw, ld, w, kh, kw, sw, dh, dw, n - n8, acc + n8);
 }
 
 /* 16 k of a W row against 16 int16 of x: 8 int32 partial sums */
