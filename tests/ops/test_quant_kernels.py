@@ -153,6 +153,8 @@ def conv_cases() -> list[Case]:
         conv(1, 6, 8, 8, 8, 3, 3, pad=1, bias="sat"),
         conv(2, 3, 6, 6, 5, 3, 3, pad=1, bias="none", act=(0, 127)),
         conv(1, 12, 20, 23, 24, 3, 3, pad=1),                              # several column blocks
+        conv(2, 5, 16, 17, 11, 3, 3, pad=1),                               # 544 columns: W packed per run
+        conv(1, 3, 24, 30, 7, 1, 1),                                       # (below 512: W read in place)
     ]
     # every cout and pixel count around the tiles (1..9, 13, 17, 31, 33)
     for i, (o, hw) in enumerate([(1, 1), (2, 2), (3, 3), (4, 5), (5, 7), (6, 9), (7, 13), (8, 17), (9, 31),
@@ -200,6 +202,7 @@ def linear_cases() -> list[Case]:
         linear((9,), 1025, 6, bias="sat"),
         linear((13,), 7, 31, bias="none", act=(0, 127)),
         linear((64,), 128, 40),
+        linear((520,), 33, 7),                    # 520 rows: W packed per run
     ]
     return cs
 

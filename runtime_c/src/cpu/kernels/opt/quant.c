@@ -27,6 +27,7 @@ enum { P_GEMM = 1, P_DW, P_GEMV, P_LGEMM };
 #define Q8_B_BLOCK_BYTES ((int64_t)192 * 1024)
 #define Q8_NC_MAX 512
 #define Q8_GEMV_M_MAX 4
+#define Q8_A_IN_PLACE_COLS 512
 #define Q8_GEMV_NB 64
 
 extern const oa_q8_isa_t oa_q8_portable_isa;
@@ -147,6 +148,7 @@ typedef struct q8_layout {
   int64_t kp, nc, mc, n_cb, n_rb, tasks, slots;
   int64_t off_corr, off_koff, off_pad, off_a, off_slots, slot_bytes, total; /* bytes; -1: too big */
   int64_t a_tiles, a_tile_bytes; /* A packed once per run: g * ceil(rows / MR) tiles */
+  int32_t a_in_place;             /* the ISA's gemm_rows reads W in place instead */
   int64_t s_b, s_a, s_acc, s_cb, s_out;                             /* offsets inside a slot */
 } q8_layout_t;
 
@@ -161,7 +163,7 @@ static void layout(const oa_q8_isa_t *isa, int32_t path, const q8_geo_t *q, int3
     l->kp = round_up(q->k, isa->kg);
     /* column block: a B block of <= Q8_B_BLOCK_BYTES, whole panels */
     int64_t nc = Q8_B_BLOCK_BYTES / oa_max64(1, l->kp * eb) / nr * nr;
-    nc = oa_max64(nr, oa_min64(nc, Q8_NC_MAX));
+    nc = oa_max64(4 * nr, oa_min64(nc, Q8_NC_MAX)); /* >= 4 panels: an A tile is reused from L2 */
     nc = oa_min64(nc, round_up(q->cols, nr));
     l->nc = nc;
     l->n_cb = oa_cdiv(q->cols, nc);
@@ -179,7 +181,10 @@ static void layout(const oa_q8_isa_t *isa, int32_t path, const q8_geo_t *q, int3
     if (pad) shared = oa_cap_add(shared, up64(oa_cap_mul(oa_cap_mul(q->n * q->cin, q->hp), q->wp)));
     /* the weights are packed once per run (not per column block: small pixel counts would pay
      * for it once per block) */
-    l->a_tiles = q->g * oa_cdiv(q->rows, mr);
+    /* packing W costs O(rows * K) per run, the products O(rows * K * columns): with few columns
+     * (small images, linear) the in-place tile (when the ISA has one) is faster overall */
+    l->a_in_place = isa->gemm_rows && q->n * q->cols < Q8_A_IN_PLACE_COLS;
+    l->a_tiles = l->a_in_place ? 0 : q->g * oa_cdiv(q->rows, mr);
     l->a_tile_bytes = oa_cap_mul(oa_cap_mul(l->kp, mr), eb);
     l->off_a = shared;
     shared = oa_cap_add(shared, up64(oa_cap_mul(l->a_tiles, l->a_tile_bytes)));
@@ -265,10 +270,14 @@ static void gemm_task(const q8_ctx_t *x, int64_t t, uint8_t *slot) {
   for (int64_t i = r0; i < r1; i += mr) {
     const int32_t m = (int32_t)oa_min64(mr, r1 - i);
     const int64_t c0 = g * q->cout_g + i;
-    const uint8_t *atile = x->apack + (g * oa_cdiv(q->rows, mr) + i / mr) * l->a_tile_bytes;
+    const uint8_t *atile = l->a_in_place ? NULL : x->apack + (g * oa_cdiv(q->rows, mr) + i / mr) * l->a_tile_bytes;
     for (int64_t j = j0; j < j1; j += nr) {
       const int32_t nc = (int32_t)oa_min64(nr, j1 - j);
-      isa->gemm(l->kp, atile, bblk + ((j - j0) / nr) * l->kp * nr * eb, acc);
+      const uint8_t *panel = bblk + ((j - j0) / nr) * l->kp * nr * eb;
+      if (l->a_in_place)
+        isa->gemm_rows(q->k, x->w + c0 * q->k, q->k, m, panel, acc);
+      else
+        isa->gemm(l->kp, atile, panel, acc);
       for (int32_t r = 0; r < m; r++) {
         const int64_t c = c0 + r;
         if (x->path == P_GEMM) {
@@ -335,7 +344,7 @@ static void pack_a_fn(void *ctx, int64_t t0, int64_t t1) {
 }
 
 static void run_tasks(q8_ctx_t *x, struct oa_threadpool *pool, uint8_t *scratch) {
-  if (x->path == P_GEMM || x->path == P_LGEMM) {
+  if ((x->path == P_GEMM || x->path == P_LGEMM) && x->l.a_tiles) {
     x->apack = scratch + x->l.off_a;
     oa_parallel_for(pool, x->l.a_tiles, 4, pack_a_fn, x);
   }

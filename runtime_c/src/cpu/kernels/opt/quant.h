@@ -28,6 +28,10 @@
 /* c[i * nr + j] = sum_k a[k][i] * b[k][j] over kp (a multiple of kg) for the whole MR x NR tile */
 typedef void (*oa_q8_gemm_fn)(int64_t kp, const void *a, const void *b, int32_t *c);
 
+/* The same reading W in place: rows w + i * ldw (i < mr; rows past mr are not read), k int8
+ * each (B packed with K padded to kg) */
+typedef void (*oa_q8_gemm_rows_fn)(int64_t k, const int8_t *w, int64_t ldw, int32_t mr, const void *b, int32_t *c);
+
 /* y[j] = q8_requant(corr + acc[j], mult, shift, zp, lo, hi) for j < n (one output row) */
 typedef void (*oa_q8_requant_fn)(const int32_t *acc, int64_t n, int64_t corr, int32_t mult, int32_t shift,
                                  int32_t zp, int32_t lo, int32_t hi, int8_t *y);
@@ -47,6 +51,7 @@ typedef struct oa_q8_isa {
   int32_t kg;      /* K group of the packed operands */
   int32_t wide;    /* packed elements: int16 (1) or int8 (0) */
   oa_q8_gemm_fn gemm;
+  oa_q8_gemm_rows_fn gemm_rows; /* or NULL: A is packed once per run for `gemm` */
   oa_q8_requant_fn requant;
   oa_q8_dw_fn dw;
   oa_q8_gemv_fn gemv;

@@ -1,6 +1,8 @@
 /* Portable int8 micro-kernels (opt/quant.h): a 4x8 int16 tile (the compiler vectorises its
  * column loop where it can), the requantization of one output row with the rule itself, the
  * depthwise row and the GEMV. Any CPU; also the fall-backs of the SIMD tables. */
+#include <stddef.h>
+
 #include "kernels/opt/quant.h"
 
 /* A [kp][4], B [kp][8] int16 (kg 1) */
@@ -39,5 +41,5 @@ void oa_q8_portable_gemv(int64_t m, int64_t n, int64_t k, const int16_t *x, cons
   }
 }
 
-const oa_q8_isa_t oa_q8_portable_isa = {"portable", 4, 8, 1, 1, q8_portable_gemm_4x8, oa_q8_portable_requant,
+const oa_q8_isa_t oa_q8_portable_isa = {"portable", 4, 8, 1, 1, q8_portable_gemm_4x8, NULL, oa_q8_portable_requant,
                                         oa_q8_portable_dw, oa_q8_portable_gemv};

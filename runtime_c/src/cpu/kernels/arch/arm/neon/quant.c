@@ -175,10 +175,10 @@ static void q8_neon_gemv(int64_t m, int64_t n, int64_t k, const int16_t *x, cons
   }
 }
 
-const oa_q8_isa_t oa_q8_neon_isa = {"neon", MR, 8, 1, 1, q8_neon_gemm, q8_neon_requant, q8_neon_dw, q8_neon_gemv};
+const oa_q8_isa_t oa_q8_neon_isa = {"neon", MR, 8, 1, 1, q8_neon_gemm, NULL, q8_neon_requant, q8_neon_dw, q8_neon_gemv};
 
 #if defined(__aarch64__)
-static const oa_q8_isa_t q8_neon_sdot_isa = {"neon", 8, 8, 4, 0, q8_neon_gemm_sdot, q8_neon_requant, q8_neon_dw,
+static const oa_q8_isa_t q8_neon_sdot_isa = {"neon", 8, 8, 4, 0, q8_neon_gemm_sdot, NULL, q8_neon_requant, q8_neon_dw,
                                              q8_neon_gemv};
 const oa_q8_isa_t *oa_q8_neon_sdot_isa(void) { return &q8_neon_sdot_isa; }
 #else

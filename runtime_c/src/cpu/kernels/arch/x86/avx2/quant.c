@@ -51,6 +51,53 @@ static void q8_avx2_gemm_6x16(int64_t kp, const void *a_, const void *b_, int32_
   _mm256_storeu_si256(o + 10, c50), _mm256_storeu_si256(o + 11, c51);
 }
 
+/* The 6x16 tile reading the weights in place (no A packing: for small pixel counts or linear
+ * with few rows, widening W every run cost as much as the products): the pair (w[k], w[k+1]) is
+ * broadcast as 2 bytes and sign-extended (vpbroadcastw + vpmovsxbw, shuffle-port work beside
+ * the vpmaddwd), an odd last k pairs with 0 (nothing past a row is read). */
+static inline __m256i wpair8(const int8_t *w) {
+  int16_t v;
+  memcpy(&v, w, sizeof v);
+  return _mm256_cvtepi8_epi16(_mm_set1_epi16(v));
+}
+
+static void q8_avx2_gemm_rows_6x16(int64_t k, const int8_t *w, int64_t ldw, int32_t mr, const void *b_, int32_t *c) {
+  const int16_t *b = (const int16_t *)b_;
+  const int8_t *w0 = w, *w1 = w + (mr > 1 ? 1 : 0) * ldw, *w2 = w + (mr > 2 ? 2 : mr - 1) * ldw;
+  const int8_t *w3 = w + (mr > 3 ? 3 : mr - 1) * ldw, *w4 = w + (mr > 4 ? 4 : mr - 1) * ldw;
+  const int8_t *w5 = w + (mr > 5 ? 5 : mr - 1) * ldw;
+  __m256i c00 = _mm256_setzero_si256(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
+  __m256i c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+  const int64_t k2 = k / 2 * 2;
+  for (int64_t q = 0; q <= k2; q += 2, b += 32) {
+    __m256i x0, x1, x2, x3, x4, x5;
+    if (q < k2) {
+      x0 = wpair8(w0 + q), x1 = wpair8(w1 + q), x2 = wpair8(w2 + q);
+      x3 = wpair8(w3 + q), x4 = wpair8(w4 + q), x5 = wpair8(w5 + q);
+    } else if (q < k) { /* odd k: the last weight with 0 */
+      x0 = _mm256_set1_epi32((uint16_t)(int16_t)w0[q]), x1 = _mm256_set1_epi32((uint16_t)(int16_t)w1[q]);
+      x2 = _mm256_set1_epi32((uint16_t)(int16_t)w2[q]), x3 = _mm256_set1_epi32((uint16_t)(int16_t)w3[q]);
+      x4 = _mm256_set1_epi32((uint16_t)(int16_t)w4[q]), x5 = _mm256_set1_epi32((uint16_t)(int16_t)w5[q]);
+    } else {
+      break;
+    }
+    const __m256i b0 = _mm256_loadu_si256((const __m256i *)b), b1 = _mm256_loadu_si256((const __m256i *)(b + 16));
+    c00 = _mm256_add_epi32(c00, _mm256_madd_epi16(x0, b0)), c01 = _mm256_add_epi32(c01, _mm256_madd_epi16(x0, b1));
+    c10 = _mm256_add_epi32(c10, _mm256_madd_epi16(x1, b0)), c11 = _mm256_add_epi32(c11, _mm256_madd_epi16(x1, b1));
+    c20 = _mm256_add_epi32(c20, _mm256_madd_epi16(x2, b0)), c21 = _mm256_add_epi32(c21, _mm256_madd_epi16(x2, b1));
+    c30 = _mm256_add_epi32(c30, _mm256_madd_epi16(x3, b0)), c31 = _mm256_add_epi32(c31, _mm256_madd_epi16(x3, b1));
+    c40 = _mm256_add_epi32(c40, _mm256_madd_epi16(x4, b0)), c41 = _mm256_add_epi32(c41, _mm256_madd_epi16(x4, b1));
+    c50 = _mm256_add_epi32(c50, _mm256_madd_epi16(x5, b0)), c51 = _mm256_add_epi32(c51, _mm256_madd_epi16(x5, b1));
+  }
+  __m256i *o = (__m256i *)c;
+  _mm256_storeu_si256(o + 0, c00), _mm256_storeu_si256(o + 1, c01);
+  _mm256_storeu_si256(o + 2, c10), _mm256_storeu_si256(o + 3, c11);
+  _mm256_storeu_si256(o + 4, c20), _mm256_storeu_si256(o + 5, c21);
+  _mm256_storeu_si256(o + 6, c30), _mm256_storeu_si256(o + 7, c31);
+  _mm256_storeu_si256(o + 8, c40), _mm256_storeu_si256(o + 9, c41);
+  _mm256_storeu_si256(o + 10, c50), _mm256_storeu_si256(o + 11, c51);
+}
+
 /* max(v, lo) and min(v, hi) on int64 lanes */
 static inline __m256i max64(__m256i v, __m256i lo) { return _mm256_blendv_epi8(v, lo, _mm256_cmpgt_epi64(lo, v)); }
 static inline __m256i min64(__m256i v, __m256i hi) { return _mm256_blendv_epi8(v, hi, _mm256_cmpgt_epi64(v, hi)); }
@@ -194,5 +241,5 @@ static void q8_avx2_gemv(int64_t m, int64_t n, int64_t k, const int16_t *x, cons
   }
 }
 
-const oa_q8_isa_t oa_q8_avx2_isa = {"avx2", 6, 16, 2, 1, q8_avx2_gemm_6x16, q8_avx2_requant, q8_avx2_dw,
+const oa_q8_isa_t oa_q8_avx2_isa = {"avx2", 6, 16, 2, 1, q8_avx2_gemm_6x16, q8_avx2_gemm_rows_6x16, q8_avx2_requant, q8_avx2_dw,
                                     q8_avx2_gemv};
