@@ -1,0 +1,245 @@
+/* AVX2 int8 micro-kernels (opt/quant.h). No VNNI on the targeted cores, so the products go
+ * through vpmaddwd: A and B are int16 pairs of consecutive k (kg 2), one madd gives
+ * w[k] * x[k] + w[k+1] * x[k+1] per int32 lane, exact (|each| <= 2^14). vpmaddubsw is avoided:
+ * its int16 sums saturate. Tile 6 x 16: 12 ymm accumulators, 2 B vectors, 1 broadcast of an A
+ * pair (a load-port vpbroadcastd). The requantization is vectorised on 4 int64 lanes and checked
+ * bit-identical with q8_requant by tests/ops/test_quant_kernels.py. Compiled with -mavx2 -mfma,
+ * only called when env->isas has OA_CPU_ISA_AVX2. */
+#include <immintrin.h>
+#include <string.h>
+
+#include "kernels/opt/quant.h"
+
+static inline __m256i bcast_pair(const int16_t *a) {
+  int32_t v;
+  memcpy(&v, a, sizeof v);
+  return _mm256_set1_epi32(v);
+}
+
+/* A [kp/2][6][2], B [kp/2][16][2] int16 */
+static void q8_avx2_gemm_6x16(int64_t kp, const void *a_, const void *b_, int32_t *c) {
+  const int16_t *a = (const int16_t *)a_, *b = (const int16_t *)b_;
+  __m256i c00 = _mm256_setzero_si256(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
+  __m256i c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+  for (int64_t q = 0; q < kp; q += 2, a += 12, b += 32) {
+    const __m256i b0 = _mm256_loadu_si256((const __m256i *)b), b1 = _mm256_loadu_si256((const __m256i *)(b + 16));
+    __m256i x = bcast_pair(a);
+    c00 = _mm256_add_epi32(c00, _mm256_madd_epi16(x, b0));
+    c01 = _mm256_add_epi32(c01, _mm256_madd_epi16(x, b1));
+    x = bcast_pair(a + 2);
+    c10 = _mm256_add_epi32(c10, _mm256_madd_epi16(x, b0));
+    c11 = _mm256_add_epi32(c11, _mm256_madd_epi16(x, b1));
+    x = bcast_pair(a + 4);
+    c20 = _mm256_add_epi32(c20, _mm256_madd_epi16(x, b0));
+    c21 = _mm256_add_epi32(c21, _mm256_madd_epi16(x, b1));
+    x = bcast_pair(a + 6);
+    c30 = _mm256_add_epi32(c30, _mm256_madd_epi16(x, b0));
+    c31 = _mm256_add_epi32(c31, _mm256_madd_epi16(x, b1));
+    x = bcast_pair(a + 8);
+    c40 = _mm256_add_epi32(c40, _mm256_madd_epi16(x, b0));
+    c41 = _mm256_add_epi32(c41, _mm256_madd_epi16(x, b1));
+    x = bcast_pair(a + 10);
+    c50 = _mm256_add_epi32(c50, _mm256_madd_epi16(x, b0));
+    c51 = _mm256_add_epi32(c51, _mm256_madd_epi16(x, b1));
+  }
+  __m256i *o = (__m256i *)c;
+  _mm256_storeu_si256(o + 0, c00), _mm256_storeu_si256(o + 1, c01);
+  _mm256_storeu_si256(o + 2, c10), _mm256_storeu_si256(o + 3, c11);
+  _mm256_storeu_si256(o + 4, c20), _mm256_storeu_si256(o + 5, c21);
+  _mm256_storeu_si256(o + 6, c30), _mm256_storeu_si256(o + 7, c31);
+  _mm256_storeu_si256(o + 8, c40), _mm256_storeu_si256(o + 9, c41);
+  _mm256_storeu_si256(o + 10, c50), _mm256_storeu_si256(o + 11, c51);
+}
+
+/* The 6x16 tile reading the weights in place (no A packing: for small pixel counts or linear
+ * with few rows, widening W every run cost as much as the products): the pair (w[k], w[k+1]) is
+ * broadcast as 2 bytes and sign-extended (vpbroadcastw + vpmovsxbw, shuffle-port work beside
+ * the vpmaddwd), an odd last k pairs with 0 (nothing past a row is read). */
+static inline __m256i wpair8(const int8_t *w) {
+  int16_t v;
+  memcpy(&v, w, sizeof v);
+  return _mm256_cvtepi8_epi16(_mm_set1_epi16(v));
+}
+
+static void q8_avx2_gemm_rows_6x16(int64_t k, const int8_t *w, int64_t ldw, int32_t mr, const void *b_, int32_t *c) {
+  const int16_t *b = (const int16_t *)b_;
+  const int8_t *w0 = w, *w1 = w + (mr > 1 ? 1 : 0) * ldw, *w2 = w + (mr > 2 ? 2 : mr - 1) * ldw;
+  const int8_t *w3 = w + (mr > 3 ? 3 : mr - 1) * ldw, *w4 = w + (mr > 4 ? 4 : mr - 1) * ldw;
+  const int8_t *w5 = w + (mr > 5 ? 5 : mr - 1) * ldw;
+  __m256i c00 = _mm256_setzero_si256(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
+  __m256i c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+  const int64_t k2 = k / 2 * 2;
+  for (int64_t q = 0; q <= k2; q += 2, b += 32) {
+    __m256i x0, x1, x2, x3, x4, x5;
+    if (q < k2) {
+      x0 = wpair8(w0 + q), x1 = wpair8(w1 + q), x2 = wpair8(w2 + q);
+      x3 = wpair8(w3 + q), x4 = wpair8(w4 + q), x5 = wpair8(w5 + q);
+    } else if (q < k) { /* odd k: the last weight with 0 */
+      x0 = _mm256_set1_epi32((uint16_t)(int16_t)w0[q]), x1 = _mm256_set1_epi32((uint16_t)(int16_t)w1[q]);
+      x2 = _mm256_set1_epi32((uint16_t)(int16_t)w2[q]), x3 = _mm256_set1_epi32((uint16_t)(int16_t)w3[q]);
+      x4 = _mm256_set1_epi32((uint16_t)(int16_t)w4[q]), x5 = _mm256_set1_epi32((uint16_t)(int16_t)w5[q]);
+    } else {
+      break;
+    }
+    const __m256i b0 = _mm256_loadu_si256((const __m256i *)b), b1 = _mm256_loadu_si256((const __m256i *)(b + 16));
+    c00 = _mm256_add_epi32(c00, _mm256_madd_epi16(x0, b0)), c01 = _mm256_add_epi32(c01, _mm256_madd_epi16(x0, b1));
+    c10 = _mm256_add_epi32(c10, _mm256_madd_epi16(x1, b0)), c11 = _mm256_add_epi32(c11, _mm256_madd_epi16(x1, b1));
+    c20 = _mm256_add_epi32(c20, _mm256_madd_epi16(x2, b0)), c21 = _mm256_add_epi32(c21, _mm256_madd_epi16(x2, b1));
+    c30 = _mm256_add_epi32(c30, _mm256_madd_epi16(x3, b0)), c31 = _mm256_add_epi32(c31, _mm256_madd_epi16(x3, b1));
+    c40 = _mm256_add_epi32(c40, _mm256_madd_epi16(x4, b0)), c41 = _mm256_add_epi32(c41, _mm256_madd_epi16(x4, b1));
+    c50 = _mm256_add_epi32(c50, _mm256_madd_epi16(x5, b0)), c51 = _mm256_add_epi32(c51, _mm256_madd_epi16(x5, b1));
+  }
+  __m256i *o = (__m256i *)c;
+  _mm256_storeu_si256(o + 0, c00), _mm256_storeu_si256(o + 1, c01);
+  _mm256_storeu_si256(o + 2, c10), _mm256_storeu_si256(o + 3, c11);
+  _mm256_storeu_si256(o + 4, c20), _mm256_storeu_si256(o + 5, c21);
+  _mm256_storeu_si256(o + 6, c30), _mm256_storeu_si256(o + 7, c31);
+  _mm256_storeu_si256(o + 8, c40), _mm256_storeu_si256(o + 9, c41);
+  _mm256_storeu_si256(o + 10, c50), _mm256_storeu_si256(o + 11, c51);
+}
+
+/* max(v, lo) and min(v, hi) on int64 lanes */
+static inline __m256i max64(__m256i v, __m256i lo) { return _mm256_blendv_epi8(v, lo, _mm256_cmpgt_epi64(lo, v)); }
+static inline __m256i min64(__m256i v, __m256i hi) { return _mm256_blendv_epi8(v, hi, _mm256_cmpgt_epi64(v, hi)); }
+
+typedef struct rq {
+  __m256i corr, mult, i32lo, i32hi, rlo, rhi, zp, bias; /* bias: 2^(n-1) - 1 */
+  __m128i n;
+  int32_t shift;
+} rq_t;
+
+/* 4 outputs: the rule of quant_rule.h on int64 lanes */
+static inline __m256i rq4(const rq_t *r, __m128i acc) {
+  __m256i v = _mm256_add_epi64(_mm256_cvtepi32_epi64(acc), r->corr);
+  v = min64(max64(v, r->i32lo), r->i32hi);                  /* sat_int32 */
+  __m256i p = _mm256_mul_epi32(v, r->mult);                 /* exact: both fit int32 */
+  if (r->shift) {                                           /* round half to even on |p| */
+    const __m256i s = _mm256_cmpgt_epi64(_mm256_setzero_si256(), p);
+    const __m256i u = _mm256_sub_epi64(_mm256_xor_si256(p, s), s);
+    const __m256i odd = _mm256_and_si256(_mm256_srl_epi64(u, r->n), _mm256_set1_epi64x(1));
+    const __m256i q = _mm256_srl_epi64(_mm256_add_epi64(_mm256_add_epi64(u, r->bias), odd), r->n);
+    p = _mm256_sub_epi64(_mm256_xor_si256(q, s), s);
+  }
+  p = min64(max64(p, r->rlo), r->rhi);                      /* clamp before the zero point */
+  return _mm256_add_epi64(p, r->zp);
+}
+
+/* the low int32 of 4 int64 lanes in the low 128 bits */
+static inline __m128i lo32(__m256i v) {
+  return _mm256_castsi256_si128(_mm256_permutevar8x32_epi32(v, _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6)));
+}
+
+static void q8_avx2_requant(const int32_t *acc, int64_t n, int64_t corr, int32_t mult, int32_t shift, int32_t zp,
+                            int32_t lo, int32_t hi, int8_t *y) {
+  rq_t r;
+  r.corr = _mm256_set1_epi64x(corr);
+  r.mult = _mm256_set1_epi64x(mult);
+  r.i32lo = _mm256_set1_epi64x(INT32_MIN), r.i32hi = _mm256_set1_epi64x(INT32_MAX);
+  r.rlo = _mm256_set1_epi64x((int64_t)lo - zp), r.rhi = _mm256_set1_epi64x((int64_t)hi - zp);
+  r.zp = _mm256_set1_epi64x(zp);
+  r.shift = shift;
+  r.n = _mm_cvtsi32_si128(shift);
+  r.bias = _mm256_set1_epi64x(shift ? ((int64_t)1 << (shift - 1)) - 1 : 0);
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    const __m256i a = _mm256_loadu_si256((const __m256i *)(acc + j));
+    const __m128i v0 = lo32(rq4(&r, _mm256_castsi256_si128(a))), v1 = lo32(rq4(&r, _mm256_extracti128_si256(a, 1)));
+    const __m128i w16 = _mm_packs_epi32(v0, v1); /* values are in [-128, 127]: packs are exact */
+    _mm_storel_epi64((__m128i *)(y + j), _mm_packs_epi16(w16, w16));
+  }
+  for (; j < n; j++) y[j] = q8_requant(corr + acc[j], mult, shift, zp, lo, hi);
+}
+
+/* Depthwise rows, 8 outputs per ymm: taps in pairs (j, j + 1) through vpmaddwd, with the input
+ * values of the two taps interleaved (stride 1) or already adjacent (stride 2, dilation 1: output
+ * o reads x[2o + j] and x[2o + j + 1]); a lone last tap pairs with weight 0. |w * (x - zp)| <=
+ * 128 * 255, so each pair sum is exact. Other strides: the portable row. */
+static inline __m256i wpair(const int8_t *w, int64_t j, int64_t kw) {
+  const int32_t lo = (uint16_t)(int16_t)w[j], hi = j + 1 < kw ? (uint16_t)(int16_t)w[j + 1] : 0;
+  return _mm256_set1_epi32((int32_t)((uint32_t)lo | ((uint32_t)hi << 16)));
+}
+
+static void q8_avx2_dw(const int16_t *rows, int64_t ld, const int8_t *w, int64_t kh, int64_t kw, int64_t sw,
+                       int64_t dh, int64_t dw, int64_t n, int32_t *acc) {
+  if (sw > 2) {
+    oa_q8_dw_generic(rows, ld, w, kh, kw, sw, dh, dw, n, acc);
+    return;
+  }
+  const int64_t n8 = n / 8 * 8;
+  for (int64_t o = 0; o < n8; o += 8) {
+    __m256i a = _mm256_setzero_si256();
+    for (int64_t i = 0; i < kh; i++) {
+      const int16_t *r = rows + i * dh * ld + o * sw;
+      const int8_t *wr = w + i * kw;
+      if (sw == 1) {
+        for (int64_t j = 0; j < kw; j += 2) {
+          const __m128i x0 = _mm_loadu_si128((const __m128i *)(r + j * dw));
+          const __m128i x1 = j + 1 < kw ? _mm_loadu_si128((const __m128i *)(r + (j + 1) * dw)) : x0;
+          const __m256i xv = _mm256_set_m128i(_mm_unpackhi_epi16(x0, x1), _mm_unpacklo_epi16(x0, x1));
+          a = _mm256_add_epi32(a, _mm256_madd_epi16(xv, wpair(wr, j, kw)));
+        }
+      } else if (dw == 1) { /* stride 2: the pair's values are adjacent */
+        for (int64_t j = 0; j < kw; j += 2) {
+          const __m256i xv = _mm256_loadu_si256((const __m256i *)(r + j));
+          a = _mm256_add_epi32(a, _mm256_madd_epi16(xv, wpair(wr, j, kw)));
+        }
+      } else {
+        for (int64_t j = 0; j < kw; j++) {
+          const __m256i xv = _mm256_loadu_si256((const __m256i *)(r + j * dw));
+          a = _mm256_add_epi32(a, _mm256_madd_epi16(xv, _mm256_set1_epi32((uint16_t)(int16_t)wr[j])));
+        }
+      }
+    }
+    _mm256_storeu_si256((__m256i *)(acc + o), a);
+  }
+  if (n8 < n) oa_q8_dw_generic(rows + n8 * sw, ld, w, kh, kw, sw, dh, dw, n - n8, acc + n8);
+}
+
+/* 16 k of a W row against 16 int16 of x: 8 int32 partial sums */
+static inline __m256i dot16(const int8_t *w, const int16_t *x) {
+  const __m256i wv = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)w));
+  return _mm256_madd_epi16(wv, _mm256_loadu_si256((const __m256i *)x));
+}
+
+static inline int32_t hsum(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+  return _mm_cvtsi128_si32(s);
+}
+
+/* 4 W rows at a time against one x row; (x - zp) * w <= 255 * 128: madd pairs exact */
+static void q8_avx2_gemv(int64_t m, int64_t n, int64_t k, const int16_t *x, const int8_t *w, int32_t *acc) {
+  const int64_t k16 = k / 16 * 16;
+  for (int64_t i = 0; i < m; i++) {
+    const int16_t *xr = x + i * k;
+    int64_t j = 0;
+    for (; j + 4 <= n; j += 4) {
+      const int8_t *w0 = w + j * k, *w1 = w0 + k, *w2 = w1 + k, *w3 = w2 + k;
+      __m256i s0 = _mm256_setzero_si256(), s1 = s0, s2 = s0, s3 = s0;
+      for (int64_t q = 0; q < k16; q += 16) {
+        s0 = _mm256_add_epi32(s0, dot16(w0 + q, xr + q));
+        s1 = _mm256_add_epi32(s1, dot16(w1 + q, xr + q));
+        s2 = _mm256_add_epi32(s2, dot16(w2 + q, xr + q));
+        s3 = _mm256_add_epi32(s3, dot16(w3 + q, xr + q));
+      }
+      int32_t t0 = hsum(s0), t1 = hsum(s1), t2 = hsum(s2), t3 = hsum(s3);
+      for (int64_t q = k16; q < k; q++) {
+        t0 += (int32_t)w0[q] * xr[q], t1 += (int32_t)w1[q] * xr[q];
+        t2 += (int32_t)w2[q] * xr[q], t3 += (int32_t)w3[q] * xr[q];
+      }
+      acc[i * n + j] = t0, acc[i * n + j + 1] = t1, acc[i * n + j + 2] = t2, acc[i * n + j + 3] = t3;
+    }
+    for (; j < n; j++) {
+      const int8_t *wr = w + j * k;
+      __m256i s = _mm256_setzero_si256();
+      for (int64_t q = 0; q < k16; q += 16) s = _mm256_add_epi32(s, dot16(wr + q, xr + q));
+      int32_t t = hsum(s);
+      for (int64_t q = k16; q < k; q++) t += (int32_t)wr[q] * xr[q];
+      acc[i * n + j] = t;
+    }
+  }
+}
+
+const oa_q8_isa_t oa_q8_avx2_isa = {"avx2", 6, 16, 2, 1, q8_avx2_gemm_6x16, q8_avx2_gemm_rows_6x16, q8_avx2_requant, q8_avx2_dw,
+                                    q8_avx2_gemv};

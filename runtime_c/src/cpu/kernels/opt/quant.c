@@ -1,0 +1,513 @@
+/* Optimized int8 kernels: conv2d_q8 and linear_q8 (their reference kernels: ref/quant.c).
+ *
+ * One portable driver on the per-ISA micro-kernels of opt/quant.h (arch/<isa>/quant.c):
+ *   conv (any groups)  per image and group, Y[c][p] = W[c][K] * X[K][p] (p = output pixel,
+ *                      K = C_in/groups * kH * kW): W read in place, rows widened into small A
+ *                      tiles; X packed per column block (im2col through a k-offset table on the
+ *                      input, zero-point-padded first when the conv pads), raw products, the
+ *                      zero-point correction in the per-channel constant corr[c]
+ *   depthwise          (groups == C_in == C_out) a direct kernel over output rows of a
+ *                      (x - input_zp) int16 plane, padding 0
+ *   linear, M <= 4     GEMV over the [N, K] weights in place, x - input_zp widened once
+ *   linear, M > 4      the GEMM with A = W (rows = N outputs), B = X^T, C stored transposed
+ * Every output is finished with the rule of quant_rule.h (or its vector equivalent, tested
+ * bit-identical); integer sums are exact (K <= 65536, else the call is declined), so the bytes are
+ * the reference kernel's for every ISA, tile and thread count. Threads take whole tasks (column
+ * blocks x row blocks, or planes): outputs are split, never K. */
+#include <string.h>
+
+#include "threadpool.h"
+#include "kernels/opt/plan.h"
+#include "kernels/opt/quant.h"
+
+enum { Q_ISA, Q_PATH, Q_THREADS, Q_DOT };
+enum { P_GEMM = 1, P_DW, P_GEMV, P_LGEMM };
+
+/* bytes of a B column block kept in L2 while every row tile passes over it */
+#define Q8_B_BLOCK_BYTES ((int64_t)192 * 1024)
+#define Q8_NC_MAX 512
+#define Q8_GEMV_M_MAX 4
+#define Q8_A_IN_PLACE_COLS 512
+#define Q8_GEMV_NB 64
+
+extern const oa_q8_isa_t oa_q8_portable_isa;
+#if defined(OA_BUILT_AVX2)
+extern const oa_q8_isa_t oa_q8_avx2_isa;
+#endif
+#if defined(OA_BUILT_NEON)
+extern const oa_q8_isa_t oa_q8_neon_isa;
+extern const oa_q8_isa_t *oa_q8_neon_sdot_isa(void);
+#endif
+
+const oa_q8_isa_t *oa_q8_isa(int32_t id, int32_t dotprod) {
+  (void)dotprod;
+  switch (id) {
+    case OA_ISA_PORTABLE: return &oa_q8_portable_isa;
+#if defined(OA_BUILT_AVX2)
+    case OA_ISA_AVX2: return &oa_q8_avx2_isa;
+#endif
+#if defined(OA_BUILT_NEON)
+    case OA_ISA_NEON: return dotprod && oa_q8_neon_sdot_isa() ? oa_q8_neon_sdot_isa() : &oa_q8_neon_isa;
+#endif
+    default: return NULL;
+  }
+}
+
+static int64_t iarg(const oa_op_call_t *call, uint32_t i) { return i < call->n_ints ? call->ints[i] : 0; }
+static int64_t up64(int64_t b) { return b < 0 ? -1 : (b + 63) / 64 * 64; }
+static int64_t round_up(int64_t a, int64_t m) { return oa_cdiv(a, m) * m; }
+
+/* the multiplier / shift values, checked at every run as the reference kernel does (they may be
+ * runtime inputs) */
+static oa_status_t check_requant(const oa_op_call_t *call, oa_diag_t *diag) {
+  const oa_tensor_t *m = call->inputs[3], *s = call->inputs[4];
+  const int32_t *mv = (const int32_t *)m->data, *sv = (const int32_t *)s->data;
+  for (int64_t c = 0; c < m->numel; c++)
+    if (mv[c] < 0)
+      return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM,
+                          "input 3 (multiplier) ('%s'): element %lld = %ld: expected 0 to 2147483647", m->name,
+                          (long long)c, (long)mv[c]);
+  for (int64_t c = 0; c < s->numel; c++)
+    if (sv[c] < 0 || sv[c] > Q8_SHIFT_MAX)
+      return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "input 4 (shift) ('%s'): element %lld = %ld: expected 0 to %d",
+                          s->name, (long long)c, (long)sv[c], Q8_SHIFT_MAX);
+  return OA_OK;
+}
+
+/* ---- packing (opt/quant.h layouts) ---------------------------------------------------------- */
+
+/* One packed panel of `nr` columns, [kp / KG][nr][KG] of T: value(q, j) = src[koff[q] + cb[j]]
+ * (koff NULL: q, each column contiguous in k) for q < k, j < nc; zero past them. */
+#define Q8_DEFINE_PACK(NAME, T, KG)                                                                         \
+  static void NAME(const int8_t *src, const int64_t *koff, int64_t k, int64_t kp, const int64_t *cb, int32_t nc, \
+                   int32_t nr, T *dst) {                                                                    \
+    if (nc < nr || kp > k) memset(dst, 0, (size_t)(kp * nr) * sizeof(T));                                   \
+    if (!koff) {                                                                                            \
+      for (int32_t j = 0; j < nc; j++) {                                                                    \
+        const int8_t *s = src + cb[j];                                                                      \
+        T *d = dst + j * KG;                                                                                \
+        for (int64_t q = 0; q < k; q++) d[(q / KG) * nr * KG + q % KG] = (T)s[q];                           \
+      }                                                                                                     \
+      return;                                                                                               \
+    }                                                                                                       \
+    int contiguous = 1;                                                                                     \
+    for (int32_t j = 1; j < nc; j++) contiguous &= cb[j] == cb[0] + j;                                      \
+    for (int64_t q = 0; q < k; q++) {                                                                       \
+      T *d = dst + (q / KG) * nr * KG + q % KG;                                                             \
+      if (contiguous) {                                                                                     \
+        const int8_t *s = src + koff[q] + cb[0];                                                            \
+        for (int32_t j = 0; j < nc; j++) d[j * KG] = (T)s[j];                                               \
+      } else {                                                                                              \
+        const int8_t *s = src + koff[q];                                                                    \
+        for (int32_t j = 0; j < nc; j++) d[j * KG] = (T)s[cb[j]];                                           \
+      }                                                                                                     \
+    }                                                                                                       \
+  }
+Q8_DEFINE_PACK(pack_w1, int16_t, 1)
+Q8_DEFINE_PACK(pack_w2, int16_t, 2)
+Q8_DEFINE_PACK(pack_b4, int8_t, 4)
+
+static void pack(const oa_q8_isa_t *isa, const int8_t *src, const int64_t *koff, int64_t k, int64_t kp,
+                 const int64_t *cb, int32_t nc, int32_t nr, void *dst) {
+  if (isa->wide && isa->kg == 1) pack_w1(src, koff, k, kp, cb, nc, nr, (int16_t *)dst);
+  else if (isa->wide) pack_w2(src, koff, k, kp, cb, nc, nr, (int16_t *)dst);
+  else pack_b4(src, koff, k, kp, cb, nc, nr, (int8_t *)dst);
+}
+
+/* ---- geometry and plan ---------------------------------------------------------------------- */
+
+typedef struct q8_geo {
+  int64_t n, cin, h, w, cout, kh, kw, oh, ow, g, sh, sw, ph, pw, dh, dw;
+  int64_t cin_g, cout_g, hp, wp; /* hp, wp: the zero-point-padded input plane */
+  int64_t rows, cols, k;         /* GEMM per (image, group): rows = C_out/groups, cols = pixels; linear: N, M */
+} q8_geo_t;
+
+static void conv_geo(const oa_op_call_t *call, q8_geo_t *q) {
+  const oa_tensor_t *x = call->inputs[0], *w = call->inputs[1], *y = call->outputs[0];
+  q->n = x->shape[0], q->cin = x->shape[1], q->h = x->shape[2], q->w = x->shape[3];
+  q->cout = w->shape[0], q->kh = w->shape[2], q->kw = w->shape[3], q->oh = y->shape[2], q->ow = y->shape[3];
+  q->sh = iarg(call, OA_ARG_CONV2D_Q8_STRIDE_H), q->sw = iarg(call, OA_ARG_CONV2D_Q8_STRIDE_W);
+  q->ph = iarg(call, OA_ARG_CONV2D_Q8_PAD_H), q->pw = iarg(call, OA_ARG_CONV2D_Q8_PAD_W);
+  q->dh = iarg(call, OA_ARG_CONV2D_Q8_DILATION_H), q->dw = iarg(call, OA_ARG_CONV2D_Q8_DILATION_W);
+  q->g = iarg(call, OA_ARG_CONV2D_Q8_GROUPS);
+  q->cin_g = q->cin / q->g, q->cout_g = q->cout / q->g;
+  q->hp = q->h + 2 * q->ph, q->wp = q->w + 2 * q->pw;
+  q->rows = q->cout_g, q->cols = q->oh * q->ow, q->k = q->cin_g * q->kh * q->kw;
+}
+
+static void linear_geo(const oa_op_call_t *call, q8_geo_t *q) {
+  memset(q, 0, sizeof *q);
+  const oa_tensor_t *x = call->inputs[0], *w = call->inputs[1];
+  q->rows = w->shape[0], q->k = w->shape[1];
+  q->cols = q->k ? x->numel / q->k : 0;
+  q->n = 1, q->g = 1, q->cout = q->rows;
+}
+
+/* The work split and the scratch of one call (prepare and run compute the same). */
+typedef struct q8_layout {
+  int64_t kp, nc, mc, n_cb, n_rb, tasks, slots;
+  int64_t off_corr, off_koff, off_pad, off_a, off_slots, slot_bytes, total; /* bytes; -1: too big */
+  int64_t a_tiles, a_tile_bytes; /* A packed once per run: g * ceil(rows / MR) tiles */
+  int32_t a_in_place;             /* the ISA's gemm_rows reads W in place instead */
+  int64_t s_b, s_a, s_acc, s_cb, s_out;                             /* offsets inside a slot */
+} q8_layout_t;
+
+static void layout(const oa_q8_isa_t *isa, int32_t path, const q8_geo_t *q, int32_t pad, int32_t threads,
+                   q8_layout_t *l) {
+  memset(l, 0, sizeof *l);
+  const int64_t eb = isa->wide ? 2 : 1, nr = isa->nr, mr = isa->mr;
+  int64_t shared = 0, slot = 0;
+  l->off_corr = 0;
+  shared = up64(oa_cap_mul(q->cout, 8));
+  if (path == P_GEMM || path == P_LGEMM) {
+    l->kp = round_up(q->k, isa->kg);
+    /* column block: a B block of <= Q8_B_BLOCK_BYTES, whole panels */
+    int64_t nc = Q8_B_BLOCK_BYTES / oa_max64(1, l->kp * eb) / nr * nr;
+    nc = oa_max64(4 * nr, oa_min64(nc, Q8_NC_MAX)); /* >= 4 panels: an A tile is reused from L2 */
+    nc = oa_min64(nc, round_up(q->cols, nr));
+    l->nc = nc;
+    l->n_cb = oa_cdiv(q->cols, nc);
+    const int64_t outer = q->n * q->g * l->n_cb;
+    /* too few column tasks for the threads: split the rows too */
+    l->n_rb = 1;
+    if (threads > 1 && outer < 2 * threads)
+      l->n_rb = oa_max64(1, oa_min64(oa_cdiv(q->rows, mr), oa_cdiv(2 * threads, outer)));
+    l->mc = round_up(oa_cdiv(q->rows, l->n_rb), mr);
+    l->n_rb = oa_cdiv(q->rows, l->mc);
+    l->tasks = outer * l->n_rb;
+    l->off_koff = shared;
+    shared = oa_cap_add(shared, up64(oa_cap_mul(path == P_GEMM ? q->k : 0, 8)));
+    l->off_pad = shared;
+    if (pad) shared = oa_cap_add(shared, up64(oa_cap_mul(oa_cap_mul(q->n * q->cin, q->hp), q->wp)));
+    /* the weights are packed once per run (not per column block: small pixel counts would pay
+     * for it once per block) */
+    /* packing W costs O(rows * K) per run, the products O(rows * K * columns): with few columns
+     * (small images, linear) the in-place tile (when the ISA has one) is faster overall */
+    l->a_in_place = isa->gemm_rows && q->n * q->cols < Q8_A_IN_PLACE_COLS;
+    l->a_tiles = l->a_in_place ? 0 : q->g * oa_cdiv(q->rows, mr);
+    l->a_tile_bytes = oa_cap_mul(oa_cap_mul(l->kp, mr), eb);
+    l->off_a = shared;
+    shared = oa_cap_add(shared, up64(oa_cap_mul(l->a_tiles, l->a_tile_bytes)));
+    l->s_b = 0;
+    slot = up64(oa_cap_mul(oa_cap_mul(l->kp, nc), eb));
+    l->s_acc = slot;
+    slot = oa_cap_add(slot, up64(mr * nr * 4));
+    l->s_cb = slot;
+    slot = oa_cap_add(slot, up64(nr * 8));
+    l->s_out = slot;
+    slot = oa_cap_add(slot, up64(nr));
+  } else if (path == P_DW) {
+    l->tasks = q->n * q->cin;
+    /* the plane (+ slack: the stride-2 vector rows read one element past the last one they use) */
+    l->s_acc = up64(oa_cap_add(oa_cap_mul(oa_cap_mul(q->hp, q->wp), 2), 64));
+    slot = oa_cap_add(l->s_acc, up64(oa_cap_mul(q->ow, 4)));
+  } else { /* P_GEMV: x - zp as int16 shared; per slot an [M][NB] accumulator block */
+    l->tasks = oa_cdiv(q->rows, Q8_GEMV_NB);
+    l->off_koff = shared;
+    shared = oa_cap_add(shared, up64(oa_cap_mul(oa_cap_mul(q->cols, q->k), 2)));
+    slot = up64(q->cols * Q8_GEMV_NB * 4);
+  }
+  l->slots = oa_max64(1, oa_min64(threads, l->tasks));
+  l->off_slots = shared;
+  l->slot_bytes = slot;
+  l->total = oa_cap_add(shared, oa_cap_mul(slot, l->slots));
+}
+
+/* ---- run context ---------------------------------------------------------------------------- */
+
+typedef struct q8_ctx {
+  const oa_q8_isa_t *isa;
+  int32_t path;
+  q8_geo_t q;
+  q8_layout_t l;
+  const int8_t *src; /* conv: the input (padded or not); linear: x */
+  int64_t plane;     /* conv: elements of one input plane of src */
+  const int8_t *w;
+  const int64_t *corr, *koff;
+  uint8_t *apack;
+  const int16_t *x16;
+  const int32_t *bias, *mult, *shift;
+  int32_t mone, zin, zout, lo, hi;
+  int8_t *y;
+  uint8_t *slots;
+} q8_ctx_t;
+
+static inline void finish_row(const q8_ctx_t *x, const int32_t *acc, int64_t n, int64_t c, int8_t *y) {
+  const int64_t mc = x->mone ? 0 : c;
+  x->isa->requant(acc, n, x->corr[c], x->mult[mc], x->shift[mc], x->zout, x->lo, x->hi, y);
+}
+
+/* One GEMM task: column block cb x row block rb of image b, group g. */
+static void gemm_task(const q8_ctx_t *x, int64_t t, uint8_t *slot) {
+  const oa_q8_isa_t *isa = x->isa;
+  const q8_geo_t *q = &x->q;
+  const q8_layout_t *l = &x->l;
+  const int32_t mr = isa->mr, nr = isa->nr;
+  const int64_t eb = isa->wide ? 2 : 1;
+  const int64_t rb = t % l->n_rb, cbk = (t / l->n_rb) % l->n_cb, bg = t / (l->n_rb * l->n_cb);
+  const int64_t b = bg / q->g, g = bg % q->g;
+  const int64_t r0 = rb * l->mc, r1 = oa_min64(r0 + l->mc, q->rows);
+  const int64_t j0 = cbk * l->nc, j1 = oa_min64(j0 + l->nc, q->cols);
+  uint8_t *bblk = slot + l->s_b;
+  int32_t *acc = (int32_t *)(slot + l->s_acc);
+  int64_t *cb = (int64_t *)(slot + l->s_cb);
+  int8_t *out = (int8_t *)(slot + l->s_out);
+  const int8_t *src;
+  if (x->path == P_GEMM)
+    src = x->src + (b * q->cin + g * q->cin_g) * x->plane;
+  else
+    src = x->src;
+  /* pack the column block */
+  for (int64_t j = j0; j < j1; j += nr) {
+    const int32_t nc = (int32_t)oa_min64(nr, j1 - j);
+    for (int32_t c = 0; c < nc; c++) {
+      const int64_t p = j + c;
+      cb[c] = x->path == P_GEMM ? (p / q->ow) * q->sh * q->wp + (p % q->ow) * q->sw : p * q->k;
+    }
+    pack(isa, src, x->path == P_GEMM ? x->koff : NULL, q->k, l->kp, cb, nc, nr,
+         bblk + ((j - j0) / nr) * l->kp * nr * eb);
+  }
+  for (int64_t i = r0; i < r1; i += mr) {
+    const int32_t m = (int32_t)oa_min64(mr, r1 - i);
+    const int64_t c0 = g * q->cout_g + i;
+    const uint8_t *atile = l->a_in_place ? NULL : x->apack + (g * oa_cdiv(q->rows, mr) + i / mr) * l->a_tile_bytes;
+    for (int64_t j = j0; j < j1; j += nr) {
+      const int32_t nc = (int32_t)oa_min64(nr, j1 - j);
+      const uint8_t *panel = bblk + ((j - j0) / nr) * l->kp * nr * eb;
+      if (l->a_in_place)
+        isa->gemm_rows(q->k, x->w + c0 * q->k, q->k, m, panel, acc);
+      else
+        isa->gemm(l->kp, atile, panel, acc);
+      for (int32_t r = 0; r < m; r++) {
+        const int64_t c = c0 + r;
+        if (x->path == P_GEMM) {
+          finish_row(x, acc + r * nr, nc, c, x->y + ((b * q->cout + c) * q->cols + j));
+        } else { /* linear: C[n][m] stored as y[m][n] */
+          finish_row(x, acc + r * nr, nc, c, out);
+          for (int32_t u = 0; u < nc; u++) x->y[(j + u) * q->rows + c] = out[u];
+        }
+      }
+    }
+  }
+}
+
+/* One depthwise plane: image b, channel c. */
+static void dw_task(const q8_ctx_t *x, int64_t t, uint8_t *slot) {
+  const q8_geo_t *q = &x->q;
+  const int64_t c = t % q->cin;
+  int16_t *pl = (int16_t *)slot;
+  int32_t *acc = (int32_t *)(slot + x->l.s_acc);
+  const int8_t *xp = x->src + t * q->h * q->w;
+  if (q->ph || q->pw) memset(pl, 0, (size_t)(q->hp * q->wp) * sizeof(int16_t));
+  for (int64_t i = 0; i < q->h; i++) {
+    int16_t *d = pl + (i + q->ph) * q->wp + q->pw;
+    const int8_t *s = xp + i * q->w;
+    for (int64_t j = 0; j < q->w; j++) d[j] = (int16_t)(s[j] - x->zin);
+  }
+  const int8_t *w = x->w + c * q->kh * q->kw;
+  int8_t *y = x->y + t * q->oh * q->ow;
+  for (int64_t o = 0; o < q->oh; o++) {
+    x->isa->dw(pl + o * q->sh * q->wp, q->wp, w, q->kh, q->kw, q->sw, q->dh, q->dw, q->ow, acc);
+    finish_row(x, acc, q->ow, c, y + o * q->ow);
+  }
+}
+
+/* One block of Q8_GEMV_NB outputs of every row. */
+static void gemv_task(const q8_ctx_t *x, int64_t t, uint8_t *slot) {
+  const q8_geo_t *q = &x->q;
+  const int64_t n0 = t * Q8_GEMV_NB, nb = oa_min64(Q8_GEMV_NB, q->rows - n0);
+  int32_t *acc = (int32_t *)slot;
+  x->isa->gemv(q->cols, nb, q->k, x->x16, x->w + n0 * q->k, acc);
+  for (int64_t i = 0; i < q->cols; i++)
+    for (int64_t j = 0; j < nb; j++) {
+      const int64_t c = n0 + j, mc = x->mone ? 0 : c;
+      x->y[i * q->rows + c] = q8_requant(x->corr[c] + acc[i * nb + j], x->mult[mc], x->shift[mc], x->zout, x->lo,
+                                         x->hi);
+    }
+}
+
+static void slots_fn(void *ctx, int64_t s0, int64_t s1);
+
+/* A tiles t0 .. t1 (tile t: group t / tiles per group, rows from (t % tiles per group) * MR) */
+static void pack_a_fn(void *ctx, int64_t t0, int64_t t1) {
+  const q8_ctx_t *x = (const q8_ctx_t *)ctx;
+  const q8_geo_t *q = &x->q;
+  const int32_t mr = x->isa->mr;
+  const int64_t per = oa_cdiv(q->rows, mr);
+  int64_t cb[OA_Q8_MR_MAX];
+  for (int32_t r = 0; r < mr; r++) cb[r] = r * q->k;
+  for (int64_t t = t0; t < t1; t++) {
+    const int64_t g = t / per, i = (t % per) * mr;
+    const int32_t m = (int32_t)oa_min64(mr, q->rows - i);
+    pack(x->isa, x->w + (g * q->rows + i) * q->k, NULL, q->k, x->l.kp, cb, m, mr, x->apack + t * x->l.a_tile_bytes);
+  }
+}
+
+static void run_tasks(q8_ctx_t *x, struct oa_threadpool *pool, uint8_t *scratch) {
+  if ((x->path == P_GEMM || x->path == P_LGEMM) && x->l.a_tiles) {
+    x->apack = scratch + x->l.off_a;
+    oa_parallel_for(pool, x->l.a_tiles, 4, pack_a_fn, x);
+  }
+  oa_parallel_for(pool, x->l.slots, 1, slots_fn, x);
+}
+
+static void slots_fn(void *ctx, int64_t s0, int64_t s1) {
+  const q8_ctx_t *x = (const q8_ctx_t *)ctx;
+  for (int64_t s = s0; s < s1; s++) {
+    uint8_t *slot = x->slots + s * x->l.slot_bytes;
+    for (int64_t t = s; t < x->l.tasks; t += x->l.slots) {
+      if (x->path == P_DW) dw_task(x, t, slot);
+      else if (x->path == P_GEMV) gemv_task(x, t, slot);
+      else gemm_task(x, t, slot);
+    }
+  }
+}
+
+/* corr[c] = bias[c] - zin * sum_k w[c][k] (zin 0: the bias alone) */
+static void corrections(int64_t rows, int64_t k, const int8_t *w, const int32_t *bias, int64_t zin, int64_t *corr) {
+  for (int64_t c = 0; c < rows; c++) {
+    int64_t s = 0;
+    if (zin) {
+      const int8_t *wr = w + c * k;
+      for (int64_t q = 0; q < k; q++) s += wr[q];
+    }
+    corr[c] = (bias ? bias[c] : 0) - zin * s;
+  }
+}
+
+static oa_status_t finish_plan(oa_op_plan_t *plan, const oa_q8_isa_t *isa, int32_t path, const q8_geo_t *q,
+                               int32_t pad) {
+  q8_layout_t l;
+  layout(isa, path, q, pad, (int32_t)plan->params[Q_THREADS], &l);
+  if (l.total < 0) return OA_ERR_UNSUPPORTED;
+  plan->params[Q_PATH] = path;
+  return oa_opt_set_scratch(plan, oa_cdiv(l.total, 4));
+}
+
+static oa_status_t begin(oa_op_plan_t *plan, const oa_kernel_env_t *env, int32_t id, const oa_q8_isa_t **isa) {
+  const int32_t dot = env && env->features ? env->features->dotprod != 0 : 0;
+  *isa = oa_q8_isa(id, dot);
+  if (!*isa) return OA_ERR_UNSUPPORTED;
+  memset(plan->params, 0, sizeof plan->params);
+  plan->scratch_bytes = 0;
+  plan->params[Q_ISA] = id;
+  plan->params[Q_DOT] = dot;
+  plan->params[Q_THREADS] = env ? oa_opt_threads(env->pool) : 1;
+  return OA_OK;
+}
+
+/* ---- conv2d_q8 ------------------------------------------------------------------------------ */
+
+static oa_status_t oa_opt_conv2d_q8_prepare_isa(const oa_op_call_t *call, const oa_kernel_env_t *env,
+                                                oa_op_plan_t *plan, int32_t id) {
+  const oa_q8_isa_t *isa;
+  oa_status_t st;
+  if ((st = begin(plan, env, id, &isa))) return st;
+  q8_geo_t q;
+  conv_geo(call, &q);
+  if (q.k > OA_Q8_K_MAX || q.n * q.cout * q.cols == 0) return OA_ERR_UNSUPPORTED;
+  if (q.g == q.cin && q.g == q.cout) return finish_plan(plan, isa, P_DW, &q, 0);
+  return finish_plan(plan, isa, P_GEMM, &q, q.ph || q.pw);
+}
+
+oa_status_t oa_opt_conv2d_q8_run(const oa_op_call_t *call, const oa_op_plan_t *plan, void *scratch,
+                                 const oa_kernel_env_t *env, oa_diag_t *diag) {
+  oa_status_t st;
+  if ((st = check_requant(call, diag))) return st;
+  q8_ctx_t x;
+  memset(&x, 0, sizeof x);
+  x.isa = oa_q8_isa((int32_t)plan->params[Q_ISA], (int32_t)plan->params[Q_DOT]);
+  x.path = (int32_t)plan->params[Q_PATH];
+  conv_geo(call, &x.q);
+  const q8_geo_t *q = &x.q;
+  const int32_t pad = x.path == P_GEMM && (q->ph || q->pw);
+  layout(x.isa, x.path, q, pad, (int32_t)plan->params[Q_THREADS], &x.l);
+  uint8_t *s = (uint8_t *)scratch;
+  const oa_tensor_t *tb = call->inputs[2];
+  x.w = (const int8_t *)call->inputs[1]->data;
+  x.bias = tb ? (const int32_t *)tb->data : NULL;
+  x.mult = (const int32_t *)call->inputs[3]->data, x.shift = (const int32_t *)call->inputs[4]->data;
+  x.mone = call->inputs[3]->shape[0] == 1;
+  x.zin = (int32_t)iarg(call, OA_ARG_CONV2D_Q8_INPUT_ZP), x.zout = (int32_t)iarg(call, OA_ARG_CONV2D_Q8_OUTPUT_ZP);
+  x.lo = (int32_t)iarg(call, OA_ARG_CONV2D_Q8_ACT_MIN), x.hi = (int32_t)iarg(call, OA_ARG_CONV2D_Q8_ACT_MAX);
+  x.y = (int8_t *)call->outputs[0]->data;
+  x.slots = s + x.l.off_slots;
+  int64_t *corr = (int64_t *)(s + x.l.off_corr);
+  const int8_t *in = (const int8_t *)call->inputs[0]->data;
+  if (x.path == P_DW) {
+    corrections(q->cout, q->kh * q->kw, x.w, x.bias, 0, corr); /* the plane holds x - zp */
+    x.src = in;
+  } else {
+    corrections(q->cout, q->k, x.w, x.bias, x.zin, corr);
+    int64_t *koff = (int64_t *)(s + x.l.off_koff);
+    x.plane = q->hp * q->wp; /* hp, wp: h, w without padding */
+    x.src = in;
+    if (pad) { /* a copy of the input padded with input_zp: padding adds nothing after the correction */
+      int8_t *p = (int8_t *)(s + x.l.off_pad);
+      memset(p, (int)(int8_t)x.zin, (size_t)(q->n * q->cin * q->hp * q->wp));
+      for (int64_t c = 0; c < q->n * q->cin; c++)
+        for (int64_t i = 0; i < q->h; i++)
+          memcpy(p + (c * q->hp + i + q->ph) * q->wp + q->pw, in + (c * q->h + i) * q->w, (size_t)q->w);
+      x.src = p;
+    }
+    for (int64_t ic = 0, k = 0; ic < q->cin_g; ic++)
+      for (int64_t i = 0; i < q->kh; i++)
+        for (int64_t j = 0; j < q->kw; j++) koff[k++] = ic * x.plane + i * q->dh * q->wp + j * q->dw;
+    x.koff = koff;
+  }
+  x.corr = corr;
+  run_tasks(&x, env ? env->pool : NULL, s);
+  return OA_OK;
+}
+
+/* ---- linear_q8 ------------------------------------------------------------------------------ */
+
+static oa_status_t oa_opt_linear_q8_prepare_isa(const oa_op_call_t *call, const oa_kernel_env_t *env,
+                                                oa_op_plan_t *plan, int32_t id) {
+  const oa_q8_isa_t *isa;
+  oa_status_t st;
+  if ((st = begin(plan, env, id, &isa))) return st;
+  q8_geo_t q;
+  linear_geo(call, &q);
+  if (q.k > OA_Q8_K_MAX || q.k == 0 || q.rows == 0 || q.cols == 0) return OA_ERR_UNSUPPORTED;
+  return finish_plan(plan, isa, q.cols <= Q8_GEMV_M_MAX ? P_GEMV : P_LGEMM, &q, 0);
+}
+
+oa_status_t oa_opt_linear_q8_run(const oa_op_call_t *call, const oa_op_plan_t *plan, void *scratch,
+                                 const oa_kernel_env_t *env, oa_diag_t *diag) {
+  oa_status_t st;
+  if ((st = check_requant(call, diag))) return st;
+  q8_ctx_t x;
+  memset(&x, 0, sizeof x);
+  x.isa = oa_q8_isa((int32_t)plan->params[Q_ISA], (int32_t)plan->params[Q_DOT]);
+  x.path = (int32_t)plan->params[Q_PATH];
+  linear_geo(call, &x.q);
+  const q8_geo_t *q = &x.q;
+  layout(x.isa, x.path, q, 0, (int32_t)plan->params[Q_THREADS], &x.l);
+  uint8_t *s = (uint8_t *)scratch;
+  const oa_tensor_t *tb = call->inputs[2];
+  x.w = (const int8_t *)call->inputs[1]->data;
+  x.bias = tb ? (const int32_t *)tb->data : NULL;
+  x.mult = (const int32_t *)call->inputs[3]->data, x.shift = (const int32_t *)call->inputs[4]->data;
+  x.mone = call->inputs[3]->shape[0] == 1;
+  x.zin = (int32_t)iarg(call, OA_ARG_LINEAR_Q8_INPUT_ZP), x.zout = (int32_t)iarg(call, OA_ARG_LINEAR_Q8_OUTPUT_ZP);
+  x.lo = (int32_t)iarg(call, OA_ARG_LINEAR_Q8_ACT_MIN), x.hi = (int32_t)iarg(call, OA_ARG_LINEAR_Q8_ACT_MAX);
+  x.y = (int8_t *)call->outputs[0]->data;
+  x.slots = s + x.l.off_slots;
+  x.src = (const int8_t *)call->inputs[0]->data;
+  int64_t *corr = (int64_t *)(s + x.l.off_corr);
+  if (x.path == P_GEMV) {
+    corrections(q->rows, q->k, x.w, x.bias, 0, corr); /* x16 holds x - zp */
+    int16_t *x16 = (int16_t *)(s + x.l.off_koff);
+    for (int64_t i = 0; i < q->cols * q->k; i++) x16[i] = (int16_t)(x.src[i] - x.zin);
+    x.x16 = x16;
+  } else {
+    corrections(q->rows, q->k, x.w, x.bias, x.zin, corr);
+  }
+  x.corr = corr;
+  run_tasks(&x, env ? env->pool : NULL, s);
+  return OA_OK;
+}
+
+OA_OPT_SHARED(conv2d_q8, OA_DT_I8)
+OA_OPT_SHARED(linear_q8, OA_DT_I8)

@@ -1,0 +1,100 @@
+/* The int8 micro-kernel table of the optimized conv2d_q8 / linear_q8 kernels (opt/quant.c: the
+ * portable driver; arch/<isa>/quant.c: the micro-kernels). docs/quantization.md, "Optimized
+ * kernels", has the design; in short:
+ *
+ *   Y[c][p] = sat_int32(corr[c] + sum_k W[c][k] * X[k][p]),  corr[c] = bias[c] - input_zp * sum_k W[c][k]
+ *
+ * The GEMM sums raw int8 products (|w * x| <= 2^14, K <= 65536: every int32 sum is exact); padding
+ * reads input_zp, so the correction is exact everywhere; the int64 sum corr + acc is then
+ * finished with the rule of quant_rule.h (sat_int32, multiplier, round half to even, zero point,
+ * clamp). Integer arithmetic only: every ISA, tile and thread count gives the reference's bytes.
+ *
+ * Operands are packed by the driver into the layout of the ISA: K is padded with zeros to a
+ * multiple of kg and split into groups of kg consecutive k; an A tile (MR rows of W, rows past
+ * the matrix zero) is [kp / kg][MR][kg], a B panel (NR columns, columns past the matrix zero) is
+ * [kp / kg][NR][kg], of int16 (wide) or int8 elements. */
+#ifndef OA_KERNELS_OPT_QUANT_H
+#define OA_KERNELS_OPT_QUANT_H
+
+#include <stdint.h>
+
+#include "kernels/quant_rule.h"
+
+/* K the kernels take: |sum of K products| <= K * 2^14 < 2^31 (raw), K * 255 * 128 < 2^31 (x - zp) */
+#define OA_Q8_K_MAX ((int64_t)1 << 16)
+#define OA_Q8_MR_MAX 8
+#define OA_Q8_NR_MAX 16
+
+/* c[i * nr + j] = sum_k a[k][i] * b[k][j] over kp (a multiple of kg) for the whole MR x NR tile */
+typedef void (*oa_q8_gemm_fn)(int64_t kp, const void *a, const void *b, int32_t *c);
+
+/* The same reading W in place: rows w + i * ldw (i < mr; rows past mr are not read), k int8
+ * each (B packed with K padded to kg) */
+typedef void (*oa_q8_gemm_rows_fn)(int64_t k, const int8_t *w, int64_t ldw, int32_t mr, const void *b, int32_t *c);
+
+/* y[j] = q8_requant(corr + acc[j], mult, shift, zp, lo, hi) for j < n (one output row) */
+typedef void (*oa_q8_requant_fn)(const int32_t *acc, int64_t n, int64_t corr, int32_t mult, int32_t shift,
+                                 int32_t zp, int32_t lo, int32_t hi, int8_t *y);
+
+/* Depthwise: acc[o] = sum_{i<kh, j<kw} w[i * kw + j] * rows[i * dh * ld + o * sw + j * dw], o < n,
+ * over a plane of (x - input_zp) values (padding 0) whose rows are ld elements apart. */
+typedef void (*oa_q8_dw_fn)(const int16_t *rows, int64_t ld, const int8_t *w, int64_t kh, int64_t kw, int64_t sw,
+                            int64_t dh, int64_t dw, int64_t n, int32_t *acc);
+
+/* GEMV for a few rows: acc[i * n + j] = sum_k w[j * k + q] * x[i * k + q], x = (input - input_zp)
+ * as int16 (|product| <= 255 * 128), W [n][k] int8 in place. */
+typedef void (*oa_q8_gemv_fn)(int64_t m, int64_t n, int64_t k, const int16_t *x, const int8_t *w, int32_t *acc);
+
+typedef struct oa_q8_isa {
+  const char *name;
+  int32_t mr, nr;  /* tile */
+  int32_t kg;      /* K group of the packed operands */
+  int32_t wide;    /* packed elements: int16 (1) or int8 (0) */
+  oa_q8_gemm_fn gemm;
+  oa_q8_gemm_rows_fn gemm_rows; /* or NULL: A is packed once per run for `gemm` */
+  oa_q8_requant_fn requant;
+  oa_q8_dw_fn dw;
+  oa_q8_gemv_fn gemv;
+} oa_q8_isa_t;
+
+/* The table of ISA `id` (isa.h), NULL when this build does not have it; `dotprod`: the CPU has
+ * the Arm dot-product instructions (the NEON table then uses the sdot tile where built). */
+const oa_q8_isa_t *oa_q8_isa(int32_t id, int32_t dotprod);
+
+/* Portable instances (arch/portable/quant.c), also the other ISAs' fall-backs. */
+void oa_q8_portable_requant(const int32_t *acc, int64_t n, int64_t corr, int32_t mult, int32_t shift, int32_t zp,
+                            int32_t lo, int32_t hi, int8_t *y);
+void oa_q8_portable_dw(const int16_t *rows, int64_t ld, const int8_t *w, int64_t kh, int64_t kw, int64_t sw,
+                       int64_t dh, int64_t dw, int64_t n, int32_t *acc);
+void oa_q8_portable_gemv(int64_t m, int64_t n, int64_t k, const int16_t *x, const int8_t *w, int32_t *acc);
+
+/* The depthwise row in plain C, for each ISA file to compile with its own flags: blocks of 16
+ * outputs whose sums stay in registers over all taps (the compiler vectorises the block). */
+#define OA_Q8_DW_BLOCK 16
+static inline void oa_q8_dw_generic(const int16_t *rows, int64_t ld, const int8_t *w, int64_t kh, int64_t kw,
+                                    int64_t sw, int64_t dh, int64_t dw, int64_t n, int32_t *acc) {
+  int64_t o = 0;
+  for (; o + OA_Q8_DW_BLOCK <= n; o += OA_Q8_DW_BLOCK) {
+    int32_t a[OA_Q8_DW_BLOCK] = {0};
+    for (int64_t i = 0; i < kh; i++) {
+      for (int64_t j = 0; j < kw; j++) {
+        const int32_t wv = w[i * kw + j];
+        const int16_t *r = rows + i * dh * ld + j * dw + o * sw;
+        if (sw == 1) {
+          for (int u = 0; u < OA_Q8_DW_BLOCK; u++) a[u] += wv * (int32_t)r[u];
+        } else {
+          for (int u = 0; u < OA_Q8_DW_BLOCK; u++) a[u] += wv * (int32_t)r[u * sw];
+        }
+      }
+    }
+    for (int u = 0; u < OA_Q8_DW_BLOCK; u++) acc[o + u] = a[u];
+  }
+  for (; o < n; o++) {
+    int32_t a = 0;
+    for (int64_t i = 0; i < kh; i++)
+      for (int64_t j = 0; j < kw; j++) a += (int32_t)w[i * kw + j] * rows[i * dh * ld + j * dw + o * sw];
+    acc[o] = a;
+  }
+}
+
+#endif /* OA_KERNELS_OPT_QUANT_H */

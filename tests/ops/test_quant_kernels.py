@@ -1,0 +1,375 @@
+"""The optimized int8 kernels (runtime_c/src/cpu/kernels/opt/quant.c on arch/*/quant.c) against
+the reference kernels (ref/quant.c, itself checked against the written rule by test_quant.py):
+bit-exact, since both are integer-only.
+
+Each family (conv, depthwise, linear) is one hand-built program with many instructions, run with
+the reference kernels only and with the optimized ones:
+  - on the host with 1, 2 and 3 threads, and forced to each ISA the host has (portable, avx2);
+  - under qemu-aarch64 (NEON int16 tiles), qemu-aarch64-v82 (the sdot tile: the CPU reports
+    dotprod), qemu-armv7 (NEON 4x8) and qemu-riscv64 (portable), with `oa_run` and
+    `oa_run --reference`.
+Every run also asks `oa_run --profile` which kernel each instruction was prepared with: the
+optimized kernel of the expected ISA, never "ref" (a silent decline would pass the byte check).
+
+Shapes cover the tile edges (MR 4/6/8, NR 8/16: sizes 1..9, 13, 17, 31, 33), K odd and > 256 (and
+up to 1025), strides 1-3, padding larger than the kernel, dilation, groups, depthwise 3x3 / 5x5
+strides 1-2 (and a channel multiplier, which takes the GEMM path), 1x1, batch 2; per-tensor and
+per-channel multipliers / shifts including shift 0 and 62, multiplier 0 and 2^31 - 1; zero
+points -128 and 127; act clamps; biases that saturate int32; random int8 data including -128."""
+
+from __future__ import annotations
+
+import functools
+import math
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from craft import Builder
+
+from openaccel import dtypes
+from openaccel.exporter import quant
+from openaccel.opset import encode_args
+from openaccel.runtime.host import CPU_ISAS, CpuDevice, HostSession
+from openaccel.targets import get_target
+
+from helpers import CACHE, QEMU_TARGETS, runner
+
+pytestmark = pytest.mark.xdist_group("quant_kernels")
+
+quant.register_ops()
+I8, I32 = dtypes.code_of("int8"), dtypes.code_of("int32")
+
+
+@dataclass
+class Case:
+    name: str
+    op: str
+    x: np.ndarray
+    w: np.ndarray
+    bias: np.ndarray | None
+    mult: np.ndarray
+    shift: np.ndarray
+    out_shape: tuple[int, ...]
+    args: dict[str, Any] = field(default_factory=dict)
+
+
+def _qparams(rng: np.random.Generator, n: int, k: int, per_channel: bool, extreme: bool) -> tuple[np.ndarray, ...]:
+    """multipliers in [2^30, 2^31) and shifts that put typical sums near the int8 range; `extreme`
+    mixes in shift 0 and 62, multiplier 0 and 2^31 - 1"""
+    c = n if per_channel else 1
+    mult = rng.integers(1 << 30, 1 << 31, c, dtype=np.int64)
+    base = round(math.log2(6000.0 * math.sqrt(k))) + 24
+    shift = rng.integers(base - 2, base + 3, c, dtype=np.int64)
+    if extreme:
+        for i in range(c):
+            pick = i % 5 if per_channel else int(rng.integers(0, 5))
+            if pick == 0:
+                shift[i] = 0
+            elif pick == 1:
+                shift[i] = 62
+            elif pick == 2:
+                mult[i] = 0
+            elif pick == 3:
+                mult[i] = 2**31 - 1
+    return mult.astype(np.int32), np.clip(shift, 0, 62).astype(np.int32)
+
+
+def _int8(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+    a = rng.integers(-128, 128, shape, dtype=np.int8)
+    if a.size:
+        a.flat[0] = -128
+    return a
+
+
+def _bias(rng: np.random.Generator, n: int, k: int, kind: str) -> np.ndarray | None:
+    if kind == "none":
+        return None
+    if kind == "sat":  # near the int32 bounds: the sum saturates
+        return np.where(np.arange(n) % 2 == 0, 2**31 - 1 - 1000, -(2**31) + 1000).astype(np.int32)
+    span = int(3000 * math.sqrt(k)) + 1  # about the spread of the sums
+    return rng.integers(-span, span, n).astype(np.int32)
+
+
+def conv(n: int, c: int, h: int, w: int, o: int, kh: int, kw: int, stride: Any = 1, pad: Any = 0, dil: Any = 1,
+         groups: int = 1, per_channel: bool = True, zin: int | None = None, zout: int | None = None,
+         act: tuple[int, int] = (-128, 127), bias: str = "rand", extreme: bool = False, seed: int = 0) -> Case:
+    s, p, d = (t if isinstance(t, tuple) else (t, t) for t in (stride, pad, dil))
+    rng = np.random.default_rng(seed)
+    x = _int8(rng, (n, c, h, w))
+    wt = _int8(rng, (o, c // groups, kh, kw))
+    k = c // groups * kh * kw
+    mult, shift = _qparams(rng, o, k, per_channel, extreme)
+    zi = int(rng.integers(-128, 128)) if zin is None else zin
+    zo = int(rng.integers(-20, 20)) if zout is None else zout
+    oh = (h + 2 * p[0] - d[0] * (kh - 1) - 1) // s[0] + 1
+    ow = (w + 2 * p[1] - d[1] * (kw - 1) - 1) // s[1] + 1
+    name = (f"conv_{n}x{c}x{h}x{w}_o{o}_k{kh}x{kw}_s{s[0]}{s[1]}_p{p[0]}{p[1]}_d{d[0]}{d[1]}_g{groups}"
+            f"_{'pc' if per_channel else 'pt'}_z{zi}_{zo}_a{act[0]}_{act[1]}_{bias}{'_x' if extreme else ''}")
+    args = dict(stride_h=s[0], stride_w=s[1], pad_h=p[0], pad_w=p[1], dilation_h=d[0], dilation_w=d[1],
+                groups=groups, input_zp=zi, output_zp=zo, act_min=act[0], act_max=act[1])
+    return Case(name, "conv2d_q8", x, wt, _bias(rng, o, k, bias), mult, shift, (n, o, oh, ow), args)
+
+
+def linear(lead: tuple[int, ...], k: int, nout: int, per_channel: bool = True, zin: int | None = None,
+           zout: int | None = None, act: tuple[int, int] = (-128, 127), bias: str = "rand", extreme: bool = False,
+           seed: int = 0) -> Case:
+    rng = np.random.default_rng(seed)
+    x = _int8(rng, (*lead, k))
+    w = _int8(rng, (nout, k))
+    mult, shift = _qparams(rng, nout, k, per_channel, extreme)
+    zi = int(rng.integers(-128, 128)) if zin is None else zin
+    zo = int(rng.integers(-20, 20)) if zout is None else zout
+    name = (f"linear_{'x'.join(map(str, lead))}_k{k}_n{nout}_{'pc' if per_channel else 'pt'}_z{zi}_{zo}"
+            f"_a{act[0]}_{act[1]}_{bias}{'_x' if extreme else ''}")
+    args = dict(input_zp=zi, output_zp=zo, act_min=act[0], act_max=act[1])
+    return Case(name, "linear_q8", x, w, _bias(rng, nout, k, bias), mult, shift, (*lead, nout), args)
+
+
+def conv_cases() -> list[Case]:
+    cs = [
+        conv(1, 3, 9, 11, 5, 3, 3, pad=1),
+        conv(2, 4, 10, 13, 7, 3, 3, stride=2, pad=1),                      # batch 2
+        conv(1, 8, 7, 9, 13, 1, 1),                                        # 1x1: rows copied
+        conv(1, 16, 6, 6, 17, 1, 1, stride=2),
+        conv(1, 33, 5, 7, 9, 3, 3, pad=1),                                 # K = 297: odd, > 256
+        conv(1, 31, 6, 5, 31, 3, 3, stride=3, pad=2),
+        conv(1, 2, 12, 12, 3, 3, 2, stride=(2, 1), pad=(3, 1), dil=(2, 2)),
+        conv(1, 1, 4, 4, 2, 3, 3, pad=4),                                  # padding > kernel
+        conv(1, 6, 8, 7, 4, 3, 3, pad=1, groups=2),
+        conv(1, 8, 6, 6, 16, 3, 3, pad=1, groups=4),
+        conv(1, 4, 7, 6, 8, 3, 3, pad=1, groups=4),                        # channel multiplier 2
+        conv(1, 64, 5, 5, 9, 3, 3, pad=1),                                 # K = 576
+        conv(1, 113, 3, 4, 6, 3, 3, pad=1),                                # K = 1017
+        conv(1, 1, 5, 5, 3, 1, 1),                                         # K = 1
+        conv(1, 5, 6, 7, 33, 3, 3, pad=1, zin=-128, zout=127),
+        conv(1, 7, 5, 6, 17, 3, 3, zin=127, zout=-128, act=(-100, 90)),
+        conv(1, 9, 7, 7, 6, 3, 3, pad=1, per_channel=False),
+        conv(1, 4, 9, 9, 10, 3, 3, pad=1, extreme=True),
+        conv(1, 4, 9, 9, 3, 3, 3, pad=1, per_channel=False, extreme=True),
+        conv(1, 6, 8, 8, 8, 3, 3, pad=1, bias="sat"),
+        conv(2, 3, 6, 6, 5, 3, 3, pad=1, bias="none", act=(0, 127)),
+        conv(1, 12, 20, 23, 24, 3, 3, pad=1),                              # several column blocks
+        conv(2, 5, 16, 17, 11, 3, 3, pad=1),                               # 544 columns: W packed per run
+        conv(1, 3, 24, 30, 7, 1, 1),                                       # (below 512: W read in place)
+    ]
+    # every cout and pixel count around the tiles (1..9, 13, 17, 31, 33)
+    for i, (o, hw) in enumerate([(1, 1), (2, 2), (3, 3), (4, 5), (5, 7), (6, 9), (7, 13), (8, 17), (9, 31),
+                                 (13, 33), (17, 4), (31, 6), (33, 8)]):
+        cs.append(conv(1, 3, 1, hw, o, 1, 3, pad=(0, 1), seed=100 + i))
+    return cs
+
+
+def dw_cases() -> list[Case]:
+    c = functools.partial(conv, bias="rand")
+    return [
+        c(1, 8, 9, 9, 8, 3, 3, pad=1, groups=8),
+        c(2, 13, 10, 11, 13, 3, 3, stride=2, pad=1, groups=13),
+        c(1, 6, 12, 15, 6, 5, 5, pad=2, groups=6),
+        c(1, 5, 13, 12, 5, 5, 5, stride=2, pad=2, groups=5, zin=-128, zout=127),
+        c(1, 4, 14, 13, 4, 3, 3, pad=2, dil=2, groups=4, zin=127, zout=-128, act=(-50, 60)),
+        c(1, 3, 7, 33, 3, 3, 3, stride=(1, 3), pad=(1, 4), groups=3, per_channel=False),
+        c(1, 9, 3, 3, 9, 3, 3, pad=1, groups=9, extreme=True),
+        c(1, 7, 6, 6, 7, 3, 3, groups=7, bias="none"),
+        c(1, 4, 5, 5, 4, 3, 3, pad=1, groups=4, bias="sat"),
+        c(1, 17, 1, 20, 17, 1, 3, pad=(0, 1), groups=17),
+        # rows of 8+ outputs (the vector rows) with a remainder: stride 2 with and without dilation
+        c(1, 3, 9, 37, 3, 3, 3, stride=2, pad=1, groups=3),
+        c(1, 3, 9, 41, 3, 3, 3, stride=2, pad=2, dil=2, groups=3),
+        c(1, 2, 7, 30, 2, 5, 5, stride=2, pad=2, groups=2),
+        c(1, 2, 7, 27, 2, 5, 5, pad=2, groups=2),
+        c(1, 2, 6, 29, 2, 3, 4, pad=(1, 3), dil=(1, 3), groups=2),
+    ]
+
+
+def linear_cases() -> list[Case]:
+    cs = [
+        linear((1,), 17, 5),                      # GEMV (M <= 4)
+        linear((2,), 33, 9, zin=-128, zout=127),
+        linear((3,), 300, 70, per_channel=False),  # 64-output blocks + 6
+        linear((4,), 1025, 13),
+        linear((1,), 1, 3),
+        linear((2, 2), 64, 10, zin=127, zout=-128, act=(-100, 120)),
+        linear((1,), 31, 9, extreme=True),
+        linear((5,), 33, 17),                     # GEMM (M > 4)
+        linear((7,), 31, 9, zin=-128),
+        linear((17,), 300, 33, per_channel=False),
+        linear((33,), 16, 13, extreme=True),
+        linear((2, 3), 65, 8),
+        linear((9,), 1025, 6, bias="sat"),
+        linear((13,), 7, 31, bias="none", act=(0, 127)),
+        linear((64,), 128, 40),
+        linear((520,), 33, 7),                    # 520 rows: W packed per run
+    ]
+    return cs
+
+
+FAMILIES = {"conv": conv_cases, "depthwise": dw_cases, "linear": linear_cases}
+
+
+@functools.cache
+def program(family: str) -> tuple[bytes, list[Case]]:
+    cases = FAMILIES[family]()
+    for i, c in enumerate(cases):  # distinct data per case, independent of the order of families
+        rng = np.random.default_rng(1000 * (list(FAMILIES).index(family) + 1) + i)
+        c.x = _int8(rng, c.x.shape)
+        c.w = _int8(rng, c.w.shape)
+    pool = sum((c.x.nbytes + 63) // 64 * 64 + (int(np.prod(c.out_shape)) + 63) // 64 * 64 for c in cases)
+    b = Builder(pool=pool)
+    off = 0
+    outs = []
+    for i, c in enumerate(cases):
+        xi = b.tensor(f"c{i}_x", c.x.shape, I8, offset=off)
+        off += (c.x.nbytes + 63) // 64 * 64
+        b.inputs.append(xi)
+        wi = b.tensor(f"c{i}_w", c.w.shape, I8, data=c.w)
+        bi = b.tensor(f"c{i}_b", c.bias.shape, I32, data=c.bias) if c.bias is not None else -1
+        mi = b.tensor(f"c{i}_m", c.mult.shape, I32, data=c.mult)
+        si = b.tensor(f"c{i}_s", c.shift.shape, I32, data=c.shift)
+        o = b.tensor(f"c{i}_y", c.out_shape, I8, offset=off)
+        off += (int(np.prod(c.out_shape)) + 63) // 64 * 64
+        outs.append(o)
+        ints, floats = encode_args(c.op, **c.args)
+        b.instr(c.op, [xi, wi, bi, mi, si], [o], ints, floats)
+    b.outputs.extend(outs)
+    buf = b.build()
+    path = CACHE / "ops" / f"quant_kernels_{family}.oab"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(buf)
+    return buf, cases
+
+
+def feeds(family: str) -> list[np.ndarray]:
+    return [c.x for c in program(family)[1]]
+
+
+def check_same(family: str, got: list[np.ndarray], ref: list[np.ndarray], where: str) -> None:
+    cases = program(family)[1]
+    assert len(got) == len(ref) == len(cases)
+    for c, g, r in zip(cases, got, ref):
+        assert g.shape == r.shape and g.dtype == np.int8, (c.name, g.shape, g.dtype)
+        if not np.array_equal(g, r):
+            bad = np.argwhere(g != r)
+            i = tuple(bad[0])
+            raise AssertionError(f"{c.name} ({where}): {len(bad)} of {r.size} bytes differ from the reference "
+                                 f"kernel; first at {i}: {g[i]} vs {r[i]}")
+
+
+@functools.cache
+def reference(family: str) -> list[np.ndarray]:
+    buf, _ = program(family)
+    return HostSession(buf, reference_only=True).run(feeds(family))
+
+
+def test_cases_are_not_trivial() -> None:
+    """the reference outputs use the int8 range (the checks below would be weak on constant outputs)"""
+    for family in FAMILIES:
+        for c, r in zip(program(family)[1], reference(family)):
+            if r.size >= 32 and "sat" not in c.name and "_x" not in c.name:
+                assert len(np.unique(r)) > 8, (c.name, np.unique(r))
+
+
+def _host_isas() -> list[str]:
+    q = CpuDevice().properties()["queries"]
+    return [name for name, bit in CPU_ISAS.items() if q.get("cpu.isas", 0) & bit]
+
+
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_host_threads(family: str) -> None:
+    buf, _ = program(family)
+    for t in (1, 2, 3):
+        check_same(family, HostSession(buf, threads=t).run(feeds(family)), reference(family), f"host, {t} threads")
+
+
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_host_each_isa(family: str) -> None:
+    buf, _ = program(family)
+    isas = [i for i in _host_isas() if i in ("portable", "avx2", "neon", "avx512", "rvv")]
+    assert "portable" in isas
+    for isa in isas:
+        for t in (1, 2):
+            check_same(family, HostSession(buf, isas=[isa], threads=t).run(feeds(family)), reference(family),
+                       f"host, {isa} only, {t} threads")
+
+
+def run_oa(target: str, buf: bytes, arrays: list[np.ndarray], *flags: str) -> tuple[list[np.ndarray], list[str]]:
+    """outputs of one run, and the kernel of each instruction (oa_run --profile)"""
+    r = runner(target)
+    with tempfile.TemporaryDirectory(prefix="oa-q8-") as tmp:
+        path = Path(tmp) / "p.oab"
+        path.write_bytes(buf)
+        args = [str(path)]
+        for i, a in enumerate(arrays):
+            f = Path(tmp) / f"in{i}.npy"
+            np.save(f, a)
+            args += ["--input", f"{i}={f}"]
+        res = r.run([*args, "--output-dir", tmp, *flags])
+        r.check(res, f"running {path.name} {' '.join(flags)}")
+        outs = [np.load(Path(tmp) / f"output_{o['index']}.npy") for o in res.of("output")]
+        prof = r.run([*args, "--bench", "1", "--warmup", "0", "--profile", "--json", *flags])
+        r.check(prof, f"profiling {path.name}")
+        per = sorted(prof.of("profile_instruction"), key=lambda e: int(e["index"]))
+        return outs, [str(e["kernel"]) for e in per]
+
+
+def check_kernels(family: str, kernels: list[str], want: str, where: str) -> None:
+    cases = program(family)[1]
+    assert len(kernels) == len(cases), kernels
+    wrong = [(c.name, k) for c, k in zip(cases, kernels) if k != want]
+    assert not wrong, f"{where}: instructions not run by the {want} kernel: {wrong}"
+
+
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_host_oa_run_kernels(family: str) -> None:
+    """oa_run on the host: the optimized kernel ran for every instruction, for each forced ISA"""
+    buf, _ = program(family)
+    for isa in _host_isas():
+        if isa not in ("portable", "avx2", "neon"):
+            continue
+        outs, kernels = run_oa("host", buf, feeds(family), "--isa", isa)
+        check_kernels(family, kernels, isa, f"host --isa {isa}")
+        check_same(family, outs, reference(family), f"oa_run --isa {isa}")
+    _, ref_kernels = run_oa("host", buf, feeds(family), "--reference")
+    assert set(ref_kernels) == {"ref"}
+
+
+BOARD_ISA = {"qemu-aarch64": "neon", "qemu-aarch64-v82": "neon", "qemu-armv7": "neon", "qemu-riscv64": "portable",
+             "qemu-riscv64-v": "portable"}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("target", sorted({*QEMU_TARGETS, "qemu-aarch64-v82"}))
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_targets(family: str, target: str) -> None:
+    if not get_target(target).ready:
+        pytest.skip(f"{target}: toolchain or emulator missing")
+    buf, _ = program(family)
+    arrays = feeds(family)
+    ref, ref_kernels = run_oa(target, buf, arrays, "--reference")
+    assert set(ref_kernels) == {"ref"}
+    check_same(family, ref, reference(family), f"{target} reference vs host reference")
+    fast, kernels = run_oa(target, buf, arrays)
+    check_kernels(family, kernels, BOARD_ISA.get(target, "portable"), target)
+    check_same(family, fast, ref, target)
+    two, _ = run_oa(target, buf, arrays, "--threads", "2")
+    check_same(family, two, ref, f"{target}, 2 threads")
+    if BOARD_ISA.get(target) == "neon":
+        port, kernels = run_oa(target, buf, arrays, "--isa", "portable")
+        check_kernels(family, kernels, "portable", f"{target} --isa portable")
+        check_same(family, port, ref, f"{target}, portable only")
+
+
+@pytest.mark.slow
+def test_v82_board_reports_dotprod() -> None:
+    """the sdot tile is chosen inside the NEON variant when the CPU reports dotprod: the v8.2
+    board does (so test_targets above ran it there), the plain aarch64 one does not"""
+    for target, want in (("qemu-aarch64-v82", 1), ("qemu-aarch64", 0)):
+        if not get_target(target).ready:
+            pytest.skip(f"{target}: toolchain or emulator missing")
+        res = runner(target).run(["--devices", "--json"])
+        runner(target).check(res, "--devices")
+        q = res.of("device")[0]["queries"]
+        assert int(q.get("cpu.dotprod", 0)) == want, q
