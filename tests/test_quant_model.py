@@ -150,7 +150,8 @@ def test_bad_qparams_are_export_errors() -> None:
 
 
 class WithMean(torch.nn.Module):
-    """conv -> relu -> global average pool (mean.dim after to_edge: no int8 kernel yet) -> linear."""
+    """conv -> relu -> square (mul of two activations: no int8 kernel yet) -> global average pool
+    (mean_q8) -> linear."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -159,6 +160,7 @@ class WithMean(torch.nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = torch.relu(self.c(x))
+        x = x * x
         return self.fc(torch.nn.functional.adaptive_avg_pool2d(x, 1).flatten(1))
 
 
@@ -178,11 +180,11 @@ def test_what_stays_float32_is_listed(tmp_path: Path) -> None:
     for _ in range(4):
         pm(torch.randn(1, 3, 8, 8))
     cm = convert_pt2e(pm)
-    with pytest.warns(ExportWarning, match=r"stay float32.*\n  aten\.mean\.dim: no int8 kernel for this op yet \(at "):
+    with pytest.warns(ExportWarning, match=r"stay float32.*\n  aten\.mul\.Tensor: no int8 kernel for this op yet \(at "):
         prog = oa.export(torch.export.export(cm, ex), ex)
-    assert {"conv2d_q8", "linear_q8", "mean"} <= set(prog.ops), prog.ops
-    assert [p.op for p in prog.float32_in_quantized()] == ["mean"]
-    assert "stay float32" in prog.summary() and "mean" in prog.summary()
+    assert {"conv2d_q8", "linear_q8", "mean_q8", "mul"} <= set(prog.ops), prog.ops
+    assert [p.op for p in prog.float32_in_quantized()] == ["mul"]
+    assert "stay float32" in prog.summary() and "mul" in prog.summary()
     f = tmp_path / "m.oab"
     prog.save(f)
     assert main(["inspect", str(f)]) == 0

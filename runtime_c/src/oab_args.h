@@ -409,4 +409,18 @@
 #define OA_ARG_ADD_Q8_NUM_INTS 8
 #define OA_ARG_ADD_Q8_NUM_FLOATS 3
 
+/* mean_q8 */
+#define OA_ARG_MEAN_Q8_INPUT_ZP 0 /* ints[0] */
+#define OA_ARG_MEAN_Q8_OUTPUT_ZP 1 /* ints[1] */
+#define OA_ARG_MEAN_Q8_MULTIPLIER 2 /* ints[2] */
+#define OA_ARG_MEAN_Q8_SHIFT 3 /* ints[3] */
+#define OA_ARG_MEAN_Q8_ACT_MIN 4 /* ints[4] */
+#define OA_ARG_MEAN_Q8_ACT_MAX 5 /* ints[5] */
+#define OA_ARG_MEAN_Q8_KEEPDIM 6 /* ints[6] */
+#define OA_ARG_MEAN_Q8_DIMS 7 /* ints[7..] */
+#define OA_ARG_MEAN_Q8_INPUT_SCALE 0 /* floats[0] */
+#define OA_ARG_MEAN_Q8_OUTPUT_SCALE 1 /* floats[1] */
+#define OA_ARG_MEAN_Q8_NUM_INTS 7
+#define OA_ARG_MEAN_Q8_NUM_FLOATS 2
+
 #endif /* OA_OAB_ARGS_H */

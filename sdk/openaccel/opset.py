@@ -266,6 +266,13 @@ _op("add_q8", ("self", "other"),
     doc="int8 add with broadcasting: out = clamp(round_half_even(((a - self_zp) * self_multiplier + "
     "(b - other_zp) * other_multiplier) / 2^shift) + output_zp, act_min, act_max); multipliers 0..2^31-1, "
     "shift 0..62; the scales are informational")
+_op("mean_q8", ("self",),
+    ints=("input_zp", "output_zp", "multiplier", "shift", "act_min", "act_max", "keepdim", "dims*"),
+    floats=("input_scale", "output_scale"), dtypes=I8, family="quant",
+    doc="int8 mean over dims (none listed = all dims; at most 2^23 elements per output): out = "
+    "clamp(round_half_even(sum (x - input_zp) * multiplier / 2^shift) + output_zp, act_min, act_max), the sum "
+    "exact, multiplier / 2^shift = input_scale / (output_scale * count) (one rounding); multiplier "
+    "0..2^31-1, shift 0..62; the scales are informational")
 
 # ---- CPU tuning shared by the exporter and the CPU kernels --------------------------------------
 # `make schema` writes these into runtime_c/src/oab_args.h as OA_CPU_<NAME>; tests/test_opset.py

@@ -306,3 +306,235 @@ def test_add_q8_refuses_shift() -> None:
                   act_min=-128, act_max=127)
     with pytest.raises(RuntimeFailure, match=r"shift = 70 is out of range \(expected 0 to 62\)"):
         HostSession(buf)
+
+
+# ---- mean_q8 --------------------------------------------------------------------------------------
+def np_mean_q8(x: np.ndarray, dims: Sequence[int], keepdim: bool, zin: int, zout: int, m: int, n: int,
+               lo: int = -128, hi: int = 127) -> np.ndarray:
+    """The written rule: the exact sum of (x - zin) over dims, times m, one rounding, + zout, clamp."""
+    s = (x.astype(np.int64) - zin).sum(axis=tuple(dims), keepdims=keepdim)
+    s = np.asarray(s, dtype=np.int64)
+    return np.clip(np_round_shift(s * m, np.full(s.shape, n)) + zout, lo, hi).astype(np.int8)
+
+
+MEAN_CASES = [
+    # name, shape, dims, keepdim, s_in, s_out, zin, zout, act
+    ("gap_hw", (2, 7, 5, 3), (2, 3), True, 0.02, 0.02, 3, -2, (-128, 127)),
+    ("gap_49", (1, 16, 7, 7), (2, 3), True, 0.05, 0.03, -128, 5, (-128, 127)),
+    ("gap_no_keepdim", (3, 5, 4, 4), (2, 3), False, 0.1, 0.05, 0, 0, (-128, 127)),
+    ("last_dim", (4, 3, 33), (2,), False, 0.02, 0.01, 60, 127, (-128, 127)),
+    ("first_dim", (5, 3, 2), (0,), True, 0.02, 0.02, 5, 5, (-50, 60)),
+    ("non_adjacent", (3, 4, 5, 6), (1, 3), False, 0.03, 0.02, -7, 9, (-128, 127)),
+    ("all_dims", (3, 4, 5), (0, 1, 2), False, 0.02, 0.004, 1, 0, (-128, 127)),
+    ("one_element", (2, 1, 3), (1,), True, 0.02, 0.02, 4, -4, (-128, 127)),
+    ("tiny_mult", (1, 3, 4, 4), (2, 3), True, 1e-6, 1e3, 0, 0, (-128, 127)),
+    ("saturating", (1, 3, 4, 4), (2, 3), True, 1e3, 1e-3, -128, 127, (-128, 127)),
+    ("relu", (2, 6, 3, 3), (2, 3), True, 0.02, 0.01, 0, -20, (-20, 127)),
+]
+
+
+@pytest.mark.parametrize("case", MEAN_CASES, ids=lambda c: c[0])
+def test_mean_q8_bit_exact(case: tuple[Any, ...]) -> None:
+    name, shape, dims, keepdim, s_in, s_out, zin, zout, (lo, hi) = case
+    rng = np.random.default_rng(len(name) * 7 + len(shape))
+    off = rng.integers(-90, 90, [1 if d in dims else n for d, n in enumerate(shape)])   # outputs that differ
+    x = np.clip(rng.integers(-128, 128, shape) // 4 + off, -128, 127).astype(np.int8)
+    count = math.prod(shape[d] for d in dims)
+    m, n = quant.quantize_multiplier(Fraction(s_in) / (Fraction(s_out) * count))
+    want = np_mean_q8(x, dims, keepdim, zin, zout, m, n, lo, hi)
+    for threads in (1, 2):
+        got = run("mean_q8", [x], [False], want.shape, np.int8, threads=threads, input_zp=zin, output_zp=zout,
+                  multiplier=m, shift=n, act_min=lo, act_max=hi, keepdim=int(keepdim), dims=list(dims),
+                  input_scale=s_in, output_scale=s_out)
+        np.testing.assert_array_equal(got, want)
+    assert len(np.unique(got)) > 1 or name in ("tiny_mult", "saturating", "all_dims")
+    # one rounding: within half an output step (plus the multiplier's 2^-31) of the real mean
+    real = (x.astype(np.float64) - zin).sum(axis=tuple(dims), keepdims=keepdim) * s_in / (count * s_out) + zout
+    inside = (real > lo + 1) & (real < hi - 1)
+    if inside.any():
+        assert np.abs(got[inside] - real[inside]).max() <= 0.5 + 1e-6
+
+
+def test_mean_q8_ties_go_to_even() -> None:
+    """Sums exactly half-way between two output steps round to the even one (as torch.round)."""
+    x = np.array([[1, 0], [3, 0], [5, 0], [-1, 0], [-3, 0], [2, 1]], dtype=np.int8)   # sums 1, 3, 5, -1, -3, 3
+    m, n = quant.quantize_multiplier(Fraction(1, 2))       # mean of 2 at equal scales: sum / 2
+    got = run("mean_q8", [x], [False], (6,), np.int8, input_zp=0, output_zp=0, multiplier=m, shift=n,
+              act_min=-128, act_max=127, keepdim=0, dims=[1])
+    np.testing.assert_array_equal(got, [0, 2, 2, 0, -2, 2])
+
+
+def test_mean_q8_all_dims_when_none_listed() -> None:
+    x = np.arange(-8, 8, dtype=np.int8).reshape(2, 2, 4)
+    m, n = quant.quantize_multiplier(Fraction(1, 16))   # exact: the tie below is a real tie
+    got = run("mean_q8", [x], [False], (), np.int8, input_zp=-2, output_zp=0, multiplier=m, shift=n,
+              act_min=-128, act_max=127, keepdim=0)
+    assert int(got) == 2   # sum(x + 2) / 16 = 24 / 16 = 1.5: half to even
+
+
+@pytest.mark.parametrize("change,out_shape,match", [
+    (dict(dims=[1, 1]), (2,), r"argument dims\[1\] = 1 appears more than once"),
+    (dict(dims=[3]), (2, 3), r"argument dims\[0\] = 3: expected 0 <= dim < 3"),
+    (dict(shift=63), (2, 3), r"shift = 63 is out of range \(expected 0 to 62\)"),
+    (dict(multiplier=-1), (2, 3), r"multiplier = -1 is out of range \(expected 0 to 2147483647\)"),
+    (dict(input_zp=200), (2, 3), r"input_zp = 200 is out of range"),
+    (dict(act_min=5, act_max=4), (2, 3), r"act_max = 4 is out of range \(expected 5 to 127\)"),
+    (dict(keepdim=2), (2, 3), r"keepdim = 2 is out of range \(expected 0 to 1\)"),
+    (dict(), (2, 4), r"output 0.*expected shape \[2, 3\]"),
+    (dict(input_scale=-1.0), (2, 3), r"input_scale = -1: expected a positive finite float32 scale"),
+])
+def test_mean_q8_refuses(change: dict[str, Any], out_shape: tuple[int, ...], match: str) -> None:
+    x = np.zeros((2, 3, 4), dtype=np.int8)
+    args: dict[str, Any] = dict(input_zp=0, output_zp=0, multiplier=1 << 30, shift=32, act_min=-128, act_max=127,
+                                keepdim=0, dims=[2])
+    args.update(change)
+    buf = program("mean_q8", [x], [False], out_shape, np.int8, **args)
+    with pytest.raises(RuntimeFailure, match=match) as e:
+        HostSession(buf)
+    assert "instruction 0 (mean_q8)" in str(e.value)
+
+
+def test_mean_q8_refuses_too_many_elements() -> None:
+    b = Builder(pool=1 << 25)          # 2^24 elements per output: |p| could reach 2^63
+    x = b.tensor("x", (1, 1 << 12, 1 << 12), I8, offset=0)
+    y = b.tensor("y", (1,), I8, offset=1 << 24)
+    b.inputs.append(x)
+    b.outputs.append(y)
+    b.instr("mean_q8", [x], [y], *encode_args("mean_q8", input_zp=0, output_zp=0, multiplier=1, shift=0,
+                                              act_min=-128, act_max=127, keepdim=0, dims=[1, 2]))
+    buf = b.build()
+    with pytest.raises(RuntimeFailure, match=r"reduces too many elements per output \(expected 1 to 8388608\)"):
+        HostSession(buf)
+
+
+# ---- the fold pass on small PT2E graphs ------------------------------------------------------------
+def _pt2e(model: torch.nn.Module, ex: tuple[torch.Tensor, ...], calib: Sequence[torch.Tensor]) -> Any:
+    from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (
+        XNNPACKQuantizer,
+        get_symmetric_quantization_config,
+    )
+    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+
+    gm = torch.export.export(model.eval(), ex).module()
+    pm = prepare_pt2e(gm, XNNPACKQuantizer().set_global(get_symmetric_quantization_config(is_per_channel=True)))
+    for c in calib:
+        pm(c)
+    return convert_pt2e(pm)
+
+
+def _export_q(cm: Any, ex: tuple[torch.Tensor, ...]) -> tuple[Any, list[str]]:
+    import warnings
+
+    import openaccel as oa
+    from openaccel.errors import ExportWarning
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        prog = oa.export(torch.export.export(cm, ex), ex)
+    return prog, [str(w.message) for w in caught if issubclass(w.category, ExportWarning)]
+
+
+def _lsb_close(prog: Any, cm: Any, xs: Sequence[torch.Tensor], lsb: float = 1.0) -> None:
+    s = HostSession(prog.buffer)
+    scale = float(dict([i for i in prog.instructions if i.op == "dequantize"][-1].args)["scale"])
+    for x in xs:
+        with torch.no_grad():
+            want = cm(x).numpy()
+        got = s.run([x.numpy()])[0]
+        assert got.shape == want.shape
+        assert np.abs(got.astype(np.float64) - want).max() <= lsb * scale * (1 + 1e-4)
+
+
+class _Seq(torch.nn.Module):
+    """Linears on a [B, T, K] input (to_edge: view_copy -> addmm / mm -> view_copy), one without bias."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = torch.nn.Linear(24, 40)
+        self.b = torch.nn.Linear(40, 16, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.b(torch.relu(self.a(x)))
+
+
+@pytest.mark.parametrize("shape", [(2, 5, 24), (1, 3, 4, 24)])
+def test_fold_linear_of_a_3d_input(shape: tuple[int, ...]) -> None:
+    g = torch.Generator().manual_seed(3)
+    torch.manual_seed(0)
+    ex = (torch.randn(shape, generator=g),)
+    cm = _pt2e(_Seq(), ex, [torch.randn(shape, generator=g) for _ in range(4)])
+    prog, notes = _export_q(cm, ex)
+    assert not notes, notes
+    assert prog.ops.count("linear_q8") == 1 and [i.op for i in prog.instructions].count("linear_q8") == 2, prog.ops
+    assert not {"addmm", "linear", "linear_packed", "matmul"} & set(prog.ops), prog.ops
+    assert prog.float32_in_quantized() == []
+    _lsb_close(prog, cm, [torch.randn(shape, generator=g) for _ in range(3)])
+
+
+class _Pool(torch.nn.Module):
+    def __init__(self, how: str) -> None:
+        super().__init__()
+        self.how = how
+        self.c = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.fc = torch.nn.Linear(8, 5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = torch.relu(self.c(x))
+        if self.how == "adaptive":
+            y = torch.nn.functional.adaptive_avg_pool2d(y, 1).flatten(1)
+        elif self.how == "mean_keepdim":
+            y = y.mean(dim=(-1, -2), keepdim=True).flatten(1)
+        else:
+            y = y.mean(dim=(2, 3))
+        return self.fc(y)
+
+
+@pytest.mark.parametrize("how,side", [("adaptive", 7), ("mean_keepdim", 6), ("mean", 5)])
+def test_fold_mean(how: str, side: int) -> None:
+    g = torch.Generator().manual_seed(4)
+    torch.manual_seed(1)
+    ex = (torch.randn(1, 3, side, side, generator=g),)
+    cm = _pt2e(_Pool(how), ex, [torch.randn(1, 3, side, side, generator=g) for _ in range(4)])
+    prog, notes = _export_q(cm, ex)
+    assert not notes, notes
+    assert "mean_q8" in prog.ops and "mean" not in prog.ops, prog.ops
+    assert [i.op for i in prog.instructions].count("quantize") == 1
+    _lsb_close(prog, cm, [torch.randn(1, 3, side, side, generator=g) for _ in range(3)])
+
+
+class _Emb(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.tok = torch.nn.Embedding(50, 16)
+        self.pos = torch.nn.Embedding(8, 16)
+        self.fc = torch.nn.Linear(16, 6)
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        return self.fc(self.tok(idx) + self.pos(torch.arange(idx.shape[1])))
+
+
+def test_fold_embedding_is_exact() -> None:
+    """An embedding feeding a quantize looks up a table quantized at export: the same int8 rows."""
+    g = torch.Generator().manual_seed(5)
+    torch.manual_seed(2)
+    ex = (torch.randint(0, 50, (2, 8), generator=g),)
+    cm = _pt2e(_Emb(), ex, [torch.randint(0, 50, (2, 8), generator=g) for _ in range(4)])
+    prog, notes = _export_q(cm, ex)
+    assert not notes, notes
+    assert "embedding" in prog.ops and prog.float32_in_quantized() == [], prog.ops   # embedding writes int8
+    assert "quantize" not in prog.ops, prog.ops      # the graph input is the index tensor
+    _lsb_close(prog, cm, [torch.randint(0, 50, (2, 8), generator=g) for _ in range(3)])
+
+
+def test_fold_mean_refuses_a_huge_reduction() -> None:
+    from openaccel.ir import AtenNode, Graph, Value
+    with pytest.raises(quant.QuantParamError, match=r"mean over 16777216 elements \(int8 mean: at most 8388608\)"):
+        x = Value(name="x", dtype=torch.int8, shape=(1, 4096, 4096))
+        f = quant._Folder(Graph(name="g", inputs=[x], outputs=[]))
+        dq_out = Value(name="xd", dtype=torch.float32, shape=x.shape)
+        dq = AtenNode(target=torch.ops.quantized_decomposed.dequantize_per_tensor.default,
+                      args=(x, 0.1, 0, -128, 127, torch.int8), kwargs={}, outputs=[dq_out])
+        f.producer[dq_out] = dq
+        n = AtenNode(target=torch.ops.aten.mean.dim, args=(dq_out, [1, 2], False), kwargs={},
+                     outputs=[Value(name="m", dtype=torch.float32, shape=(1,))])
+        f.fold_mean(n)

@@ -183,7 +183,10 @@ _ACTS = ("aten.relu.default", "aten.hardtanh.default", "aten.clamp.default")
 _MOVES = ("aten.view_copy.default", "aten.permute_copy.default", "aten.squeeze_copy.dims",
           "aten.unsqueeze_copy.default", "aten.clone.default", "aten.slice_copy.Tensor",
           "aten.cat.default", "aten.max_pool2d_with_indices.default", "aten.max_pool2d.default",
-          "aten._unsafe_view.default", "aten.expand_copy.default", "aten.select_copy.int")
+          "aten._unsafe_view.default", "aten.expand_copy.default", "aten.select_copy.int",
+          "dim_order_ops._clone_dim_order.default")
+_VIEWS = ("aten.view_copy.default", "aten._unsafe_view.default")
+MEAN_COUNT_MAX = 1 << 23   # |sum (x - zp)| * M < 2^62 for M < 2^31 (docs/quantization.md, mean_q8)
 _COMPUTE = ("aten.convolution.default", "aten.addmm.default", "aten.mm.default", "aten.add.Tensor")
 
 
@@ -329,15 +332,18 @@ class _Folder:
             if p is None or p.op_name != "aten.permute_copy.default" or list(p.args[1]) != [1, 0]:
                 raise _Miss("the weight is not a transposed dequantized constant")
             w = p.args[0]
+        x, unview = self._flattened(x, n)
         xq, s_in, zp_in, _ = self.dq_of(x)
         wdata, w_scales, dqw = self.weight_of(w)
         if b is not None and not (isinstance(b, Value) and b.is_const and b.dtype == torch.float32):
             raise _Miss("the bias is not a float32 constant")
         if name != "aten.convolution.default" and (b is not None and b.numel != wdata.shape[0]):
             raise _Miss(f"bias of shape {list(b.shape)}")
-        out = n.outputs[0]
+        out = unview.outputs[0] if unview is not None else n.outputs[0]
         assert out is not None
         yq, s_out, zp_out, lo, hi, tail = self.q_after(out)
+        if unview is not None:
+            tail = [unview, *tail]
         cout = wdata.shape[0]
         op = "conv2d_q8" if name == "aten.convolution.default" else "linear_q8"
         mults, shifts = requant_multipliers(s_in, w_scales, s_out, f"{op} at {n.source.describe()}")
@@ -357,6 +363,77 @@ class _Folder:
         self.replace[id(n)] = new
         self.made[id(yq)] = new
         self.report.folded[op] = self.report.folded.get(op, 0) + 1
+
+    def _flattened(self, x: Any, n: AtenNode) -> tuple[Any, AtenNode | None]:
+        """to_edge writes a linear of a [..., K] input as view_copy([R, K]) -> addmm / mm ->
+        view_copy([..., N]): linear_q8 takes the [..., K] int8 tensor itself (same rows, same
+        order), so both views go. Returns (the addmm's input to fold, the output view or None)."""
+        p = self.producer.get(x) if isinstance(x, Value) else None
+        if p is None or p.op_name not in _VIEWS or self.sole_user(x) is not n:
+            return x, None
+        src = p.args[0]
+        sp = self.producer.get(src) if isinstance(src, Value) else None
+        if sp is None or sp.op_name != DQ:
+            return x, None
+        assert isinstance(src, Value)
+        if len(x.shape) != 2 or len(src.shape) < 1 or src.shape[-1] != x.shape[1]:
+            raise _Miss(f"the input view {list(src.shape)} -> {list(x.shape)} does not keep the last dim")
+        out = n.outputs[0]
+        assert out is not None
+        u = self.sole_user(out)
+        want = (*src.shape[:-1], out.shape[-1])
+        if u is None or u.op_name not in _VIEWS or u.outputs[0] is None or tuple(u.outputs[0].shape) != want:
+            raise _Miss(f"the flattened {list(src.shape)} input's result is not viewed back to {list(want)}")
+        return src, u
+
+    def fold_embedding(self, n: AtenNode) -> None:
+        """embedding(W float32 constant, idx) -> q: a gather commutes with the elementwise
+        quantize, so the table is quantized here (PyTorch's own quantize_per_tensor, the same
+        bytes) and the lookup runs on int8."""
+        w, idx = n.args[:2]
+        if not (isinstance(w, Value) and w.is_const and w.dtype == torch.float32):
+            raise _Miss("the table is not a float32 constant")
+        out = n.outputs[0]
+        assert out is not None and w.data is not None
+        yq, s_out, zp_out, _, _, tail = self.q_after(out, allow_act=False)
+        register_ops()
+        wq = torch.ops.quantized_decomposed.quantize_per_tensor(w.data.to(torch.float32), s_out, zp_out,
+                                                                 INT8_MIN, INT8_MAX, torch.int8)
+        new = AtenNode(target=n.target, args=(self.const(wq, f"{w.name}.q"), idx, *n.args[2:]), kwargs=dict(n.kwargs),
+                       outputs=[yq], source=n.source)
+        self.kill(*tail)
+        self.replace[id(n)] = new
+        self.made[id(yq)] = new
+        self.report.folded["embedding"] = self.report.folded.get("embedding", 0) + 1
+
+    def fold_mean(self, n: AtenNode) -> None:
+        """dq -> mean over dims -> q: mean_q8 sums exactly and requantizes once, with the
+        multiplier s_in / (s_out * count)."""
+        x = n.args[0]
+        xq, s_in, zp_in, _ = self.dq_of(x)
+        if n.kwargs.get("dtype") not in (None, torch.float32):
+            raise _Miss(f"mean with dtype {n.kwargs.get('dtype')}")
+        nd = len(xq.shape)
+        dims_arg = n.args[1] if len(n.args) > 1 else None
+        keepdim = bool(n.args[2]) if len(n.args) > 2 else bool(n.kwargs.get("keepdim", False))
+        dims = sorted({int(d) % max(nd, 1) for d in dims_arg}) if dims_arg else list(range(nd))
+        count = math.prod(xq.shape[d] for d in dims)
+        if count == 0:
+            raise _Miss("mean over an empty dim")
+        where = f"mean_q8 at {n.source.describe()}"
+        if count > MEAN_COUNT_MAX:
+            raise QuantParamError(f"{where}: mean over {count} elements (int8 mean: at most {MEAN_COUNT_MAX})")
+        out = n.outputs[0]
+        assert out is not None
+        yq, s_out, zp_out, lo, hi, tail = self.q_after(out)
+        mult, shift = quantize_multiplier(Fraction(s_in) / (Fraction(s_out) * count), where)
+        kw: dict[str, Any] = dict(input_zp=zp_in, output_zp=zp_out, multiplier=mult, shift=shift, act_min=lo,
+                                  act_max=hi, keepdim=int(keepdim), dims=dims, input_scale=s_in, output_scale=s_out)
+        new = AtenNode(target=QuantOp("mean_q8"), args=(xq,), kwargs=kw, outputs=[yq], source=n.source)
+        self.kill(*tail)
+        self.replace[id(n)] = new
+        self.made[id(yq)] = new
+        self.report.folded["mean_q8"] = self.report.folded.get("mean_q8", 0) + 1
 
     def fold_add(self, n: AtenNode) -> None:
         a, b = n.args[:2]
@@ -468,6 +545,10 @@ class _Folder:
                     self.fold_gemm(n)
                 elif name == "aten.add.Tensor":
                     self.fold_add(n)
+                elif name == "aten.mean.dim":
+                    self.fold_mean(n)
+                elif name == "aten.embedding.default":
+                    self.fold_embedding(n)
                 elif name in _MOVES:
                     self.fold_move(n)
                 elif name in _ACTS:

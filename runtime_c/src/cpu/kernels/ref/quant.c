@@ -1,4 +1,4 @@
-/* Reference int8 kernels: quantize, dequantize, conv2d_q8, linear_q8, add_q8.
+/* Reference int8 kernels: quantize, dequantize, conv2d_q8, linear_q8, add_q8, mean_q8.
  *
  * THE REQUANTIZATION RULE (docs/quantization.md; the exporter's half is
  * sdk/openaccel/exporter/quant.py). Integer-only, so every ISA and thread count gives the same
@@ -425,6 +425,120 @@ oa_status_t oa_ref_add_q8_run(const oa_op_call_t *call, const oa_op_plan_t *plan
     int64_t pa = ((int64_t)ap[it.off[0]] - za) * ma, pb = ((int64_t)bp[it.off[1]] - zb) * mb;
     yp[i] = q8_finish(q8_round_shift(pa + pb, s), zo, lo, hi);
     oa_nd_iter_next(&it);
+  }
+  return OA_OK;
+}
+
+/* ---- mean_q8 ----------------------------------------------------------------------------------- */
+/* out = clamp(round_half_even(sum (x - input_zp) * multiplier / 2^shift) + output_zp, act_min, act_max)
+ * over the reduced dims: the sum is exact (|sum| <= 255 * count, count <= 2^23, so |p| < 2^62) and the
+ * exporter folded 1 / count into the multiplier, so there is one rounding, as for conv2d_q8. */
+
+#define Q8_MEAN_COUNT_MAX ((int64_t)1 << 23)
+enum { MQ_MASK, MQ_COUNT };
+
+oa_status_t oa_ref_mean_q8_prepare(const oa_op_call_t *call, const oa_kernel_env_t *env, oa_op_plan_t *plan,
+                                   oa_diag_t *diag) {
+  (void)env;
+  oa_status_t st;
+  if ((st = oa_check_arity(call, 1, 1, 1, OA_ARG_MEAN_Q8_NUM_INTS, 0, diag))) return st;
+  if ((st = oa_check_present(call, 0, "input 0 (self)", diag))) return st;
+  const oa_tensor_t *x = call->inputs[0], *y = call->outputs[0];
+  if ((st = oa_check_dtype(call, x, OA_DT_I8, "input 0 (self)", diag))) return st;
+  if ((st = oa_check_dtype(call, y, OA_DT_I8, "output 0", diag))) return st;
+  if ((st = check_int(call, OA_ARG_MEAN_Q8_INPUT_ZP, "input_zp", INT8_MIN, INT8_MAX, diag))) return st;
+  if ((st = check_out_q(call, OA_ARG_MEAN_Q8_OUTPUT_ZP, OA_ARG_MEAN_Q8_ACT_MIN, OA_ARG_MEAN_Q8_ACT_MAX, diag)))
+    return st;
+  if ((st = check_int(call, OA_ARG_MEAN_Q8_MULTIPLIER, "multiplier", 0, Q8_MULT_MAX, diag))) return st;
+  if ((st = check_int(call, OA_ARG_MEAN_Q8_SHIFT, "shift", 0, Q8_SHIFT_MAX, diag))) return st;
+  if ((st = check_int(call, OA_ARG_MEAN_Q8_KEEPDIM, "keepdim", 0, 1, diag))) return st;
+  if ((st = check_scale(call, OA_ARG_MEAN_Q8_INPUT_SCALE, "input_scale", 0, diag))) return st;
+  if ((st = check_scale(call, OA_ARG_MEAN_Q8_OUTPUT_SCALE, "output_scale", 0, diag))) return st;
+  const int32_t lim = x->ndim > 0 ? x->ndim : 1;
+  const uint32_t ndims = call->n_ints - OA_ARG_MEAN_Q8_DIMS;
+  uint32_t mask = 0;
+  if (ndims > (uint32_t)lim)
+    return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "argument dims: %u dims listed, the input has %d", ndims, x->ndim);
+  for (uint32_t i = 0; i < ndims; i++) {
+    int64_t d = call->ints[OA_ARG_MEAN_Q8_DIMS + i];
+    if (d < 0 || d >= lim)
+      return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "argument dims[%u] = %lld: expected 0 <= dim < %d", i,
+                          (long long)d, lim);
+    if (mask & (1u << d))
+      return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "argument dims[%u] = %lld appears more than once", i,
+                          (long long)d);
+    mask |= 1u << d;
+  }
+  if (ndims == 0) mask = (1u << lim) - 1u;
+  if (x->ndim == 0) mask = 0;
+  const int keepdim = iarg(call, OA_ARG_MEAN_Q8_KEEPDIM) == 1;
+  int64_t want[OA_MAX_DIMS], count = 1;
+  int32_t nd = 0;
+  for (int32_t d = 0; d < x->ndim; d++) {
+    if (mask & (1u << d)) {
+      count = x->shape[d] > Q8_MEAN_COUNT_MAX ? Q8_MEAN_COUNT_MAX + 1 : count * x->shape[d];
+      if (count > Q8_MEAN_COUNT_MAX) break; /* refused below, before any overflow */
+      if (keepdim) want[nd++] = 1;
+    } else {
+      want[nd++] = x->shape[d];
+    }
+  }
+  if (count < 1 || count > Q8_MEAN_COUNT_MAX) {
+    char s[96];
+    return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM,
+                        "input 0 (self) ('%s'): %s reduces %s elements per output (expected 1 to %lld)", x->name,
+                        oa_shape_str(x, s, sizeof s), count < 1 ? "no" : "too many", (long long)Q8_MEAN_COUNT_MAX);
+  }
+  if ((st = oa_check_shape(call, y, want, nd, "output 0", diag))) return st;
+  plan->params[MQ_MASK] = mask;
+  plan->params[MQ_COUNT] = count;
+  return OA_OK;
+}
+
+oa_status_t oa_ref_mean_q8_run(const oa_op_call_t *call, const oa_op_plan_t *plan, void *scratch,
+                               const oa_kernel_env_t *env, oa_diag_t *diag) {
+  (void)scratch;
+  (void)env;
+  (void)diag;
+  const oa_tensor_t *x = call->inputs[0], *y = call->outputs[0];
+  const uint32_t mask = (uint32_t)plan->params[MQ_MASK];
+  const int64_t count = plan->params[MQ_COUNT];
+  /* kept dims (row-major, the output's order) and reduced dims, each with its input stride */
+  int64_t cs[OA_MAX_DIMS], ks[OA_MAX_DIMS], kst[OA_MAX_DIMS], rs[OA_MAX_DIMS], rst[OA_MAX_DIMS];
+  int32_t nk = 0, nr = 0;
+  oa_contiguous_strides(x->shape, x->ndim, cs);
+  for (int32_t d = 0; d < x->ndim; d++) {
+    if (mask & (1u << d)) {
+      rs[nr] = x->shape[d], rst[nr++] = cs[d];
+    } else {
+      ks[nk] = x->shape[d], kst[nk++] = cs[d];
+    }
+  }
+  const int64_t zin = iarg(call, OA_ARG_MEAN_Q8_INPUT_ZP), zout = iarg(call, OA_ARG_MEAN_Q8_OUTPUT_ZP);
+  const int64_t m = iarg(call, OA_ARG_MEAN_Q8_MULTIPLIER);
+  const int32_t s = (int32_t)iarg(call, OA_ARG_MEAN_Q8_SHIFT);
+  const int64_t lo = iarg(call, OA_ARG_MEAN_Q8_ACT_MIN), hi = iarg(call, OA_ARG_MEAN_Q8_ACT_MAX);
+  const int8_t *xp = (const int8_t *)x->data;
+  int8_t *yp = (int8_t *)y->data;
+  int64_t kidx[OA_MAX_DIMS] = {0}, koff = 0;
+  for (int64_t o = 0; o < y->numel; o++) {
+    int64_t ridx[OA_MAX_DIMS] = {0}, roff = 0, sum = 0;
+    for (int64_t c = 0; c < count; c++) {
+      sum += (int64_t)xp[koff + roff] - zin;
+      for (int32_t d = nr - 1; d >= 0; d--) { /* next reduced element */
+        roff += rst[d];
+        if (++ridx[d] < rs[d]) break;
+        roff -= rst[d] * rs[d];
+        ridx[d] = 0;
+      }
+    }
+    yp[o] = q8_finish(q8_round_shift(sum * m, s), zout, lo, hi);
+    for (int32_t d = nk - 1; d >= 0; d--) { /* next output */
+      koff += kst[d];
+      if (++kidx[d] < ks[d]) break;
+      koff -= kst[d] * ks[d];
+      kidx[d] = 0;
+    }
   }
   return OA_OK;
 }
