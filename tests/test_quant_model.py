@@ -180,7 +180,8 @@ def test_what_stays_float32_is_listed(tmp_path: Path) -> None:
     for _ in range(4):
         pm(torch.randn(1, 3, 8, 8))
     cm = convert_pt2e(pm)
-    with pytest.warns(ExportWarning, match=r"stay float32.*\n  aten\.mul\.Tensor: no int8 kernel for this op yet \(at "):
+    stays = r"stay float32.*\n  aten\.mul\.Tensor: no int8 kernel for this op yet \(at "
+    with pytest.warns(ExportWarning, match=stays):
         prog = oa.export(torch.export.export(cm, ex), ex)
     assert {"conv2d_q8", "linear_q8", "mean_q8", "mul"} <= set(prog.ops), prog.ops
     assert [p.op for p in prog.float32_in_quantized()] == ["mul"]
