@@ -150,17 +150,16 @@ def test_bad_qparams_are_export_errors() -> None:
 
 
 class WithMean(torch.nn.Module):
-    """conv -> relu -> square (mul of two activations: no int8 kernel yet) -> global average pool
-    (mean_q8) -> linear."""
+    """conv -> relu -> transposed conv (no int8 kernel yet) -> global average pool (mean_q8) -> linear."""
 
     def __init__(self) -> None:
         super().__init__()
         self.c = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.t = torch.nn.ConvTranspose2d(8, 8, 2, stride=2)
         self.fc = torch.nn.Linear(8, 4)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = torch.relu(self.c(x))
-        x = x * x
+        x = self.t(torch.relu(self.c(x)))
         return self.fc(torch.nn.functional.adaptive_avg_pool2d(x, 1).flatten(1))
 
 
@@ -180,12 +179,12 @@ def test_what_stays_float32_is_listed(tmp_path: Path) -> None:
     for _ in range(4):
         pm(torch.randn(1, 3, 8, 8))
     cm = convert_pt2e(pm)
-    stays = r"stay float32.*\n  aten\.mul\.Tensor: no int8 kernel for this op yet \(at "
+    stays = r"stay float32.*\n  aten\.convolution\.default: transposed convolution has no int8 kernel yet \(at "
     with pytest.warns(ExportWarning, match=stays):
         prog = oa.export(torch.export.export(cm, ex), ex)
-    assert {"conv2d_q8", "linear_q8", "mean_q8", "mul"} <= set(prog.ops), prog.ops
-    assert [p.op for p in prog.float32_in_quantized()] == ["mul"]
-    assert "stay float32" in prog.summary() and "mul" in prog.summary()
+    assert {"conv2d_q8", "linear_q8", "mean_q8", "conv_transpose2d"} <= set(prog.ops), prog.ops
+    assert [p.op for p in prog.float32_in_quantized()] == ["conv_transpose2d"]
+    assert "stay float32" in prog.summary() and "conv_transpose2d" in prog.summary()
     f = tmp_path / "m.oab"
     prog.save(f)
     assert main(["inspect", str(f)]) == 0

@@ -409,6 +409,20 @@
 #define OA_ARG_ADD_Q8_NUM_INTS 8
 #define OA_ARG_ADD_Q8_NUM_FLOATS 3
 
+/* mul_q8 */
+#define OA_ARG_MUL_Q8_SELF_ZP 0 /* ints[0] */
+#define OA_ARG_MUL_Q8_OTHER_ZP 1 /* ints[1] */
+#define OA_ARG_MUL_Q8_OUTPUT_ZP 2 /* ints[2] */
+#define OA_ARG_MUL_Q8_MULTIPLIER 3 /* ints[3] */
+#define OA_ARG_MUL_Q8_SHIFT 4 /* ints[4] */
+#define OA_ARG_MUL_Q8_ACT_MIN 5 /* ints[5] */
+#define OA_ARG_MUL_Q8_ACT_MAX 6 /* ints[6] */
+#define OA_ARG_MUL_Q8_SELF_SCALE 0 /* floats[0] */
+#define OA_ARG_MUL_Q8_OTHER_SCALE 1 /* floats[1] */
+#define OA_ARG_MUL_Q8_OUTPUT_SCALE 2 /* floats[2] */
+#define OA_ARG_MUL_Q8_NUM_INTS 7
+#define OA_ARG_MUL_Q8_NUM_FLOATS 3
+
 /* mean_q8 */
 #define OA_ARG_MEAN_Q8_INPUT_ZP 0 /* ints[0] */
 #define OA_ARG_MEAN_Q8_OUTPUT_ZP 1 /* ints[1] */

@@ -266,6 +266,12 @@ _op("add_q8", ("self", "other"),
     doc="int8 add with broadcasting: out = clamp(round_half_even(((a - self_zp) * self_multiplier + "
     "(b - other_zp) * other_multiplier) / 2^shift) + output_zp, act_min, act_max); multipliers 0..2^31-1, "
     "shift 0..62; the scales are informational")
+_op("mul_q8", ("self", "other"),
+    ints=("self_zp", "other_zp", "output_zp", "multiplier", "shift", "act_min", "act_max"),
+    floats=("self_scale", "other_scale", "output_scale"), dtypes=I8, family="quant",
+    doc="int8 mul with broadcasting: out = clamp(round_half_even((a - self_zp) * (b - other_zp) * multiplier / "
+    "2^shift) + output_zp, act_min, act_max), multiplier / 2^shift = self_scale * other_scale / output_scale "
+    "(one rounding); multiplier 0..2^31-1, shift 0..62; the scales are informational")
 _op("mean_q8", ("self",),
     ints=("input_zp", "output_zp", "multiplier", "shift", "act_min", "act_max", "keepdim", "dims*"),
     floats=("input_scale", "output_scale"), dtypes=I8, family="quant",

@@ -538,3 +538,69 @@ def test_fold_mean_refuses_a_huge_reduction() -> None:
         n = AtenNode(target=torch.ops.aten.mean.dim, args=(dq_out, [1, 2], False), kwargs={},
                      outputs=[Value(name="m", dtype=torch.float32, shape=(1,))])
         f.fold_mean(n)
+
+
+# ---- mul_q8 ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("sa,sb,so,za,zb,zo", [(0.02, 0.03, 0.01, 3, -5, 1), (1e-3, 1e-3, 1e-6, -128, 127, 0),
+                                               (0.1, 0.1, 0.5, 0, 0, -128), (1e-4, 2e-4, 1e3, 127, -128, 127),
+                                               (1.0, 2.0, 1e-3, 10, -10, 5)])
+def test_mul_q8_bit_exact(sa: float, sb: float, so: float, za: int, zb: int, zo: int) -> None:
+    rng = np.random.default_rng(abs(int(sa * 1e4) + za))
+    a = rng.integers(-128, 128, (2, 3, 5, 7), dtype=np.int8)
+    b = rng.integers(-128, 128, (3, 1, 7), dtype=np.int8)   # broadcast
+    m, n = quant.quantize_multiplier(Fraction(sa) * Fraction(sb) / Fraction(so))
+    p = (a.astype(np.int64) - za) * (b.astype(np.int64) - zb) * m
+    want = np.clip(np_round_shift(p, np.full(p.shape, n)) + zo, -100, 120).astype(np.int8)
+    for threads in (1, 2):
+        got = run("mul_q8", [a, b], [False, False], want.shape, np.int8, threads=threads, self_zp=za, other_zp=zb,
+                  output_zp=zo, multiplier=m, shift=n, act_min=-100, act_max=120, self_scale=sa, other_scale=sb,
+                  output_scale=so)
+        np.testing.assert_array_equal(got, want)
+    real = (a.astype(np.float64) - za) * sa * (b.astype(np.float64) - zb) * sb / so + zo
+    inside = (real > -99) & (real < 119)
+    if inside.any():
+        assert np.abs(got[inside] - real[inside]).max() <= 0.5 + 1e-6
+
+
+@pytest.mark.parametrize("change,match", [
+    (dict(shift=63), r"shift = 63 is out of range \(expected 0 to 62\)"),
+    (dict(multiplier=1 << 31), r"multiplier = 2147483648 is out of range"),
+    (dict(other_zp=-129), r"other_zp = -129 is out of range"),
+    (dict(output_scale=float("inf")), r"output_scale = inf: expected a positive finite float32 scale"),
+])
+def test_mul_q8_refuses(change: dict[str, Any], match: str) -> None:
+    a = np.zeros((4,), dtype=np.int8)
+    args: dict[str, Any] = dict(self_zp=0, other_zp=0, output_zp=0, multiplier=1 << 30, shift=40, act_min=-128,
+                                act_max=127)
+    args.update(change)
+    buf = program("mul_q8", [a, a], [False, False], (4,), np.int8, **args)
+    with pytest.raises(RuntimeFailure, match=match) as e:
+        HostSession(buf)
+    assert "instruction 0 (mul_q8)" in str(e.value)
+
+
+class _Mul(torch.nn.Module):
+    """Two int8 branches multiplied (gating, as in squeeze-excite or SwiGLU), one broadcast."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = torch.nn.Conv2d(3, 6, 3, padding=1)
+        self.b = torch.nn.Conv2d(3, 6, 1)
+        self.fc = torch.nn.Linear(6, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = torch.relu(self.a(x)) * self.b(x)
+        g = torch.nn.functional.adaptive_avg_pool2d(y, 1)
+        return self.fc((y * g).mean(dim=(2, 3)))
+
+
+def test_fold_mul() -> None:
+    g = torch.Generator().manual_seed(6)
+    torch.manual_seed(3)
+    ex = (torch.randn(1, 3, 6, 6, generator=g),)
+    cm = _pt2e(_Mul(), ex, [torch.randn(1, 3, 6, 6, generator=g) for _ in range(4)])
+    prog, notes = _export_q(cm, ex)
+    assert not notes, notes
+    assert [i.op for i in prog.instructions].count("mul_q8") == 2 and "mul" not in prog.ops, prog.ops
+    assert prog.float32_in_quantized() == []
+    _lsb_close(prog, cm, [torch.randn(1, 3, 6, 6, generator=g) for _ in range(3)])

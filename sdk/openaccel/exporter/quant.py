@@ -10,7 +10,8 @@ machine that runs the exporter writes the same integers. At run time
     acc  = sat_int32(bias_q[c] + sum (x - zp_in) * w)                 (exact integer sum)
     out  = clamp(round_half_even(acc * M / 2^n) + zp_out, act_min, act_max)
 
-in 64-bit integers only. add_q8 shares one shift between its two inputs:
+in 64-bit integers only (mean_q8 and mul_q8 requantize an exact sum / product the same way). add_q8
+shares one shift between its two inputs:
     out = clamp(round_half_even(((a - zp_a) * M_a + (b - zp_b) * M_b) / 2^n) + zp_out, act_min, act_max).
 
 The fold pass (`fold_quantized`, the first pass of the pipeline) runs on the edge graph before
@@ -435,6 +436,25 @@ class _Folder:
         self.made[id(yq)] = new
         self.report.folded["mean_q8"] = self.report.folded.get("mean_q8", 0) + 1
 
+    def fold_mul(self, n: AtenNode) -> None:
+        """dq(a) * dq(b) -> q: mul_q8, the exact product of the centred inputs requantized once
+        with the multiplier s_a * s_b / s_out."""
+        a, b = n.args[:2]
+        aq, sa, za, _ = self.dq_of(a)
+        bq, sb, zb, _ = self.dq_of(b)
+        out = n.outputs[0]
+        assert out is not None
+        yq, so, zo, lo, hi, tail = self.q_after(out)
+        mult, shift = quantize_multiplier(Fraction(sa) * Fraction(sb) / Fraction(so),
+                                          f"mul_q8 at {n.source.describe()}")
+        kw = dict(self_zp=za, other_zp=zb, output_zp=zo, multiplier=mult, shift=shift, act_min=lo, act_max=hi,
+                  self_scale=sa, other_scale=sb, output_scale=so)
+        new = AtenNode(target=QuantOp("mul_q8"), args=(aq, bq), kwargs=kw, outputs=[yq], source=n.source)
+        self.kill(*tail)
+        self.replace[id(n)] = new
+        self.made[id(yq)] = new
+        self.report.folded["mul_q8"] = self.report.folded.get("mul_q8", 0) + 1
+
     def fold_add(self, n: AtenNode) -> None:
         a, b = n.args[:2]
         if n.kwargs.get("alpha", 1) != 1:
@@ -545,6 +565,8 @@ class _Folder:
                     self.fold_gemm(n)
                 elif name == "aten.add.Tensor":
                     self.fold_add(n)
+                elif name == "aten.mul.Tensor":
+                    self.fold_mul(n)
                 elif name == "aten.mean.dim":
                     self.fold_mean(n)
                 elif name == "aten.embedding.default":

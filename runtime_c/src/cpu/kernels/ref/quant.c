@@ -1,4 +1,4 @@
-/* Reference int8 kernels: quantize, dequantize, conv2d_q8, linear_q8, add_q8, mean_q8.
+/* Reference int8 kernels: quantize, dequantize, conv2d_q8, linear_q8, add_q8, mean_q8, mul_q8.
  *
  * THE REQUANTIZATION RULE (docs/quantization.md; the exporter's half is
  * sdk/openaccel/exporter/quant.py). Integer-only, so every ISA and thread count gives the same
@@ -539,6 +539,62 @@ oa_status_t oa_ref_mean_q8_run(const oa_op_call_t *call, const oa_op_plan_t *pla
       koff -= kst[d] * ks[d];
       kidx[d] = 0;
     }
+  }
+  return OA_OK;
+}
+
+/* ---- mul_q8 ------------------------------------------------------------------------------------ */
+/* out = clamp(round_half_even((a - self_zp) * (b - other_zp) * multiplier / 2^shift) + output_zp, ...):
+ * the product is exact (|.| <= 256^2), times a multiplier < 2^31: |p| < 2^47; one rounding. */
+
+oa_status_t oa_ref_mul_q8_prepare(const oa_op_call_t *call, const oa_kernel_env_t *env, oa_op_plan_t *plan,
+                                  oa_diag_t *diag) {
+  (void)env;
+  (void)plan;
+  oa_status_t st;
+  if ((st = oa_check_arity(call, 2, 2, 1, OA_ARG_MUL_Q8_NUM_INTS, 0, diag))) return st;
+  if ((st = oa_check_present(call, 0, "input 0 (self)", diag)) || (st = oa_check_present(call, 1, "input 1 (other)", diag)))
+    return st;
+  const oa_tensor_t *a = call->inputs[0], *b = call->inputs[1], *y = call->outputs[0];
+  if ((st = oa_check_dtype(call, a, OA_DT_I8, "input 0 (self)", diag))) return st;
+  if ((st = oa_check_dtype(call, b, OA_DT_I8, "input 1 (other)", diag))) return st;
+  if ((st = oa_check_dtype(call, y, OA_DT_I8, "output 0", diag))) return st;
+  if ((st = check_int(call, OA_ARG_MUL_Q8_SELF_ZP, "self_zp", INT8_MIN, INT8_MAX, diag))) return st;
+  if ((st = check_int(call, OA_ARG_MUL_Q8_OTHER_ZP, "other_zp", INT8_MIN, INT8_MAX, diag))) return st;
+  if ((st = check_int(call, OA_ARG_MUL_Q8_MULTIPLIER, "multiplier", 0, Q8_MULT_MAX, diag))) return st;
+  if ((st = check_int(call, OA_ARG_MUL_Q8_SHIFT, "shift", 0, Q8_SHIFT_MAX, diag))) return st;
+  if ((st = check_out_q(call, OA_ARG_MUL_Q8_OUTPUT_ZP, OA_ARG_MUL_Q8_ACT_MIN, OA_ARG_MUL_Q8_ACT_MAX, diag))) return st;
+  if ((st = check_scale(call, OA_ARG_MUL_Q8_SELF_SCALE, "self_scale", 0, diag))) return st;
+  if ((st = check_scale(call, OA_ARG_MUL_Q8_OTHER_SCALE, "other_scale", 0, diag))) return st;
+  if ((st = check_scale(call, OA_ARG_MUL_Q8_OUTPUT_SCALE, "output_scale", 0, diag))) return st;
+  int64_t sa[OA_MAX_DIMS], sb[OA_MAX_DIMS];
+  if ((st = oa_broadcast_strides(call, a, y->shape, y->ndim, sa, "input 0 (self)", diag))) return st;
+  return oa_broadcast_strides(call, b, y->shape, y->ndim, sb, "input 1 (other)", diag);
+}
+
+oa_status_t oa_ref_mul_q8_run(const oa_op_call_t *call, const oa_op_plan_t *plan, void *scratch,
+                              const oa_kernel_env_t *env, oa_diag_t *diag) {
+  (void)plan;
+  (void)scratch;
+  (void)env;
+  const oa_tensor_t *a = call->inputs[0], *b = call->inputs[1], *y = call->outputs[0];
+  int64_t sa[OA_MAX_DIMS], sb[OA_MAX_DIMS];
+  oa_status_t st;
+  if ((st = oa_broadcast_strides(call, a, y->shape, y->ndim, sa, "input 0 (self)", diag))) return st;
+  if ((st = oa_broadcast_strides(call, b, y->shape, y->ndim, sb, "input 1 (other)", diag))) return st;
+  const int64_t za = iarg(call, OA_ARG_MUL_Q8_SELF_ZP), zb = iarg(call, OA_ARG_MUL_Q8_OTHER_ZP);
+  const int64_t m = iarg(call, OA_ARG_MUL_Q8_MULTIPLIER);
+  const int32_t s = (int32_t)iarg(call, OA_ARG_MUL_Q8_SHIFT);
+  const int64_t zo = iarg(call, OA_ARG_MUL_Q8_OUTPUT_ZP);
+  const int64_t lo = iarg(call, OA_ARG_MUL_Q8_ACT_MIN), hi = iarg(call, OA_ARG_MUL_Q8_ACT_MAX);
+  const int8_t *ap = (const int8_t *)a->data, *bp = (const int8_t *)b->data;
+  int8_t *yp = (int8_t *)y->data;
+  oa_nd_iter_t it;
+  oa_nd_iter_init(&it, y->shape, y->ndim, 2, sa, sb, NULL);
+  for (int64_t i = 0; i < y->numel; i++) {
+    int64_t p = ((int64_t)ap[it.off[0]] - za) * ((int64_t)bp[it.off[1]] - zb);
+    yp[i] = q8_finish(q8_round_shift(p * m, s), zo, lo, hi);
+    oa_nd_iter_next(&it);
   }
   return OA_OK;
 }
