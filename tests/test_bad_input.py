@@ -160,6 +160,20 @@ def test_every_unsupported_op_names_op_and_model_line(model: type[torch.nn.Modul
     assert "dynamic_shapes" not in msg  # nonzero: the model has no dynamic inputs
 
 
+class _Random(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + torch.rand(3)
+
+
+def test_refused_op_says_why() -> None:
+    """An op refused on purpose (lower.REFUSED) gives its reason beside the op and the model line."""
+    with pytest.raises(oa.UnsupportedOpError) as e:
+        oa.export(_Random(), (torch.randn(3),))
+    msg = str(e.value)
+    assert "aten.rand.default" in msg and "torch.rand(3)" in msg
+    assert "refused, random numbers" in msg and "as an input tensor" in msg
+
+
 def test_unsupported_op_on_the_cli(tmp_path: Path) -> None:
     archive = tmp_path / "topk.pt2"
     torch.export.save(torch.export.export(_Unsupported(), (torch.randn(3, 8),)), str(archive))

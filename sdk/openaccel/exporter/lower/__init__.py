@@ -20,9 +20,12 @@ from ...opset import OPS
 
 Rule = Callable[["LowerCtx", AtenNode], None]
 RULES: dict[str, Rule] = {}
+# Ops the runtime deliberately does not run, each with the reason a user reads in the export error
+# and in docs/ops.md's coverage table (a random op, a data-dependent output size, ...).
+REFUSED: dict[str, str] = {}
 
 _MODULES = ("elementwise", "binary", "matmul", "conv", "pool", "norm", "reduce", "shape", "index", "resize",
-            "attention", "quant")
+            "attention", "quant", "refused")
 
 
 def rule(*names: str) -> Callable[[Rule], Rule]:
@@ -34,6 +37,12 @@ def rule(*names: str) -> Callable[[Rule], Rule]:
         return fn
 
     return deco
+
+
+def refuse(*names: str, why: str) -> None:
+    """Declare edge ops that are refused on purpose, with the reason the export error gives."""
+    for n in names:
+        REFUSED[n] = why
 
 
 def _load_rules() -> None:
@@ -167,8 +176,12 @@ def lower_graph(graph: Graph) -> list[Instr]:
 
 def no_kernel_error(missing: Mapping[str, Source]) -> UnsupportedOpError:
     """The one error for ops the runtime has no kernel for: each op with the model line that
-    first uses it (file:line and its source text)."""
-    lines = [f"  {name}  (first used at {src.describe()})" for name, src in missing.items()]
+    first uses it (file:line and its source text), and the reason where the op is refused on
+    purpose (REFUSED)."""
+    if not RULES:
+        _load_rules()
+    lines = [f"  {name}  (first used at {src.describe()})"
+             + (f": refused, {REFUSED[name]}" if name in REFUSED else "") for name, src in missing.items()]
     return UnsupportedOpError(
         f"the runtime has no kernel for {len(missing)} op(s) in this model:\n" + "\n".join(lines)
         + "\nSee docs/ops.md for the supported op set.")
