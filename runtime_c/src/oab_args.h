@@ -330,10 +330,22 @@
 #define OA_ARG_PAD_NUM_INTS 0
 #define OA_ARG_PAD_NUM_FLOATS 1
 
+/* pad_mode */
+#define OA_ARG_PAD_MODE_MODE 0 /* ints[0] */
+#define OA_ARG_PAD_MODE_PADS 1 /* ints[1..] */
+#define OA_ARG_PAD_MODE_NUM_INTS 1
+#define OA_ARG_PAD_MODE_NUM_FLOATS 0
+
 /* flip */
 #define OA_ARG_FLIP_DIMS 0 /* ints[0..] */
 #define OA_ARG_FLIP_NUM_INTS 0
 #define OA_ARG_FLIP_NUM_FLOATS 0
+
+/* as_strided */
+#define OA_ARG_AS_STRIDED_STORAGE_OFFSET 0 /* ints[0] */
+#define OA_ARG_AS_STRIDED_STRIDES 1 /* ints[1..] */
+#define OA_ARG_AS_STRIDED_NUM_INTS 1
+#define OA_ARG_AS_STRIDED_NUM_FLOATS 0
 
 /* index_select */
 #define OA_ARG_INDEX_SELECT_DIM 0 /* ints[0] */
@@ -345,6 +357,32 @@
 #define OA_ARG_GATHER_DIM 0 /* ints[0] */
 #define OA_ARG_GATHER_NUM_INTS 1
 #define OA_ARG_GATHER_NUM_FLOATS 0
+
+/* index */
+#define OA_ARG_INDEX_DIMS 0 /* ints[0..] */
+#define OA_ARG_INDEX_NUM_INTS 0
+#define OA_ARG_INDEX_NUM_FLOATS 0
+
+/* scatter */
+#define OA_ARG_SCATTER_DIM 0 /* ints[0] */
+#define OA_ARG_SCATTER_REDUCE 1 /* ints[1] */
+#define OA_ARG_SCATTER_INCLUDE_SELF 2 /* ints[2] */
+#define OA_ARG_SCATTER_NUM_INTS 3
+#define OA_ARG_SCATTER_NUM_FLOATS 0
+
+/* index_put */
+#define OA_ARG_INDEX_PUT_ACCUMULATE 0 /* ints[0] */
+#define OA_ARG_INDEX_PUT_DIMS 1 /* ints[1..] */
+#define OA_ARG_INDEX_PUT_NUM_INTS 1
+#define OA_ARG_INDEX_PUT_NUM_FLOATS 0
+
+/* slice_scatter */
+#define OA_ARG_SLICE_SCATTER_DIM 0 /* ints[0] */
+#define OA_ARG_SLICE_SCATTER_START 1 /* ints[1] */
+#define OA_ARG_SLICE_SCATTER_END 2 /* ints[2] */
+#define OA_ARG_SLICE_SCATTER_STEP 3 /* ints[3] */
+#define OA_ARG_SLICE_SCATTER_NUM_INTS 4
+#define OA_ARG_SLICE_SCATTER_NUM_FLOATS 0
 
 /* sdpa */
 #define OA_ARG_SDPA_IS_CAUSAL 0 /* ints[0] */

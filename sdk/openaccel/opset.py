@@ -222,8 +222,17 @@ _op("split", ("self",), ("outs*",), ints=("dim",), dtypes=ANY, family="shape",
     doc="sizes from the output tensors")
 _op("pad", ("self",), ints=("pads*",), floats=("value",), dtypes=ANY, family="shape",
     doc="constant_pad_nd: pads = (last dim before, after, previous dim before, after, ...); negative crops")
+_op("pad_mode", ("self",), ints=("mode", "pads*"), dtypes=ANY, family="shape",
+    doc="non-constant padding of the last len(pads) / 2 dims, pads as pad's (last dim before, after, ...; negative "
+    "crops): mode 1 reflect (reflection_pad*: the border element not repeated, each pad < the dim's size), 2 "
+    "replicate (replication_pad*: the border element repeated), 3 circular (_pad_circular: wraps around the dim "
+    "after cropping, each pad <= its size)")
 _op("flip", ("self",), ints=("dims*",), dtypes=ANY, family="shape")
 _op("repeat", ("self",), dtypes=ANY, family="shape", doc="tile to the output shape")
+_op("as_strided", ("self",), ints=("storage_offset", "strides*"), dtypes=ANY, family="shape",
+    doc="out[i0, i1, ...] = self.flat[storage_offset + i0 * strides[0] + i1 * strides[1] + ...], one stride per "
+    "output dim (sizes from the output), strides >= 0, every element read inside self (checked when prepared): "
+    "as_strided_copy, diagonal_copy and unfold_copy")
 _op("embedding", ("weight", "indices"), dtypes=ANY, family="index",
     doc="out[..., :] = weight[indices[...], :]; weight 2-D; indices int32/int64, range-checked at run time")
 _op("index_select", ("self", "index"), ints=("dim", "negative_wraps"), dtypes=ANY, family="index",
@@ -232,6 +241,35 @@ _op("index_select", ("self", "index"), ints=("dim", "negative_wraps"), dtypes=AN
 _op("gather", ("self", "index"), ints=("dim",), dtypes=ANY, family="index",
     doc="out[i][j] = self[index[i][j]][j] (dim 0); index int32/int64, same ndim, range-checked at run time")
 
+_op("index", ("self", "indices*"), ints=("dims*",), dtypes=ANY, family="index",
+    doc="advanced indexing (aten.index.Tensor): indices[k] (int32/int64; < 0 counts from the end; range-checked "
+    "at run time) indexes dim dims[k] of self (dims increasing, one per index tensor); the index tensors "
+    "broadcast to one shape B; out = self.shape[:dims[0]] + B + self.shape[dims[-1] + 1:] when the dims are "
+    "consecutive, else B + the unindexed dims in order (PyTorch's rule)")
+
+# ---- scatter ----------------------------------------------------------------------------------
+_op("scatter", ("self", "index", "src"), ints=("dim", "reduce", "include_self"), dtypes=ANY, inplace=0,
+    family="scatter",
+    doc="out = self, then for each position p of index: out[p with index[p] in dim `dim`] = reduce(that element, "
+    "src[p]) (a 0-d src: the same value for every p); reduce 0 none (assign: targets named twice are undefined, "
+    "as in PyTorch), 1 sum, 2 prod, 3 mean, 4 amax, 5 amin (NaN propagates); include_self 0: the targets start "
+    "from the reduction's identity and mean does not count self; mean of integers floor-divides by the count "
+    "(a count in the dtype, 0 taken as 1, PyTorch's rule); bool: sum = or, prod = and, no mean; index int32/int64, "
+    "same ndim as self, no larger than src in any dim nor than self outside `dim`, 0 <= index < self.size(dim) "
+    "(run-time check)")
+_op("index_put", ("self", "values", "indices*"), ints=("accumulate", "dims*"), dtypes=ANY, inplace=0,
+    family="scatter",
+    doc="out = self with out[indices] = values (accumulate 1: += , integers wrap, bool or): the positions are "
+    "those `index` reads with the same indices and dims, values broadcast to that result's shape; integer "
+    "indices int32/int64 (< 0 counts from the end; range-checked at run time), or one bool mask (the only "
+    "index) covering dims dims[0] .. dims[0] + mask.ndim - 1, whose true elements in row-major order form the "
+    "result's dim (values' matching dim is 1 or the count of true elements, checked at run time); positions "
+    "named twice without accumulate are undefined, as in PyTorch")
+_op("slice_scatter", ("self", "src"), ints=("dim", "start", "end", "step"), dtypes=ANY, inplace=0, family="scatter",
+    doc="out = self with out[start:end:step] along dim = src; bounds as slice's")
+_op("masked_scatter", ("self", "mask", "source"), dtypes=ANY, inplace=0, family="scatter",
+    doc="out = self broadcast with mask (bool) to the output's shape; the true positions of mask, in row-major "
+    "order, take source's elements in order (source flattened; too few is a run-time error)")
 
 # ---- attention (kept as one op: the exporter asks to_edge to preserve SDPA) ---------------------
 _op("sdpa", ("query", "key", "value", "attn_mask?"), ints=("is_causal", "gqa_groups"), floats=("scale",),

@@ -25,6 +25,9 @@ static const inplace_rule_t k_inplace[] = {
     /* the fused residual addend: each element is read before its own output is written, but the
      * convolution's input rows are read after earlier outputs are, so it must not be shared */
     {"conv2d_winograd", 3, 0},
+    /* scatter: out = self with some elements replaced; the other inputs are read after earlier
+     * elements are written, so none of them may share the bytes */
+    {"scatter", 0, 0}, {"index_put", 0, 0}, {"slice_scatter", 0, 0}, {"masked_scatter", 0, 0},
 };
 
 int oa_op_inplace_input(const char *op, int *out_elementwise) {

@@ -16,6 +16,7 @@ const char *const k_ops[] = {
     "layer_norm", "group_norm", "upsample_nearest2d", "upsample_bilinear2d", "softmax", "log_softmax", "sum",
     "mean", "amax", "amin", "prod", "any", "all", "var", "argmax", "argmin", "cumsum", "copy", "permute",
     "expand", "slice", "select", "cat", "split", "pad", "flip", "repeat", "embedding", "index_select", "gather",
+    "pad_mode", "as_strided", "index", "index_put", "scatter", "slice_scatter", "masked_scatter",
     "sdpa", "conv2d_winograd", "conv2d_nhwc", "mbconv_nhwc", "linear_packed",
     "quantize", "dequantize", "conv2d_q8", "linear_q8", "add_q8", "mean_q8", "mul_q8",
 };

@@ -88,9 +88,12 @@ def apply_inplace(graph: Graph) -> int:
                 or src.shape != out.shape or src.nbytes != out.nbytes):
             continue
         # another input viewing a different part of the same buffer would be overwritten
-        # before it is read
-        if any(v is not None and v is not src and root_of(v)[0] is root
-               and (root_of(v)[1] != off or v.shape != src.shape) for v in ins.inputs):
+        # before it is read; so would any other input of an op that is not elementwise (scatter's
+        # src when it is self: the loader allows only elementwise ops to share that way)
+        elementwise = OPS[ins.op].family in ("elementwise", "binary")
+        if any(v is not None and (v is not src or not elementwise and j != k) and root_of(v)[0] is root
+               and (not elementwise or root_of(v)[1] != off or v.shape != src.shape)
+               for j, v in enumerate(ins.inputs)):
             continue
         out.alias_of = root
         out.alias_offset = off

@@ -24,8 +24,8 @@ RULES: dict[str, Rule] = {}
 # and in docs/ops.md's coverage table (a random op, a data-dependent output size, ...).
 REFUSED: dict[str, str] = {}
 
-_MODULES = ("elementwise", "binary", "matmul", "conv", "pool", "norm", "reduce", "shape", "index", "resize",
-            "attention", "quant", "refused")
+_MODULES = ("elementwise", "binary", "matmul", "conv", "pool", "norm", "reduce", "shape", "index", "scatter",
+            "resize", "attention", "quant", "refused")
 
 
 def rule(*names: str) -> Callable[[Rule], Rule]:

@@ -50,31 +50,58 @@ def index_select(ctx: LowerCtx, node: AtenNode) -> None:
     ctx.emit("index_select", [x, idx], [out], ints=[dim, 0])
 
 
-@rule("aten.index.Tensor")
-def index_tensor(ctx: LowerCtx, node: AtenNode) -> None:
-    """x[..., idx, ...] with a single integer index tensor on one dim -> index_select on the
-    flattened index (negative indices wrap, as in PyTorch), viewed to the result's shape."""
-    a = ctx.bind(node)
-    x, out = ctx.tensor_arg(a, "self"), ctx.output(node)
-    indices = list(a["indices"])
+def index_tensors(ctx: LowerCtx, x: Value, indices: list[object]) -> list[tuple[int, Value]]:
+    """aten.index / index_put's `indices` (None = the whole dim) as (dim of x, index tensor) pairs."""
     while indices and indices[-1] is None:
         indices.pop()
-    given = [(k, v) for k, v in enumerate(indices) if v is not None]
-    if len(given) != 1:
-        raise ctx.unsupported(f"indexing with {len(given)} index tensors (only one integer index tensor, on "
-                              "one dim, is supported)")
-    dim, idx = given[0]
-    if not isinstance(idx, Value):
-        raise ctx.unsupported("the index is not a tensor")
-    if idx.dtype in (torch.bool, torch.uint8):
-        raise ctx.unsupported("boolean mask indexing (the result's shape depends on the data)")
-    _index_dtype(ctx, idx, "index")
-    if dim >= len(x.shape):
-        raise ctx.unsupported(f"index on dim {dim} of a {len(x.shape)}-dim tensor")
-    want = x.shape[:dim] + idx.shape + x.shape[dim + 1:]
+    given: list[tuple[int, Value]] = []
+    for k, v in enumerate(indices):
+        if v is None:
+            continue
+        if not isinstance(v, Value):
+            raise ctx.unsupported(f"index {k} is not a tensor")
+        given.append((k, v))
+    if not given:
+        raise ctx.unsupported("no index tensor")
+    if len(indices) > len(x.shape):
+        raise ctx.unsupported(f"{len(indices)} indices for a {len(x.shape)}-dim tensor")
+    return given
+
+
+def indexed_shape(x: Value, given: list[tuple[int, Value]]) -> tuple[int, ...]:
+    """The shape of x[indices] for integer index tensors (PyTorch's rule: the broadcast index shape
+    replaces the indexed dims when they are consecutive, else it comes first)."""
+    b = tuple(torch.broadcast_shapes(*(v.shape for _, v in given)))
+    dims = [d for d, _ in given]
+    rest = [n for d, n in enumerate(x.shape) if d not in dims]
+    if dims[-1] - dims[0] == len(dims) - 1:
+        return (*x.shape[:dims[0]], *b, *x.shape[dims[-1] + 1:])
+    return (*b, *rest)
+
+
+@rule("aten.index.Tensor")
+def index_tensor(ctx: LowerCtx, node: AtenNode) -> None:
+    """x[..., idx, ...]: one integer index tensor -> index_select on the flattened index (negative
+    indices wrap, as in PyTorch), viewed to the result's shape; several (with None for whole dims
+    between them, broadcasting together) -> index."""
+    a = ctx.bind(node)
+    x, out = ctx.tensor_arg(a, "self"), ctx.output(node)
+    given = index_tensors(ctx, x, list(a["indices"]))
+    for _, idx in given:
+        if idx.dtype in (torch.bool, torch.uint8):
+            raise ctx.unsupported("boolean mask indexing (the result's shape depends on the data)")
+        _index_dtype(ctx, idx, "index")
+    try:
+        want = indexed_shape(x, given)
+    except RuntimeError as e:
+        raise ctx.unsupported(f"the index tensors do not broadcast together ({e})") from None
     if want != out.shape:
-        raise ctx.unsupported(f"indexing {list(x.shape)} on dim {dim} by {list(idx.shape)} gives {list(want)}, "
+        raise ctx.unsupported(f"indexing {list(x.shape)} by {[list(v.shape) for _, v in given]} gives {list(want)}, "
                               f"the graph expects {list(out.shape)}")
+    if len(given) > 1:
+        ctx.emit("index", [x, *(v for _, v in given)], [out], ints=[d for d, _ in given])
+        return
+    dim, idx = given[0]
     flat = idx
     if len(idx.shape) != 1:
         flat = ctx.temp(idx.dtype, (idx.numel,), hint="index")

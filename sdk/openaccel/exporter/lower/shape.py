@@ -337,3 +337,128 @@ def flip(ctx: LowerCtx, node: AtenNode) -> None:
         _alias(ctx, out, x)
         return
     ctx.emit("flip", [x], [out], ints=dims)
+
+
+# ---- non-constant pads (the exporter keeps these ops whole: exporter/__init__.py) --------------
+
+_PAD_MODES = {"reflection": 1, "replication": 2, "circular": 3}
+
+
+def _pad_mode(ctx: LowerCtx, node: AtenNode, mode: str) -> None:
+    a = ctx.bind(node)
+    x, out = ctx.tensor_arg(a), ctx.output(node)
+    pads = [int(p) for p in a["padding" if "padding" in a else "pad"]]
+    nd = len(x.shape)
+    if len(pads) % 2 or not pads or len(pads) // 2 > nd:
+        raise ctx.unsupported(f"padding {pads} must have an even length of 2 to 2 * {nd}")
+    want = list(x.shape)
+    for k, p in enumerate(pads):
+        want[nd - 1 - k // 2] += p
+    if tuple(want) != out.shape:
+        raise ctx.unsupported(f"{mode} padding {list(x.shape)} by {pads} gives {want}, the graph expects "
+                              f"{list(out.shape)}")
+    if not any(pads) or out.numel == 0:
+        _alias(ctx, out, x)
+        return
+    ctx.emit("pad_mode", [x], [out], ints=[_PAD_MODES[mode], *pads])
+
+
+@rule("aten.reflection_pad1d.default", "aten.reflection_pad2d.default", "aten.reflection_pad3d.default")
+def reflection_pad(ctx: LowerCtx, node: AtenNode) -> None:
+    _pad_mode(ctx, node, "reflection")
+
+
+@rule("aten.replication_pad1d.default", "aten.replication_pad2d.default", "aten.replication_pad3d.default")
+def replication_pad(ctx: LowerCtx, node: AtenNode) -> None:
+    _pad_mode(ctx, node, "replication")
+
+
+@rule("aten._pad_circular.default")
+def circular_pad(ctx: LowerCtx, node: AtenNode) -> None:
+    _pad_mode(ctx, node, "circular")
+
+
+# ---- strided views read as copies: as_strided, diagonal, unfold ---------------------------------
+
+def _strides(shape: Sequence[int]) -> list[int]:
+    out, s = [], 1
+    for n in reversed(shape):
+        out.append(s)
+        s *= n
+    return out[::-1]
+
+
+def _as_strided(ctx: LowerCtx, x: Value, out: Value, strides: Sequence[int], offset: int) -> None:
+    """out[i...] = x.flat[offset + sum(i * strides)]: a zero-copy alias when that is a contiguous
+    range of x, else an as_strided copy."""
+    if len(strides) != len(out.shape):
+        raise ctx.unsupported(f"{len(strides)} strides for a {len(out.shape)}-dim result")
+    if offset < 0 or any(s < 0 for s in strides):
+        raise ctx.unsupported(f"negative storage offset or stride ({offset}, {list(strides)})")
+    if out.numel:
+        last = offset + sum((n - 1) * s for n, s in zip(out.shape, strides))
+        if last >= max(x.numel, 1) or not x.numel:
+            raise ctx.unsupported(f"the view {list(out.shape)} with strides {list(strides)} and offset {offset} "
+                                  f"reads element {last} of a tensor of {x.numel}")
+    if out.numel == 0:
+        _alias(ctx, out, x)
+        return
+    if all(s == c for n, s, c in zip(out.shape, strides, _strides(out.shape)) if n > 1):
+        _alias(ctx, out, x, offset * dtype_size(x.dtype))  # a contiguous range of x
+        return
+    ctx.emit("as_strided", [x], [out], ints=[offset, *strides])
+
+
+@rule("aten.as_strided_copy.default", "aten.as_strided.default")
+def as_strided(ctx: LowerCtx, node: AtenNode) -> None:
+    a = ctx.bind(node)
+    x, out = ctx.tensor_arg(a), ctx.output(node)
+    size, strides = [int(s) for s in a["size"]], [int(s) for s in a["stride"]]
+    if tuple(size) != out.shape:
+        raise ctx.unsupported(f"size {size} but the graph expects {list(out.shape)}")
+    _as_strided(ctx, x, out, strides, int(a["storage_offset"] or 0))
+
+
+@rule("aten.diagonal_copy.default", "aten.diagonal.default")
+def diagonal(ctx: LowerCtx, node: AtenNode) -> None:
+    a = ctx.bind(node)
+    x, out = ctx.tensor_arg(a), ctx.output(node)
+    nd = len(x.shape)
+    if nd < 2:
+        raise ctx.unsupported(f"diagonal of a {nd}-dim tensor (at least 2 dims)")
+    d1, d2 = _norm_dim(ctx, int(a["dim1"]), nd, "dim1"), _norm_dim(ctx, int(a["dim2"]), nd, "dim2")
+    if d1 == d2:
+        raise ctx.unsupported(f"dim1 and dim2 are both {d1}")
+    offset = int(a["offset"])
+    xs = _strides(x.shape)
+    n1, n2 = x.shape[d1], x.shape[d2]
+    length = max(0, min(n1, n2 - offset) if offset >= 0 else min(n1 + offset, n2))
+    rest = [d for d in range(nd) if d not in (d1, d2)]
+    want = (*(x.shape[d] for d in rest), length)
+    if want != out.shape:
+        raise ctx.unsupported(f"the diagonal of {list(x.shape)} is {list(want)}, the graph expects {list(out.shape)}")
+    start = (offset * xs[d2] if offset >= 0 else -offset * xs[d1]) if length else 0
+    _as_strided(ctx, x, out, [*(xs[d] for d in rest), xs[d1] + xs[d2]], start)
+
+
+@rule("aten.unfold_copy.default", "aten.unfold.default")
+def unfold(ctx: LowerCtx, node: AtenNode) -> None:
+    """Tensor.unfold(dim, size, step): windows of `size` along dim, `step` apart, in a new last dim."""
+    a = ctx.bind(node)
+    x, out = ctx.tensor_arg(a), ctx.output(node)
+    shape = list(x.shape) or [1]
+    dim = _norm_dim(ctx, int(a["dimension"]), len(x.shape))
+    size, step = int(a["size"]), int(a["step"])
+    if step < 1 or not 0 <= size <= shape[dim]:
+        raise ctx.unsupported(f"size {size}, step {step} for dim {dim} of size {shape[dim]}")
+    xs = _strides(shape)
+    want, strides = list(shape), list(xs)
+    want[dim] = (shape[dim] - size) // step + 1
+    strides[dim] = xs[dim] * step
+    if not x.shape:
+        want, strides = [], []
+    want.append(size)
+    strides.append(xs[dim])
+    if tuple(want) != out.shape:
+        raise ctx.unsupported(f"unfolding {list(x.shape)} gives {want}, the graph expects {list(out.shape)}")
+    _as_strided(ctx, x, out, strides, 0)

@@ -665,3 +665,177 @@ oa_status_t oa_ref_repeat_run(const oa_op_call_t *call, const oa_op_plan_t *plan
   xfer_run((uint8_t *)y->data, (const uint8_t *)x->data, &t, es);
   return OA_OK;
 }
+
+/* ---- pad_mode (reflect, replicate, circular) ------------------------------------------------- */
+
+enum { PAD_REFLECT = 1, PAD_REPLICATE = 2, PAD_CIRCULAR = 3 };
+
+/* The (before, after) pads of dim `d` (0, 0 for a dim the pads do not reach). */
+static void pad_pair(const oa_op_call_t *call, int32_t ndim, int32_t d, int64_t *before, int64_t *after) {
+  uint32_t k = 2u * (uint32_t)(ndim - 1 - d);
+  *before = *after = 0;
+  if (k < tail_len(call, OA_ARG_PAD_MODE_PADS)) {
+    *before = call->ints[OA_ARG_PAD_MODE_PADS + k];
+    *after = call->ints[OA_ARG_PAD_MODE_PADS + k + 1];
+  }
+}
+
+oa_status_t oa_ref_pad_mode_prepare(const oa_op_call_t *call, const oa_kernel_env_t *env, oa_op_plan_t *plan,
+                                    oa_diag_t *diag) {
+  (void)env;
+  (void)plan;
+  oa_status_t st;
+  if ((st = unary_move_prepare(call, 1, diag))) return st;
+  const oa_tensor_t *x = call->inputs[0], *y = call->outputs[0];
+  int64_t mode = call->ints[OA_ARG_PAD_MODE_MODE];
+  if (mode < PAD_REFLECT || mode > PAD_CIRCULAR)
+    return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM,
+                        "argument mode = %lld: expected 1 (reflect), 2 (replicate) or 3 (circular)", (long long)mode);
+  const uint32_t n_pads = tail_len(call, OA_ARG_PAD_MODE_PADS);
+  if (n_pads % 2 || n_pads / 2 > (uint32_t)x->ndim)
+    return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM,
+                        "argument pads: expected an even number of entries, at most %d (2 per input dim), "
+                        "received %u", 2 * x->ndim, n_pads);
+  int64_t want[OA_MAX_DIMS];
+  for (int32_t d = 0; d < x->ndim; d++) {
+    int64_t before, after, n = x->shape[d];
+    pad_pair(call, x->ndim, d, &before, &after);
+    if (before < -PAD_LIMIT || before > PAD_LIMIT || after < -PAD_LIMIT || after > PAD_LIMIT)
+      return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "argument pads: (%lld, %lld) for dim %d is out of range",
+                          (long long)before, (long long)after, d);
+    want[d] = n + before + after;
+    char s[128];
+    if (want[d] < 0)
+      return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM,
+                          "argument pads: dim %d of input 0 (self) ('%s') %s would get negative size %lld", d, x->name,
+                          oa_shape_str(x, s, sizeof s), (long long)want[d]);
+    if (want[d] == 0 || (before == 0 && after == 0)) continue;
+    /* the source index of every output position must exist */
+    int64_t kept = n - (before < 0 ? -before : 0) - (after < 0 ? -after : 0);
+    if (mode == PAD_REFLECT && (before >= n || after >= n))
+      return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM,
+                          "argument pads: reflect padding (%lld, %lld) of dim %d of input 0 (self) ('%s') %s: expected "
+                          "each pad smaller than the dim's size %lld", (long long)before, (long long)after, d, x->name,
+                          oa_shape_str(x, s, sizeof s), (long long)n);
+    if ((mode == PAD_REPLICATE && n < 1) || (mode == PAD_CIRCULAR && kept < 1))
+      return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM,
+                          "argument pads: %s padding (%lld, %lld) of dim %d of input 0 (self) ('%s') %s leaves no "
+                          "element to repeat", mode == PAD_REPLICATE ? "replicate" : "circular", (long long)before,
+                          (long long)after, d, x->name, oa_shape_str(x, s, sizeof s));
+  }
+  return oa_check_shape(call, y, want, x->ndim, "output 0", diag);
+}
+
+/* The source index along a dim of size n for output position o (prepare checked it exists). */
+static int64_t pad_source(int64_t mode, int64_t o, int64_t n, int64_t before, int64_t after) {
+  if (mode == PAD_CIRCULAR) {
+    int64_t crop = before < 0 ? -before : 0;
+    int64_t kept = n - crop - (after < 0 ? -after : 0);
+    int64_t c = (o - (before > 0 ? before : 0)) % kept;
+    return crop + (c < 0 ? c + kept : c);
+  }
+  int64_t j = o - before;
+  if (mode == PAD_REPLICATE) return j < 0 ? 0 : (j >= n ? n - 1 : j);
+  if (j < 0) j = -j;
+  if (j >= n) j = 2 * (n - 1) - j;
+  return j;
+}
+
+oa_status_t oa_ref_pad_mode_run(const oa_op_call_t *call, const oa_op_plan_t *plan, void *scratch,
+                                const oa_kernel_env_t *env, oa_diag_t *diag) {
+  (void)plan;
+  (void)scratch;
+  (void)env;
+  (void)diag;
+  const oa_tensor_t *x = call->inputs[0], *y = call->outputs[0];
+  if (!y->numel) return OA_OK;
+  const int64_t mode = call->ints[OA_ARG_PAD_MODE_MODE];
+  const size_t es = elsize(x);
+  const int32_t nd = x->ndim;
+  int64_t xs[OA_MAX_DIMS], before[OA_MAX_DIMS], after[OA_MAX_DIMS], idx[OA_MAX_DIMS];
+  oa_contiguous_strides(x->shape, nd, xs);
+  for (int32_t d = 0; d < nd; d++) {
+    pad_pair(call, nd, d, &before[d], &after[d]);
+    idx[d] = 0;
+  }
+  if (nd == 0) {
+    memcpy(y->data, x->data, es);
+    return OA_OK;
+  }
+  const uint8_t *src = (const uint8_t *)x->data;
+  uint8_t *dst = (uint8_t *)y->data;
+  const int32_t last = nd - 1;
+  const int64_t w = y->shape[last], n = x->shape[last];
+  for (int64_t row = 0; row < y->numel / w; row++) {
+    int64_t base = 0; /* the source element offset of this output row's outer coordinates */
+    for (int32_t d = 0; d < last; d++) base += pad_source(mode, idx[d], x->shape[d], before[d], after[d]) * xs[d];
+    for (int64_t o = 0; o < w; o++) {
+      int64_t j = base + pad_source(mode, o, n, before[last], after[last]);
+      memcpy(dst + (row * w + o) * (int64_t)es, src + j * (int64_t)es, es);
+    }
+    for (int32_t d = last - 1; d >= 0; d--) {
+      if (++idx[d] < y->shape[d]) break;
+      idx[d] = 0;
+    }
+  }
+  return OA_OK;
+}
+
+/* ---- as_strided ------------------------------------------------------------------------------ */
+
+#define STRIDE_LIMIT (INT64_C(1) << 50)
+
+oa_status_t oa_ref_as_strided_prepare(const oa_op_call_t *call, const oa_kernel_env_t *env, oa_op_plan_t *plan,
+                                      oa_diag_t *diag) {
+  (void)env;
+  (void)plan;
+  oa_status_t st;
+  if ((st = unary_move_prepare(call, 1, diag))) return st;
+  const oa_tensor_t *x = call->inputs[0], *y = call->outputs[0];
+  if (tail_len(call, OA_ARG_AS_STRIDED_STRIDES) != (uint32_t)y->ndim)
+    return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "argument strides: expected %d entries (one per output dim), "
+                        "received %u", y->ndim, tail_len(call, OA_ARG_AS_STRIDED_STRIDES));
+  int64_t offset = call->ints[OA_ARG_AS_STRIDED_STORAGE_OFFSET];
+  if (offset < 0 || offset > STRIDE_LIMIT)
+    return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "argument storage_offset = %lld: expected 0 to 2^50",
+                        (long long)offset);
+  int64_t last = offset; /* the largest element offset read */
+  for (int32_t d = 0; d < y->ndim; d++) {
+    int64_t s = call->ints[OA_ARG_AS_STRIDED_STRIDES + d];
+    if (s < 0 || s > STRIDE_LIMIT)
+      return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "argument strides[%d] = %lld: expected 0 to 2^50", d,
+                          (long long)s);
+    /* shapes are at most 2^50 elements (the loader's bound): the product is checked before it is formed */
+    if (y->numel && s && y->shape[d] - 1 > (INT64_MAX - last) / s)
+      return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "argument strides[%d] = %lld: the view reaches past 2^63", d,
+                          (long long)s);
+    if (y->numel) last += (y->shape[d] - 1) * s;
+  }
+  if (y->numel && last >= x->numel) {
+    char a[128], b[128];
+    return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM,
+                        "output 0 ('%s') %s with storage_offset %lld and these strides reads element %lld of input 0 "
+                        "(self) ('%s') %s, which has %lld", y->name, oa_shape_str(y, a, sizeof a), (long long)offset,
+                        (long long)last, x->name, oa_shape_str(x, b, sizeof b), (long long)x->numel);
+  }
+  return OA_OK;
+}
+
+oa_status_t oa_ref_as_strided_run(const oa_op_call_t *call, const oa_op_plan_t *plan, void *scratch,
+                                  const oa_kernel_env_t *env, oa_diag_t *diag) {
+  (void)plan;
+  (void)scratch;
+  (void)env;
+  (void)diag;
+  const oa_tensor_t *x = call->inputs[0], *y = call->outputs[0];
+  if (!y->numel) return OA_OK;
+  const int64_t es = (int64_t)elsize(x);
+  int64_t ys[OA_MAX_DIMS];
+  oa_contiguous_strides(y->shape, y->ndim, ys);
+  xfer_t t;
+  xfer_init(&t);
+  for (int32_t d = 0; d < y->ndim; d++) xfer_dim(&t, y->shape[d], ys[d] * es, call->ints[OA_ARG_AS_STRIDED_STRIDES + d] * es);
+  t.s0 = call->ints[OA_ARG_AS_STRIDED_STORAGE_OFFSET] * es;
+  xfer_run((uint8_t *)y->data, (const uint8_t *)x->data, &t, (size_t)es);
+  return OA_OK;
+}
