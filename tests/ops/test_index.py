@@ -1,5 +1,5 @@
 """Indexing ops against PyTorch: embedding, index_select, aten.index (one tensor index), gather,
-and the run-time range checks of their indices."""
+and the run-time range checks of their indices (several index tensors: tests/ops/test_scatter.py)."""
 
 from __future__ import annotations
 
@@ -88,13 +88,9 @@ def test_index_select_and_gather_out_of_range() -> None:
         mod(X, torch.tensor([0, 1]), g)
 
 
-def test_index_two_tensors_unsupported() -> None:
-    case = OpCase("index_two_tensors", lambda x, i: x[i, i], (X, torch.tensor([0, 1])))
-    with pytest.raises(oa.UnsupportedOpError, match=r"aten\.index\.Tensor.*2 index tensors"):
-        export_case(case)
-
-
-def test_index_slice_then_tensor_unsupported_dims() -> None:
-    case = OpCase("index_mixed", lambda x, i: x[i, :, i], (X, torch.tensor([0, 1])))
-    with pytest.raises(oa.UnsupportedOpError, match=r"aten\.index\.Tensor"):
+def test_index_bool_mask_unsupported() -> None:
+    """x[mask]: the result's size depends on the mask's values (several index tensors, and None
+    between them, run as `index`: tests/ops/test_scatter.py)."""
+    case = OpCase("index_mask", lambda x, m: x[m], (X, X > 0))
+    with pytest.raises(oa.UnsupportedOpError, match=r"aten\.index\.Tensor.*depends on the values"):
         export_case(case)

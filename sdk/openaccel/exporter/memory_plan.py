@@ -91,7 +91,7 @@ def apply_inplace(graph: Graph) -> int:
         # before it is read; so would any other input of an op that is not elementwise (scatter's
         # src when it is self: the loader allows only elementwise ops to share that way)
         elementwise = OPS[ins.op].family in ("elementwise", "binary")
-        if any(v is not None and (v is not src or not elementwise and j != k) and root_of(v)[0] is root
+        if any(v is not None and (v is not src or (not elementwise and j != k)) and root_of(v)[0] is root
                and (not elementwise or root_of(v)[1] != off or v.shape != src.shape)
                for j, v in enumerate(ins.inputs)):
             continue

@@ -409,10 +409,64 @@ def _as_strided(ctx: LowerCtx, x: Value, out: Value, strides: Sequence[int], off
     ctx.emit("as_strided", [x], [out], ints=[offset, *strides])
 
 
+# Views whose result has the bytes of their input (a reshape of a tensor with its own storage does too).
+_SAME_BYTES = {"aten.view_copy.default", "aten._unsafe_view.default", "aten.reshape.default", "aten.view.default",
+               "aten.unsqueeze_copy.default", "aten.squeeze_copy.dims", "aten.squeeze_copy.dim",
+               "aten.squeeze_copy.default", "aten.alias_copy.default", "aten.detach_copy.default"}
+# Views that may start elsewhere in their input's storage or reorder it (unless they select all of it).
+_VIEW_PREFIXES = ("aten.permute", "aten.transpose", "aten.t_copy", "aten.t.", "aten.slice", "aten.select",
+                  "aten.expand", "aten.diagonal", "aten.as_strided", "aten.unfold", "aten.narrow", "aten.split",
+                  "aten.unbind")
+
+
+def _view_of(ctx: LowerCtx, x: Value) -> AtenNode | None:
+    """The view op `x` came from in eager when eager's `x` is not a tensor with its own contiguous
+    storage: to_edge turns every view into a copy, but as_strided reads the storage under its input
+    (with its offset), so the copy would give other elements than eager does."""
+    v = x
+    while True:
+        node = next((n for n in ctx.graph.nodes if any(o is v for o in n.outputs)), None)
+        if node is None:
+            return None  # a program input or a constant: its own storage
+        ins = node.input_values()
+        name = node.op_name
+        if name in _SAME_BYTES and ins:
+            v = ins[0]
+            continue
+        if name.startswith(_VIEW_PREFIXES):
+            if not ins:
+                return node
+            src = ins[0]
+            if name.startswith(("aten.permute", "aten.transpose", "aten.t")):
+                a = ctx.bind(node)
+                nd = len(src.shape)
+                perm = list(range(nd))
+                if "permute" in name:
+                    perm = [int(d) % max(nd, 1) for d in a["dims"]]
+                elif "transpose" in name and nd:
+                    d0, d1 = int(a["dim0"]) % nd, int(a["dim1"]) % nd
+                    perm[d0], perm[d1] = perm[d1], perm[d0]
+                elif nd == 2:
+                    perm = [1, 0]
+                moved = [d for d in perm if src.shape[d] != 1]
+                if moved != sorted(moved):
+                    return node
+            elif name.startswith(("aten.as_strided", "aten.diagonal", "aten.unfold")) or src.numel != v.numel:
+                return node
+            v = src  # the same bytes: a full slice, an expand or permute of size-1 dims, ...
+            continue
+        return None  # computed: its own storage
+
+
 @rule("aten.as_strided_copy.default", "aten.as_strided.default")
 def as_strided(ctx: LowerCtx, node: AtenNode) -> None:
     a = ctx.bind(node)
     x, out = ctx.tensor_arg(a), ctx.output(node)
+    view = _view_of(ctx, x)
+    if view is not None:
+        raise ctx.unsupported(f"as_strided of a view ({view.op_name} at {view.source.describe()}): PyTorch reads "
+                              "the storage under the view, which the exported program does not keep; make the "
+                              "input contiguous (.contiguous() / .clone()) before as_strided")
     size, strides = [int(s) for s in a["size"]], [int(s) for s in a["stride"]]
     if tuple(size) != out.shape:
         raise ctx.unsupported(f"size {size} but the graph expects {list(out.shape)}")
