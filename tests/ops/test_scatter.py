@@ -93,7 +93,8 @@ CASES = [
                F.pad(x5, (0, 2, 1, 1, 3, 0), mode="replicate"), F.pad(x3, (-2, 3), mode="replicate"),
                F.pad(x3, (2, 5), mode="circular"), F.pad(x4, (6, 0, 1, 5), mode="circular"),
                F.pad(x5, (1, 1, 0, 2, 3, 1), mode="circular"), F.pad(x3, (2, -1), mode="circular"),
-               F.pad(x4, (-1, 2, 2, -2), mode="circular")),
+               F.pad(x4, (-1, 2, 2, -2), mode="circular"), F.pad(x3, (3, -6), mode="reflect"),
+               F.pad(x3, (-6, 3), mode="reflect"), F.pad(x3, (4, -7), mode="replicate")),
            (X3, X4, X5), ops=("pad_mode",)),
     OpCase("scatter_pad_modes_ints",
            lambda a, b, c, d: (

@@ -765,14 +765,31 @@ oa_status_t oa_ref_pad_mode_run(const oa_op_call_t *call, const oa_op_plan_t *pl
   const uint8_t *src = (const uint8_t *)x->data;
   uint8_t *dst = (uint8_t *)y->data;
   const int32_t last = nd - 1;
-  const int64_t w = y->shape[last], n = x->shape[last];
+  const int64_t w = y->shape[last], n = x->shape[last], b = before[last], a = after[last];
+  /* along the last dim, output positions [lo, hi) read consecutive input elements from `first` on;
+   * the positions before and after them are padding, read one by one */
+  int64_t lo, hi, first;
+  if (mode == PAD_CIRCULAR) {
+    int64_t crop = b < 0 ? -b : 0, kept = n - crop - (a < 0 ? -a : 0);
+    lo = b > 0 ? b : 0;
+    hi = lo + kept;
+    first = crop;
+  } else {
+    lo = b > 0 ? b : 0;
+    hi = n + b;
+    first = lo - b;
+  }
+  if (lo > w) lo = w; /* a negative pad after can crop into the padding before */
+  if (hi > w) hi = w;
+  if (hi < lo) hi = lo;
   for (int64_t row = 0; row < y->numel / w; row++) {
     int64_t base = 0; /* the source element offset of this output row's outer coordinates */
     for (int32_t d = 0; d < last; d++) base += pad_source(mode, idx[d], x->shape[d], before[d], after[d]) * xs[d];
-    for (int64_t o = 0; o < w; o++) {
-      int64_t j = base + pad_source(mode, o, n, before[last], after[last]);
-      memcpy(dst + (row * w + o) * (int64_t)es, src + j * (int64_t)es, es);
-    }
+    uint8_t *o = dst + row * w * (int64_t)es;
+    const uint8_t *r = src + base * (int64_t)es;
+    for (int64_t k = 0; k < lo; k++) memcpy(o + k * (int64_t)es, r + pad_source(mode, k, n, b, a) * (int64_t)es, es);
+    if (hi > lo) memcpy(o + lo * (int64_t)es, r + first * (int64_t)es, (size_t)(hi - lo) * es);
+    for (int64_t k = hi; k < w; k++) memcpy(o + k * (int64_t)es, r + pad_source(mode, k, n, b, a) * (int64_t)es, es);
     for (int32_t d = last - 1; d >= 0; d--) {
       if (++idx[d] < y->shape[d]) break;
       idx[d] = 0;
