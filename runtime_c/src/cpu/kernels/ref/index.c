@@ -1,4 +1,5 @@
-/* Reference indexing kernels: embedding, index_select, gather. Index tensors are int32 or int64
+/* Reference indexing kernels: embedding, index_select, gather (aten.index with several index
+ * tensors, and the scatter family: ref/scatter.c). Index tensors are int32 or int64
  * and are range-checked at run time (the only data-dependent failure): the error names the
  * index value and its position in the index tensor. */
 #include "kernels/kernel.h"
