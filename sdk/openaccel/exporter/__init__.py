@@ -27,7 +27,7 @@ from ..targets import get_target
 from . import pipeline
 from .dynamic import check_data_independent, check_static_inputs
 from .fx_import import import_program, source_of
-from .lower import no_kernel_error, supported_edge_ops
+from .lower import no_kernel_error, rules_outside_core, supported_edge_ops
 from .pipeline import ExportContext, ExportOptions, Progress, run_pipeline
 from .placement import CPU, load_profiles
 from .verify import verify
@@ -76,9 +76,11 @@ def reference_outputs(model: Callable[..., Any], inputs: Sequence[Any],
 def _edge_config(check: bool) -> Any:
     from executorch.exir import EdgeCompileConfig
 
-    # scaled_dot_product_attention stays one op (a fused kernel) instead of ~20 decomposed ones
+    # scaled_dot_product_attention stays one op (a fused kernel) instead of ~20 decomposed ones;
+    # ops outside core ATen that to_edge keeps and openaccel lowers pass its verifier
     return EdgeCompileConfig(_check_ir_validity=check,
-                             preserve_ops=[torch.ops.aten.scaled_dot_product_attention.default])
+                             preserve_ops=[torch.ops.aten.scaled_dot_product_attention.default],
+                             _core_aten_ops_exception_list=rules_outside_core())
 
 
 def _unlowerable(ep: torch.export.ExportedProgram) -> dict[str, Source]:
