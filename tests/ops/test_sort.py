@@ -74,8 +74,8 @@ CASES = [
     C("edges", lambda x, e: (
         *torch.sort(x[1, 2, 3]), *torch.sort(x[:, :1], 1), *torch.sort(e, 0), *torch.sort(e, 1, descending=True),
         *torch.topk(x[0, 0], 1), *torch.kthvalue(x[2, 1], 1, 0, keepdim=True), *torch.median(x[0, 3], 0),
-        *torch.mode(x[:, :1, :2], 1)),
-      (X3, torch.zeros(0, 4)), ("sort", "topk", "kthvalue", "median", "mode")),
+        *torch.mode(x[:, :1, :2], 1), e.median(), e.nanmedian()),
+      (X3, torch.zeros(0, 4)), ("sort", "topk", "kthvalue", "median", "mode", "full")),
     # ---- topk (distinct values: PyTorch's order of ties is unspecified) ---------------------------
     C("topk", lambda x, n, i, lg, u, i8: (
         *torch.topk(x, 3), *torch.topk(x, 2, dim=0, largest=False), *torch.topk(x.t(), 4, dim=0),
