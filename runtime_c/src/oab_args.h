@@ -192,6 +192,11 @@
 #define OA_ARG_BATCH_NORM_NUM_INTS 0
 #define OA_ARG_BATCH_NORM_NUM_FLOATS 1
 
+/* batch_norm_training */
+#define OA_ARG_BATCH_NORM_TRAINING_EPS 0 /* floats[0] */
+#define OA_ARG_BATCH_NORM_TRAINING_NUM_INTS 0
+#define OA_ARG_BATCH_NORM_TRAINING_NUM_FLOATS 1
+
 /* layer_norm */
 #define OA_ARG_LAYER_NORM_NORMALIZED_NDIM 0 /* ints[0] */
 #define OA_ARG_LAYER_NORM_EPS 0 /* floats[0] */
@@ -294,6 +299,63 @@
 #define OA_ARG_CUMSUM_DIM 0 /* ints[0] */
 #define OA_ARG_CUMSUM_NUM_INTS 1
 #define OA_ARG_CUMSUM_NUM_FLOATS 0
+
+/* cumprod */
+#define OA_ARG_CUMPROD_DIM 0 /* ints[0] */
+#define OA_ARG_CUMPROD_NUM_INTS 1
+#define OA_ARG_CUMPROD_NUM_FLOATS 0
+
+/* cummax */
+#define OA_ARG_CUMMAX_DIM 0 /* ints[0] */
+#define OA_ARG_CUMMAX_NUM_INTS 1
+#define OA_ARG_CUMMAX_NUM_FLOATS 0
+
+/* cummin */
+#define OA_ARG_CUMMIN_DIM 0 /* ints[0] */
+#define OA_ARG_CUMMIN_NUM_INTS 1
+#define OA_ARG_CUMMIN_NUM_FLOATS 0
+
+/* logcumsumexp */
+#define OA_ARG_LOGCUMSUMEXP_DIM 0 /* ints[0] */
+#define OA_ARG_LOGCUMSUMEXP_NUM_INTS 1
+#define OA_ARG_LOGCUMSUMEXP_NUM_FLOATS 0
+
+/* sort */
+#define OA_ARG_SORT_DIM 0 /* ints[0] */
+#define OA_ARG_SORT_DESCENDING 1 /* ints[1] */
+#define OA_ARG_SORT_NUM_INTS 2
+#define OA_ARG_SORT_NUM_FLOATS 0
+
+/* topk */
+#define OA_ARG_TOPK_DIM 0 /* ints[0] */
+#define OA_ARG_TOPK_LARGEST 1 /* ints[1] */
+#define OA_ARG_TOPK_NUM_INTS 2
+#define OA_ARG_TOPK_NUM_FLOATS 0
+
+/* kthvalue */
+#define OA_ARG_KTHVALUE_K 0 /* ints[0] */
+#define OA_ARG_KTHVALUE_DIM 1 /* ints[1] */
+#define OA_ARG_KTHVALUE_KEEPDIM 2 /* ints[2] */
+#define OA_ARG_KTHVALUE_NUM_INTS 3
+#define OA_ARG_KTHVALUE_NUM_FLOATS 0
+
+/* median */
+#define OA_ARG_MEDIAN_DIM 0 /* ints[0] */
+#define OA_ARG_MEDIAN_KEEPDIM 1 /* ints[1] */
+#define OA_ARG_MEDIAN_IGNORE_NAN 2 /* ints[2] */
+#define OA_ARG_MEDIAN_NUM_INTS 3
+#define OA_ARG_MEDIAN_NUM_FLOATS 0
+
+/* mode */
+#define OA_ARG_MODE_DIM 0 /* ints[0] */
+#define OA_ARG_MODE_KEEPDIM 1 /* ints[1] */
+#define OA_ARG_MODE_NUM_INTS 2
+#define OA_ARG_MODE_NUM_FLOATS 0
+
+/* nonzero_static */
+#define OA_ARG_NONZERO_STATIC_FILL_VALUE 0 /* ints[0] */
+#define OA_ARG_NONZERO_STATIC_NUM_INTS 1
+#define OA_ARG_NONZERO_STATIC_NUM_FLOATS 0
 
 /* permute */
 #define OA_ARG_PERMUTE_DIMS 0 /* ints[0..] */

@@ -160,19 +160,27 @@ _op("conv_transpose2d", ("input", "weight", "bias?"),
           "output_pad_h", "output_pad_w"),
     family="conv", doc="NCHW input, weight [C_in, C_out/groups, kH, kW], bias [C_out]; "
     "output_pad < stride or < dilation")
-_op("max_pool2d", ("input",),
+_op("max_pool2d", ("input",), ("out", "indices?"),
     ints=("kernel_h", "kernel_w", "stride_h", "stride_w", "pad_h", "pad_w", "dilation_h",
-          "dilation_w", "ceil_mode"), dtypes=NUM | frozenset({"int8"}), family="pool",
+          "dilation_w", "ceil_mode"), dtypes=NUM | frozenset({"int8", "uint8"}), family="pool",
     doc="input [N, C, H, W] or [C, H, W]; pad <= kernel/2; NaN propagates; a window with no "
-    "input element gives -inf (lowest for ints)")
+    "input element gives -inf (lowest for ints). Optional indices (int64, max_pool2d_with_indices): "
+    "h * W + w of each max in its input plane, as PyTorch's CPU kernel: the first maximum, the last NaN")
 _op("avg_pool2d", ("input",),
     ints=("kernel_h", "kernel_w", "stride_h", "stride_w", "pad_h", "pad_w", "ceil_mode",
           "count_include_pad", "divisor_override"), family="pool",
     doc="input [N, C, H, W] or [C, H, W]; divisor_override 0 = none; sums in double")
 _op("adaptive_avg_pool2d", ("input",), family="pool",
     doc="output size from the output tensor; window [floor(i*in/out), ceil((i+1)*in/out))")
+_op("adaptive_max_pool2d", ("input",), ("out", "indices?"), family="pool",
+    doc="windows as adaptive_avg_pool2d, max and optional indices (int64, h * W + w in the input plane) as "
+    "max_pool2d's")
 _op("batch_norm", ("input", "weight?", "bias?", "running_mean", "running_var"), floats=("eps",),
     family="norm", doc="inference batch norm over dim 1 of [N, C, *]")
+_op("batch_norm_training", ("input", "weight?", "bias?"), ("out", "save_mean?", "save_invstd?"), floats=("eps",),
+    family="norm", doc="batch norm with the batch's own statistics (training mode, or no running statistics) over "
+    "dim 1 of [N, C, *]: per channel mean and biased variance in double, save_invstd = 1 / sqrt(var + eps) "
+    "(1 or 3 outputs); the running-statistics update is not part of the op")
 _op("layer_norm", ("input", "weight?", "bias?"), ("out", "mean?", "rstd?"),
     ints=("normalized_ndim",), floats=("eps",), family="norm",
     doc="normalize over the last normalized_ndim dims; 1 or 3 outputs, mean/rstd shaped "
@@ -200,14 +208,48 @@ for _name, _dt, _doc in [
 ]:
     _op(_name, ("self",), ints=("keepdim", "dims*"), dtypes=_dt, family="reduce",
         doc=f"reduce over dims (none listed = all dims); {_doc}")
-_op("var", ("self",), ints=("keepdim", "dims*"), floats=("correction",), family="reduce",
-    doc="sum((x - mean)^2) / max(N - correction, 0) over dims (none listed = all dims)")
+_op("var", ("self",), ("out", "mean?"), ints=("keepdim", "dims*"), floats=("correction",), family="reduce",
+    doc="sum((x - mean)^2) / max(N - correction, 0) over dims (none listed = all dims), in double; the optional "
+    "second output is the mean (var_mean)")
 for _name in ("argmax", "argmin"):
     _op(_name, ("self",), ints=("has_dim", "dim", "keepdim"), dtypes=NUM, family="reduce",
         doc="output int64; first occurrence, nan counts as the extreme; without a dim, over the "
             "flattened input (keepdim: all dims 1)")
 _op("cumsum", ("self",), ints=("dim",), dtypes=NUM | BOOL, family="reduce",
     doc="output float32 for float32, int64 for ints/bool (int32 allowed for int32)")
+_op("cumprod", ("self",), ints=("dim",), dtypes=NUM | BOOL, family="reduce",
+    doc="output dtype as cumsum; float products in double, rounded per element; integers wrap")
+for _name, _cmp in (("cummax", ">="), ("cummin", "<=")):
+    _op(_name, ("self",), ("values", "indices"), ints=("dim",), dtypes=ANY, family="reduce",
+        doc=f"running {_name[3:]} along dim with its int64 index; as PyTorch, an element {_cmp} the running value "
+        "takes its place and index (the last of equal ones), and a NaN always does: NaN propagates, the index "
+        "of its latest NaN")
+_op("logcumsumexp", ("self",), ints=("dim",), family="reduce",
+    doc="log(cumsum(exp(x))) along dim, in double: acc = max + log1p(exp(min - max)) of (x_i, acc); NaN propagates, "
+    "equal infinities stay")
+
+# ---- sorting and selection (indices int64, along one dim of any rank; 0-d = one element) --------
+_op("sort", ("self",), ("values", "indices"), ints=("dim", "descending"), dtypes=ANY, family="sort",
+    doc="stable sort along dim (ties keep their input order, descending too); NaN is the largest value, "
+    "-0.0 equals 0.0")
+_op("topk", ("self",), ("values", "indices"), ints=("dim", "largest"), dtypes=NUM | frozenset({"uint8", "int8"}),
+    family="sort", doc="the k = output.shape[dim] largest (largest 1) or smallest elements, sorted, NaN the largest; "
+    "ties in input order (PyTorch leaves their order unspecified)")
+_op("kthvalue", ("self",), ("values", "indices"), ints=("k", "dim", "keepdim"),
+    dtypes=NUM | frozenset({"uint8", "int8"}), family="sort",
+    doc="the k-th smallest element (1 <= k <= size) along dim, NaN the largest; among ties, the k-th of a stable "
+    "sort (PyTorch leaves which index unspecified)")
+_op("median", ("self",), ("values", "indices?"), ints=("dim", "keepdim", "ignore_nan"),
+    dtypes=NUM | frozenset({"uint8", "int8"}), family="sort",
+    doc="lower median along dim (element (n - 1) / 2 of a stable sort); a NaN in the row gives NaN and the first "
+    "NaN's index; ignore_nan 1 (nanmedian): the median of the non-NaN elements, NaN if all are NaN")
+_op("mode", ("self",), ("values", "indices"), ints=("dim", "keepdim"), dtypes=ANY, family="sort",
+    doc="the most frequent value along dim (the smallest of equally frequent ones) and the index of its last "
+    "occurrence; -0.0 equals 0.0, NaNs count as one value (PyTorch's NaN answer is unspecified)")
+_op("nonzero_static", ("self",), ints=("fill_value",), dtypes=ANY, family="sort",
+    doc="output int64 [size, ndim]: the indices of the first `size` nonzero elements in row-major order, rows past "
+    "the count filled with fill_value. The fixed-size form of nonzero: aten.nonzero, masked_select and unique "
+    "are refused (their output size depends on the input's values; see lower/sort.py)")
 
 # ---- data movement ----------------------------------------------------------------------------
 _op("copy", ("self",), dtypes=ANY, family="shape", doc="contiguous copy (clone, or a reshape that cannot alias)")

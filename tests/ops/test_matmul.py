@@ -1,4 +1,5 @@
-"""linear / matmul / addmm against PyTorch on several shapes.
+"""linear / matmul / addmm (and addmv / addbmm / baddbmm, lowered to them) against PyTorch on several
+shapes.
 
 The kernels accumulate in double; tolerances are rtol/atol 1e-4 for K up to a few hundred (eager
 accumulates in float32 with its own blocking). Matmul's broadcast batch dims (which torch.export
@@ -62,6 +63,15 @@ CASES = [
       ["addmm"], consts=[randn(6, 4, seed=30), randn(4, seed=31)]),
     C("addmm_scalar_bias", lambda a, m: torch.addmm(torch.tensor(1.5), a, m, beta=0.5),
       [randn(3, 4, seed=32), randn(4, 5, seed=33)], ["addmm"]),
+    # addmv / addbmm: addmm on a [K, 1] vector / on the batch folded into K; baddbmm: bmm, mul, add
+    C("addmv_addbmm_baddbmm", lambda a, m, v, c, b1, b2, c3, w, nan: (
+        torch.addmv(a, m, v), torch.addmv(a[:1], m, v, beta=0.5, alpha=2.0), torch.addmv(a[0], m.t()[:3], v[:4]),
+        torch.addmv(nan, m, v, beta=0.0), torch.addbmm(c, b1, b2), torch.addbmm(c[0], b1, b2, beta=0.3, alpha=-1.5),
+        torch.addbmm(c, b1.transpose(1, 2).transpose(1, 2), b2[:, :, :], alpha=2.0), torch.addbmm(c, w, b2),
+        torch.baddbmm(c3, b1, b2), torch.baddbmm(c3, b1, b2, beta=0.5, alpha=-2.0)),
+      [randn(4, seed=34), randn(4, 6, seed=35), randn(6, seed=36), randn(3, 5, seed=37), randn(2, 3, 7, seed=38),
+       randn(2, 7, 5, seed=39), randn(2, 3, 5, seed=40)], ["addmm", "matmul"],
+      consts=[randn(2, 3, 7, seed=41), torch.full((4,), NAN)]),
 ]
 
 

@@ -1,4 +1,4 @@
-"""batch_norm (inference) / layer_norm / group_norm against PyTorch.
+"""batch_norm (inference and with the batch's statistics) / layer_norm / group_norm against PyTorch.
 
 Tolerances: rtol 1e-4, atol 1e-5. The kernels compute moments in double with two passes while
 PyTorch uses float Welford/cascade sums and its own order of the affine terms, so results differ
@@ -77,7 +77,24 @@ class ConvBN(torch.nn.Module):
         return self.bn2(torch.relu(self.bn(self.conv(x))))
 
 
+def _bn_train(x: torch.Tensor, x3: torch.Tensor, x2: torch.Tensor, x5: torch.Tensor, w: torch.Tensor,
+              b: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    return (
+        F.batch_norm(x, None, None, w, b, training=True),                      # no running stats: no_stats
+        F.batch_norm(x3, torch.zeros(3), torch.ones(3), training=True, eps=1e-3),  # _functional, stats unread
+        *torch.ops.aten._native_batch_norm_legit.no_stats(x, w, b, True, 0.1, 1e-5),  # save_mean, save_invstd
+        *torch.ops.aten._native_batch_norm_legit(x3, None, None, torch.zeros(3), torch.ones(3), True, 0.1, 1e-5)[:3],
+        F.batch_norm(x2 + 10, None, None, training=True),
+        F.batch_norm(x5.transpose(2, 4), None, None, training=True))
+
+
 CASES = [
+    # batch norm with the batch's statistics (training=True, or no running statistics)
+    OpCase("norm_bn_training", _bn_train, (randn(2, 4, 5, 5) * 2 + 1, randn(3, 3, 7, seed=5), randn(6, 4, seed=6),
+                                           randn(2, 2, 3, 2, 4, seed=7)),
+           consts=(randn(4, seed=1), randn(4, seed=2)), ops=("batch_norm_training",), **TOL),
+    OpCase("norm_bn_no_running_stats_module", lambda x: x, (randn(2, 3, 4, 4),),
+           module=torch.nn.BatchNorm2d(3, track_running_stats=False), ops=("batch_norm_training",), **TOL),
     bn("norm_bn_4d", (2, 3, 5, 4)),
     bn("norm_bn_4d_no_affine", (1, 4, 3, 3), affine=False),
     bn("norm_bn_2d", (5, 6)),
@@ -120,6 +137,20 @@ def test_layer_norm_float64_unsupported() -> None:
 
 
 
+
+
+def test_train_mode_batch_norm_module_refused() -> None:
+    """A module exported in train() updates its running statistics (buffer mutations): refused with
+    the buffers named, the batch-statistics op itself being supported."""
+    ep = torch.export.export(torch.nn.BatchNorm2d(3).train(), (randn(2, 3, 4, 4),))
+    with pytest.raises(oa.ExportError, match=r"mutates buffers \(.*running_mean.*\); put it in eval mode"):
+        oa.export(ep, (randn(2, 3, 4, 4),))
+
+
+def test_batch_norm_training_bad_outputs_rejected(monkeypatch: pytest.MonkeyPatch) -> None:
+    check_rejected(monkeypatch, "aten._native_batch_norm_legit.no_stats",
+                   lambda t: F.batch_norm(t, None, None, training=True), randn(2, 4, 3),
+                   r"batch_norm_training.*eps = -1 is out of range", floats=[-1.0])
 
 
 def test_layer_norm_bad_ndim_rejected(monkeypatch: pytest.MonkeyPatch) -> None:

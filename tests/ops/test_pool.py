@@ -1,5 +1,6 @@
-"""max_pool2d / avg_pool2d / adaptive_avg_pool2d against PyTorch (float32; max pooling also int32
-and int64). Averages are summed in double like PyTorch's CPU kernels, so default tolerances hold."""
+"""max_pool2d (with and without indices) / avg_pool2d / adaptive_avg_pool2d / adaptive_max_pool2d against
+PyTorch (float32; max pooling also int32, int64, int8 and uint8). Averages are summed in double like
+PyTorch's CPU kernels, so default tolerances hold; maxima and indices are exact."""
 
 from __future__ import annotations
 
@@ -70,10 +71,58 @@ def test_case(case: OpCase) -> None:
     run_case(case)
 
 
-def test_max_pool_indices_unsupported() -> None:
-    m = Fn(lambda x: F.max_pool2d(x, 2, return_indices=True))
-    with pytest.raises(oa.UnsupportedOpError, match=r"max_pool2d_with_indices.*indices"):
-        oa.export(m, (randn(1, 2, 4, 4),))
+# indices: the first maximum in window order, the last NaN; a window of -inf only gives its first element
+NAN, INF = float("nan"), float("inf")
+SPECIAL = torch.tensor([[[[1.0, 3.0, 3.0, -1.0, 0.5], [3.0, NAN, 2.0, NAN, 3.0],
+                          [-INF, -INF, 0.0, -0.0, 7.0], [-INF, -INF, 7.0, 7.0, 1.0]]]])
+
+
+def test_max_pool_indices_and_adaptive_max() -> None:
+    def f(x: torch.Tensor, s: torch.Tensor, i: torch.Tensor, lg: torch.Tensor, i8: torch.Tensor, u: torch.Tensor,
+          x3: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return (*F.max_pool2d(x, 3, 2, 1, return_indices=True),
+                *F.max_pool2d(x, (2, 3), (1, 2), (1, 0), dilation=(2, 1), ceil_mode=True, return_indices=True),
+                *F.max_pool2d(s, 2, 1, return_indices=True), *F.max_pool2d(s, (2, 2), 2, 1, return_indices=True),
+                *F.max_pool2d(i, 2, return_indices=True),
+                *F.max_pool2d(lg, 3, 2, 1, ceil_mode=True, return_indices=True),
+                *F.max_pool2d(i8, 2, 1, return_indices=True), *F.max_pool2d(u, 2, return_indices=True),
+                *F.max_pool2d(x3.transpose(1, 2), 2, return_indices=True),
+                *F.adaptive_max_pool2d(x, (3, 4), return_indices=True), F.adaptive_max_pool2d(x, 1),
+                *F.adaptive_max_pool2d(s, (2, 3), return_indices=True),
+                *F.adaptive_max_pool2d(x3, (5, 7), return_indices=True))
+    run_case(OpCase("pool_max_indices", f, (
+        randn(2, 3, 7, 8), SPECIAL, randint(-5, 5, 1, 2, 6, 6, seed=1, dtype=torch.int32), randint(-9, 9, 2, 1, 5, 5),
+        randint(-128, 128, 1, 2, 5, 4, seed=2, dtype=torch.int8),
+        randint(0, 256, 1, 1, 6, 4, seed=3, dtype=torch.uint8),
+        randn(2, 3, 4, seed=4)), ops=("max_pool2d", "adaptive_max_pool2d")))
+
+
+def _direct(op: str, x: torch.Tensor, outs: list[tuple[torch.dtype, tuple[int, ...]]], ints: list[int]) -> None:
+    """Run one hand-built instruction (the file a buggy or hostile exporter could write)."""
+    from openaccel.exporter.memory_plan import plan_memory
+    from openaccel.exporter.serialize import serialize
+    from openaccel.ir import Graph, Instr, Value
+    from openaccel.program import Program
+
+    xv = Value("x", x.dtype, tuple(x.shape))
+    ov = [Value(f"out{i}", dt, shape) for i, (dt, shape) in enumerate(outs)]
+    g = Graph(name="forward", inputs=[xv], outputs=ov)
+    g.instrs = [Instr(op=op, inputs=[xv], outputs=ov, ints=ints)]
+    oa.load(Program(serialize(g, plan_memory(g), [], target="host", required_features=[])))(x)
+
+
+@pytest.mark.parametrize("op,outs,match", [
+    ("max_pool2d", [(torch.float32, (1, 2, 3, 3)), (torch.int32, (1, 2, 3, 3))],
+     r"output 1 \(indices\).*dtype int32 is not supported \(expected one of: int64\)"),
+    ("max_pool2d", [(torch.float32, (1, 2, 3, 3)), (torch.int64, (1, 2, 9))],
+     r"output 1 \(indices\).*expected shape \[1, 2, 3, 3\], received \[1, 2, 9\]"),
+    ("adaptive_max_pool2d", [(torch.float32, (1, 2, 3, 3))] * 3,
+     r"expected 1 or 2 outputs \(out, indices\), received 3"),
+])
+def test_max_pool_indices_output_checked(op: str, outs: list[tuple[torch.dtype, tuple[int, ...]]], match: str) -> None:
+    ints = [2, 2, 2, 2, 0, 0, 1, 1, 0] if op == "max_pool2d" else []
+    with pytest.raises(oa.OpenAccelError, match=match):
+        _direct(op, randn(1, 2, 6, 6), outs, ints)
 
 
 def test_avg_pool_int_unsupported() -> None:

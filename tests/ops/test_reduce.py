@@ -1,5 +1,5 @@
-"""softmax / log_softmax, sum / mean / amax / amin / prod / any / all / var, argmax / argmin and
-cumsum against PyTorch eager.
+"""softmax / log_softmax, sum / mean / amax / amin / prod / any / all / var / var_mean, argmax / argmin
+and the cumulative ops (cumsum, cumprod, cummax, cummin, logcumsumexp) against PyTorch eager.
 
 Tolerances: float reductions accumulate in double in the kernels, so results are within a few
 float32 ulps of eager (rtol 1e-5); integer and boolean results are exact.
@@ -53,6 +53,12 @@ TIES = torch.tensor([[1.0, 3.0, 3.0, -2.0], [0.5, 0.5, 0.5, 0.5], [-1.0, -4.0, 2
 SPECIAL = with_special(randn(4, 5, seed=8), {(0, 1): -INF, (1, 0): NAN, (2, 3): INF, (3, 0): -INF,
                                              (3, 4): -INF, (1, 3): NAN})
 SPECIAL2 = with_special(randn(3, 5, seed=23), {(0, 1): NAN, (0, 3): NAN, (2, 0): INF, (1, 2): -INF})
+# cummax / cummin: ties (a later equal element takes the index), -0.0 beside 0.0, several NaNs in a row
+CUM = torch.tensor([[1.0, 1.0, -2.0, 1.0, 3.0, 3.0, 0.5], [0.0, -0.0, 0.0, -1.0, -0.0, 2.0, 2.0],
+                    [2.0, NAN, 5.0, NAN, -1.0, INF, 1.0], [-INF, -INF, NAN, 1.0, -5.0, NAN, 0.0]])
+# logcumsumexp: infinities of both signs, a NaN, large magnitudes
+LSE = torch.tensor([[-INF, -INF, 1.0, INF, INF, 2.0], [INF, 1.0, -INF, 0.0, 3.0, -2.0],
+                    [0.5, NAN, 1.0, -INF, 2.0, 3.0], [-80.0, 90.0, 95.0, -100.0, 88.5, 0.0]])
 
 # Each case exports one program computing several variants (one export per case keeps the file
 # fast); `ops` checks the kernels under test are in the program.
@@ -114,6 +120,12 @@ CASES = [
         torch.var(xb, -1, correction=2), one.var(0), x3.var((0, 1))),
       [X3, X4, X4 + 1000, randn(1, 3, seed=22)], ["var"]),
     C("std", lambda x: x.std(1), [X3], ["var"]),
+    # var_mean / std_mean: var with its optional mean output
+    C("var_mean", lambda x3, x4, xb, one: (
+        *torch.var_mean(x3, 1), *torch.var_mean(x4, (0, 2), keepdim=True, correction=0),
+        *torch.var_mean(xb, -1, correction=2), *torch.std_mean(x4, (1, 3)), torch.var_mean(x3)[1],
+        *torch.var_mean(x4.transpose(1, 3), 2, keepdim=True), *torch.var_mean(one, 0)),
+      [X3, X4, X4 + 1000, randn(1, 3, seed=22)], ["var"]),
     # ---- argmax / argmin
     C("argmax_argmin_float", lambda x4, x3, t, s: (
         x4.argmax(), torch.argmax(x3, keepdim=True), x4.argmax(1), x3.argmax(-1, keepdim=True), t.argmax(1),
@@ -127,6 +139,23 @@ CASES = [
     C("cumsum", lambda x4, x3, i, lg, b: (
         x4.cumsum(1), x3.cumsum(-1), i.cumsum(0), lg.cumsum(2), b.cumsum(1), x4.cumsum(0)),
       [X4, X3, I3, L3, B3], ["cumsum"]),
+    # cumprod: products in double (as PyTorch's CPU kernel), integers wrap, int/bool -> int64
+    C("cumprod", lambda x, s, i, lg, b, u, e: (
+        x.cumprod(1), x.transpose(0, 2).cumprod(1), s.cumprod(1), s.cumprod(0), i.cumprod(2), lg.cumprod(1),
+        b.cumprod(2), u.cumprod(0), torch.cumprod(i, 1, dtype=torch.int32), torch.cumprod(i, 0, dtype=torch.float32),
+        e.cumprod(0), x[1, 2, 3].cumprod(0)),
+      [X3 * 2, with_special(SPECIAL, {(0, 2): 0.0}), randint(-9, 9, 3, 4, 5, seed=24, dtype=torch.int32),
+       torch.tensor([[2**40, 2**30, 3, -1], [5, -7, 2**62, 3]]), B3, U8, torch.zeros(0, 3)], ["cumprod"]),
+    C("cummax_cummin", lambda c, x, i, b, u, i8, e: (
+        *c.cummax(1), *c.cummin(1), *c.cummax(0), *c.t().cummin(1), *x.cummin(2), *x.transpose(0, 2).cummax(1),
+        *i.cummax(1), *i.cummin(0), *b.cummax(1), *b.cummin(2), *u.cummax(0), *i8.cummin(1), *e.cummax(1),
+        *x[0, 1, 2].cummin(0)),
+      [CUM, X3, randint(-3, 3, 3, 9, seed=25), B3, U8, randint(-128, 128, 3, 7, seed=26, dtype=torch.int8),
+       torch.zeros(2, 0)], ["cummax", "cummin"]),
+    C("logcumsumexp", lambda x, s, e: (
+        x.logcumsumexp(1), x.logcumsumexp(-1), s.logcumsumexp(1), s.logcumsumexp(0), (x * 30).logcumsumexp(0),
+        x.transpose(0, 1).logcumsumexp(2), e.logcumsumexp(0)),
+      [X3, LSE, torch.zeros(0, 3)], ["logcumsumexp"]),
     # ---- dtype= and small-integer inputs: need `cast` (elementwise family)
     C("dtype_kwargs", lambda i, u, b: (
         torch.log_softmax(i, 1, dtype=torch.float32), i.sum(1, dtype=torch.float32), u.sum(1),
@@ -216,6 +245,24 @@ def test_invalid_calls_rejected(op: str, ints: list[int], floats: list[float], o
     dtype = torch.int64 if op.startswith("arg") else torch.float32
     with pytest.raises(oa.OpenAccelError, match=match):
         direct(op, [randn(2, 3, 4)], [_v("out", dtype=dtype, shape=out)], ints, floats)
+
+
+def test_direct_var_mean_and_cummax_outputs_checked() -> None:
+    x = randn(2, 3, 4)
+    var, mean = torch.var_mean(x, 1, correction=0)
+    got = direct("var", [x], [_v("v", shape=(2, 4)), _v("m", shape=(2, 4))], [0, 1], [0.0])
+    torch.testing.assert_close(got[1], mean, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(got[0], var, rtol=1e-5, atol=1e-6)
+    with pytest.raises(oa.OpenAccelError, match=r"output 1 \(mean\).*expected shape \[2, 4\], received \[2, 1, 4\]"):
+        direct("var", [x], [_v("v", shape=(2, 4)), _v("m", shape=(2, 1, 4))], [0, 1], [0.0])
+    with pytest.raises(oa.OpenAccelError, match=r"output 1 \(indices\).*dtype int32 is not supported"):
+        direct("cummax", [x], [_v("v", shape=(2, 3, 4)), _v("i", dtype=torch.int32, shape=(2, 3, 4))], [2])
+    with pytest.raises(oa.OpenAccelError, match=r"expected 2 outputs"):
+        direct("cummin", [x], [_v("v", shape=(2, 3, 4))], [2])
+    with pytest.raises(oa.OpenAccelError, match=r"logcumsumexp.*dim = 3"):
+        direct("logcumsumexp", [x], [_v("v", shape=(2, 3, 4))], [3])
+    with pytest.raises(oa.OpenAccelError, match=r"expected dtype int64 or int32 for cumprod of int32, received float"):
+        direct("cumprod", [I3], [_v("v", dtype=torch.float32, shape=I3.shape)], [0])
 
 
 def test_amax_of_empty_dim_rejected() -> None:

@@ -19,6 +19,8 @@ const char *const k_ops[] = {
     "pad_mode", "as_strided", "index", "index_put", "scatter", "slice_scatter", "masked_scatter",
     "sdpa", "conv2d_winograd", "conv2d_nhwc", "mbconv_nhwc", "linear_packed",
     "quantize", "dequantize", "conv2d_q8", "linear_q8", "add_q8", "mean_q8", "mul_q8",
+    "adaptive_max_pool2d", "batch_norm_training", "cumprod", "cummax", "cummin", "logcumsumexp", "sort", "topk",
+    "kthvalue", "median", "mode", "nonzero_static",
 };
 const size_t k_n_ops = sizeof k_ops / sizeof k_ops[0];
 

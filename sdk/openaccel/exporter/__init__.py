@@ -27,7 +27,7 @@ from ..targets import get_target
 from . import pipeline
 from .dynamic import check_data_independent, check_static_inputs
 from .fx_import import import_program, source_of
-from .lower import no_kernel_error, supported_edge_ops
+from .lower import no_kernel_error, rules_outside_core, supported_edge_ops
 from .pipeline import ExportContext, ExportOptions, Progress, run_pipeline
 from .placement import CPU, load_profiles
 from .verify import verify
@@ -85,8 +85,10 @@ def _edge_config(check: bool) -> Any:
                 aten.replication_pad1d.default, aten.replication_pad2d.default, aten.replication_pad3d.default,
                 aten._pad_circular.default]
     # Ops outside core ATen that torch.export writes and openaccel runs (the verifier would refuse
-    # them): Tensor.unfold (a strided view read as a copy), scatter(reduce="add" / "multiply").
+    # them): every non-core op with a lowering rule, Tensor.unfold (a strided view read as a copy),
+    # scatter(reduce="add" / "multiply").
     beyond_core = [aten.unfold.default, aten.scatter.reduce, aten.scatter.value_reduce]
+    beyond_core += [op for op in rules_outside_core() if op not in beyond_core]
     return EdgeCompileConfig(_check_ir_validity=check, preserve_ops=preserve,
                              _core_aten_ops_exception_list=beyond_core)
 

@@ -115,9 +115,12 @@ def data_dependent_ops(ep: torch.export.ExportedProgram) -> list[tuple[str, Sour
 
 
 def check_data_independent(ep: torch.export.ExportedProgram) -> None:
+    from .lower import refusal
+
     found = data_dependent_ops(ep)
     if found:
-        lines = "\n".join(f"  {op}  (first used at {src.describe()}): {why}" for op, src, why in found)
+        lines = "\n".join(f"  {op}  (first used at {src.describe()}): {why}"
+                          + (f"; refused, {refusal(op)}" if refusal(op) else "") for op, src, why in found)
         raise UnsupportedOpError(
             f"openaccel cannot export {len(found)} op(s) in this model, whose output shapes are only known "
             f"at run time:\n{lines}\nEvery tensor of an .oab program has a shape fixed at export time; see "

@@ -25,7 +25,7 @@ RULES: dict[str, Rule] = {}
 REFUSED: dict[str, str] = {}
 
 _MODULES = ("elementwise", "binary", "matmul", "conv", "pool", "norm", "reduce", "shape", "index", "scatter",
-            "resize", "attention", "quant", "refused")
+            "resize", "attention", "quant", "sort", "refused")
 
 
 def rule(*names: str) -> Callable[[Rule], Rule]:
@@ -43,6 +43,13 @@ def refuse(*names: str, why: str) -> None:
     """Declare edge ops that are refused on purpose, with the reason the export error gives."""
     for n in names:
         REFUSED[n] = why
+
+
+def refusal(name: str) -> str | None:
+    """Why edge op `name` is refused on purpose (REFUSED), or None."""
+    if not RULES:
+        _load_rules()
+    return REFUSED.get(name)
 
 
 def _load_rules() -> None:
@@ -191,3 +198,20 @@ def supported_edge_ops() -> list[str]:
     if not RULES:
         _load_rules()
     return sorted(RULES)
+
+
+def rules_outside_core() -> list[torch._ops.OpOverload]:
+    """The ATen ops outside core ATen that have a lowering rule (kthvalue, cummax, var_mean, ...):
+    to_edge keeps them (no decomposition), and its verifier must let them through
+    (EdgeCompileConfig._core_aten_ops_exception_list) for the rules to see them."""
+    found = []
+    for name in supported_edge_ops():
+        ns, _, rest = name.partition(".")
+        packet_name, _, overload = rest.rpartition(".")
+        if ns != "aten" or not packet_name:
+            continue
+        packet = getattr(torch.ops.aten, packet_name, None)
+        op = getattr(packet, overload, None) if packet is not None else None
+        if isinstance(op, torch._ops.OpOverload) and torch.Tag.core not in op.tags:
+            found.append(op)
+    return found

@@ -1,4 +1,4 @@
-"""Lowering rules: matrix products (addmm, mm, bmm -> linear / matmul / addmm)."""
+"""Lowering rules: matrix products (addmm, mm, bmm, addmv, addbmm -> linear / matmul / addmm)."""
 
 from __future__ import annotations
 
@@ -65,3 +65,54 @@ def mm(ctx: LowerCtx, node: AtenNode) -> None:
         ctx.emit("linear", [x, w, None], [out])
         return
     ctx.emit("matmul", [x, y], [out])
+
+
+def _view(ctx: LowerCtx, v: Value, shape: tuple[int, ...]) -> Value:
+    """`v` with another shape of the same elements (a constant reshaped, else a zero-copy alias)."""
+    if v.shape == shape:
+        return v
+    if v.data is not None:
+        return ctx.const(v.data.reshape(shape), hint=v.name)
+    t = ctx.temp(v.dtype, shape, hint=v.name)
+    ctx.alias(t, v)
+    return t
+
+
+@rule("aten.addmv.default")
+def addmv(ctx: LowerCtx, node: AtenNode) -> None:
+    """beta * self + alpha * (mat @ vec) -> addmm on vec as a [K, 1] matrix, out viewed as [M, 1]."""
+    a = ctx.bind(node)
+    bias, mat, vec = a["self"], a["mat"], a["vec"]
+    (out,) = node.outputs
+    assert out is not None
+    _f32(ctx, out, bias, mat, vec)
+    m, k = mat.shape
+    if bias.shape not in ((), (1,), (m,)):
+        raise ctx.unsupported(f"self of shape {list(bias.shape)} (expected [], [1] or [{m}])")
+    res = ctx.temp(out.dtype, (m, 1), hint="addmv")
+    ctx.emit("addmm", [_view(ctx, bias, (m, 1) if bias.shape == (m,) else bias.shape), mat, _view(ctx, vec, (k, 1))],
+             [res], floats=[float(a["beta"]), float(a["alpha"])])
+    ctx.alias(out, res)
+
+
+@rule("aten.addbmm.default")
+def addbmm(ctx: LowerCtx, node: AtenNode) -> None:
+    """beta * self + alpha * sum_b batch1[b] @ batch2[b] -> one addmm with the batch folded into K:
+    [N, B * M] (batch1 permuted to [N, B, M]) @ [B * M, P] (batch2 as it is)."""
+    a = ctx.bind(node)
+    bias, b1, b2 = a["self"], a["batch1"], a["batch2"]
+    (out,) = node.outputs
+    assert out is not None
+    _f32(ctx, out, bias, b1, b2)
+    nb, n, m = b1.shape
+    p = b2.shape[2]
+    if len(bias.shape) > 2:
+        raise ctx.unsupported(f"self of shape {list(bias.shape)} (at most 2-D)")
+    if b1.data is not None:
+        lhs = ctx.const(b1.data.permute(1, 0, 2).reshape(n, nb * m), hint=b1.name)
+    else:
+        perm = ctx.temp(b1.dtype, (n, nb, m), hint="addbmm_lhs")
+        ctx.emit("permute", [b1], [perm], ints=[1, 0, 2])
+        lhs = _view(ctx, perm, (n, nb * m))
+    ctx.emit("addmm", [bias, lhs, _view(ctx, b2, (nb * m, p))], [out],
+             floats=[float(a["beta"]), float(a["alpha"])])

@@ -1,4 +1,5 @@
-"""Lowering rules: 2-D pooling (max_pool2d[_with_indices], avg_pool2d, _adaptive_avg_pool2d).
+"""Lowering rules: 2-D pooling (max_pool2d[_with_indices], avg_pool2d, _adaptive_avg_pool2d,
+adaptive_max_pool2d).
 
 Global average pooling usually arrives as mean.dim and belongs to the reduce family.
 """
@@ -40,9 +41,12 @@ def max_pool2d(ctx: LowerCtx, node: AtenNode) -> None:
     x = a["self"]
     out = node.outputs[0]
     assert out is not None and isinstance(x, Value)
+    outs = [out]
     if len(node.outputs) > 1 and ctx.is_used(node.outputs[1]):
-        raise ctx.unsupported("the indices output (return_indices=True) is not supported")
-    _check_input(ctx, x, (torch.float32, torch.int32, torch.int64, torch.int8))
+        indices = node.outputs[1]
+        assert indices is not None
+        outs.append(indices)
+    _check_input(ctx, x, (torch.float32, torch.int32, torch.int64, torch.int8, torch.uint8))
     kernel = _pair(ctx, a["kernel_size"], [], "kernel_size")
     if len(kernel) != 2:
         raise ctx.unsupported(f"kernel_size {a['kernel_size']}")
@@ -50,7 +54,7 @@ def max_pool2d(ctx: LowerCtx, node: AtenNode) -> None:
     padding = _pair(ctx, a["padding"], [0, 0], "padding")
     dilation = _pair(ctx, a["dilation"], [1, 1], "dilation")
     ceil_mode = int(bool(a["ceil_mode"]))
-    ctx.emit("max_pool2d", [x], [out], ints=[*kernel, *stride, *padding, *dilation, ceil_mode])
+    ctx.emit("max_pool2d", [x], outs, ints=[*kernel, *stride, *padding, *dilation, ceil_mode])
 
 
 @rule("aten.avg_pool2d.default")
@@ -81,3 +85,13 @@ def adaptive_avg_pool2d(ctx: LowerCtx, node: AtenNode) -> None:
     assert out is not None and isinstance(x, Value)
     _check_input(ctx, x, (torch.float32,))
     ctx.emit("adaptive_avg_pool2d", [x], [out])
+
+
+@rule("aten.adaptive_max_pool2d.default")
+def adaptive_max_pool2d(ctx: LowerCtx, node: AtenNode) -> None:
+    a = ctx.bind(node)
+    x = a["self"]
+    out, indices = node.outputs[0], node.outputs[1]
+    assert out is not None and indices is not None and isinstance(x, Value)
+    _check_input(ctx, x, (torch.float32,))
+    ctx.emit("adaptive_max_pool2d", [x], [out, indices] if ctx.is_used(indices) else [out])

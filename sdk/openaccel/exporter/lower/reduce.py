@@ -1,4 +1,5 @@
-"""Lowering rules: softmax / log_softmax, dim-list reductions, argmax / argmin, cumsum.
+"""Lowering rules: softmax / log_softmax, dim-list reductions (var, var_mean), argmax / argmin, and the
+cumulative ops (cumsum, cumprod, cummax, cummin, logcumsumexp).
 
 Kernels take canonical arguments: dims normalized to [0, ndim) (a 0-d input uses dim 0), sorted,
 an empty dim list meaning "all dims". Input dtypes are brought to what the kernels compute in
@@ -145,14 +146,20 @@ def any_all(ctx: LowerCtx, node: AtenNode) -> None:
     ctx.emit(op, [x], [out], ints=_reduce_args(ctx, a, x))
 
 
-@rule("aten.var.correction")
+@rule("aten.var.correction", "aten.var_mean.correction")
 def var(ctx: LowerCtx, node: AtenNode) -> None:
+    """var, and var_mean (var with its optional mean output; std / std_mean arrive as these + sqrt)."""
     a, x, out = _io(ctx, node)
     if x.dtype != torch.float32 or out.dtype != torch.float32:
         raise ctx.unsupported(f"dtype {x.dtype} (float32 only)")
     corr = a.get("correction")
     correction = 1.0 if corr is None else float(corr)
-    ctx.emit("var", [x], [out], ints=_reduce_args(ctx, a, x), floats=[correction])
+    outs = [out]
+    if len(node.outputs) > 1 and ctx.is_used(node.outputs[1]):
+        mean = node.outputs[1]
+        assert mean is not None
+        outs.append(mean)
+    ctx.emit("var", [x], outs, ints=_reduce_args(ctx, a, x), floats=[correction])
 
 
 # ---- argmax / argmin ------------------------------------------------------------------------------
@@ -189,11 +196,31 @@ def max_min_dim(ctx: LowerCtx, node: AtenNode) -> None:
         ctx.emit("argmax" if is_max else "argmin", [x], [indices], ints=[1, dim, keepdim])
 
 
-# ---- cumsum ---------------------------------------------------------------------------------------
+# ---- cumulative -----------------------------------------------------------------------------------
 
-@rule("aten.cumsum.default")
+@rule("aten.cumsum.default", "aten.cumprod.default")
 def cumsum(ctx: LowerCtx, node: AtenNode) -> None:
     a, x, out = _io(ctx, node)
     _check_dtype_kwarg(ctx, a, out)
     dim = _dim(ctx, a["dim"], len(x.shape))
-    ctx.emit("cumsum", [_sum_like_input(ctx, x, out)], [out], ints=[dim])
+    op = "cumprod" if node.op_name.startswith("aten.cumprod") else "cumsum"
+    ctx.emit(op, [_sum_like_input(ctx, x, out)], [out], ints=[dim])
+
+
+@rule("aten.cummax.default", "aten.cummin.default")
+def cummax_cummin(ctx: LowerCtx, node: AtenNode) -> None:
+    a, x, values = _io(ctx, node)
+    indices = node.outputs[1]
+    assert indices is not None
+    if x.dtype not in _ANY_IN:
+        raise ctx.unsupported(f"dtype {x.dtype}")
+    op = "cummax" if node.op_name.startswith("aten.cummax") else "cummin"
+    ctx.emit(op, [x], [values, indices], ints=[_dim(ctx, a["dim"], len(x.shape))])
+
+
+@rule("aten.logcumsumexp.default")
+def logcumsumexp(ctx: LowerCtx, node: AtenNode) -> None:
+    a, x, out = _io(ctx, node)
+    if x.dtype != torch.float32 or out.dtype != torch.float32:
+        raise ctx.unsupported(f"dtype {x.dtype} (float32 only)")
+    ctx.emit("logcumsumexp", [x], [out], ints=[_dim(ctx, a["dim"], len(x.shape))])

@@ -1,4 +1,5 @@
-/* Reference normalizations: batch_norm (inference), layer_norm, group_norm (float32).
+/* Reference normalizations: batch_norm (inference), batch_norm_training (the batch's statistics),
+ * layer_norm, group_norm (float32).
  *
  * batch_norm follows PyTorch's CPU kernel: per channel alpha = weight / sqrt(var + eps),
  * beta = bias - mean * alpha in float, out = x * alpha + beta. layer_norm and group_norm compute
@@ -148,6 +149,76 @@ oa_status_t oa_ref_batch_norm_run(const oa_op_call_t *call, const oa_op_plan_t *
       const float *xr = x + (n * cn + c) * inner;
       float *yr = y + (n * cn + c) * inner;
       for (int64_t i = 0; i < inner; i++) yr[i] = xr[i] * alpha + beta;
+    }
+  }
+  return OA_OK;
+}
+
+/* ---- batch_norm_training --------------------------------------------------------------------- */
+
+_Static_assert(OA_ARG_BATCH_NORM_TRAINING_EPS == OA_ARG_BATCH_NORM_EPS,
+               "batch_norm_training no longer keeps eps where batch_norm does in opset.py (check_eps)");
+
+oa_status_t oa_ref_batch_norm_training_prepare(const oa_op_call_t *call, const oa_kernel_env_t *env,
+                                               oa_op_plan_t *plan, oa_diag_t *diag) {
+  (void)env;
+  oa_status_t st;
+  if ((st = check_in_out_counts(call, 1, 3, 0, diag))) return st;
+  if ((st = check_eps(call, diag))) return st;
+  const oa_tensor_t *x = call->inputs[0];
+  if ((st = oa_check_ndim(call, x, 2, OA_MAX_DIMS, "input 0 (input)", diag))) return st;
+  int64_t c = x->shape[1];
+  if ((st = check_param(call, 1, &c, 1, "input 1 (weight)", diag))) return st;
+  if ((st = check_param(call, 2, &c, 1, "input 2 (bias)", diag))) return st;
+  if ((st = check_outputs(call, &c, 1, diag))) return st;
+  int64_t inner = 1;
+  for (int32_t d = 2; d < x->ndim; d++) inner *= x->shape[d];
+  plan->params[P_OUTER] = x->shape[0];
+  plan->params[P_C] = c;
+  plan->params[P_INNER] = inner;
+  plan->params[P_HAS_W] = call->n_inputs > 1 && call->inputs[1] != NULL;
+  plan->params[P_HAS_B] = call->n_inputs > 2 && call->inputs[2] != NULL;
+  return OA_OK;
+}
+
+/* Per channel: the batch's mean and biased variance (two passes in double; an empty batch gives
+ * NaN), then out = (x - mean) / sqrt(var + eps) * weight + bias rounded once. */
+oa_status_t oa_ref_batch_norm_training_run(const oa_op_call_t *call, const oa_op_plan_t *plan, void *scratch,
+                                           const oa_kernel_env_t *env, oa_diag_t *diag) {
+  (void)scratch;
+  (void)env;
+  (void)diag;
+  const int64_t *p = plan->params;
+  const int64_t outer = p[P_OUTER], cn = p[P_C], inner = p[P_INNER];
+  const float *x = (const float *)call->inputs[0]->data;
+  const float *w = p[P_HAS_W] ? (const float *)call->inputs[1]->data : NULL;
+  const float *b = p[P_HAS_B] ? (const float *)call->inputs[2]->data : NULL;
+  float *y = (float *)call->outputs[0]->data;
+  float *mean_out = call->n_outputs == 3 ? (float *)call->outputs[1]->data : NULL;
+  float *invstd_out = call->n_outputs == 3 ? (float *)call->outputs[2]->data : NULL;
+  const double eps = farg(call, OA_ARG_BATCH_NORM_TRAINING_EPS), count = (double)(outer * inner);
+  for (int64_t c = 0; c < cn; c++) {
+    double s = 0.0, ss = 0.0;
+    for (int64_t n = 0; n < outer; n++) {
+      const float *xr = x + (n * cn + c) * inner;
+      for (int64_t i = 0; i < inner; i++) s += (double)xr[i];
+    }
+    const double mean = s / count;
+    for (int64_t n = 0; n < outer; n++) {
+      const float *xr = x + (n * cn + c) * inner;
+      for (int64_t i = 0; i < inner; i++) {
+        double d = (double)xr[i] - mean;
+        ss += d * d;
+      }
+    }
+    const double invstd = 1.0 / sqrt(ss / count + eps);
+    if (mean_out) mean_out[c] = (float)mean;
+    if (invstd_out) invstd_out[c] = (float)invstd;
+    const double wc = w ? (double)w[c] : 1.0, bc = b ? (double)b[c] : 0.0;
+    for (int64_t n = 0; n < outer; n++) {
+      const float *xr = x + (n * cn + c) * inner;
+      float *yr = y + (n * cn + c) * inner;
+      for (int64_t i = 0; i < inner; i++) yr[i] = (float)(((double)xr[i] - mean) * invstd * wc + bc);
     }
   }
   return OA_OK;

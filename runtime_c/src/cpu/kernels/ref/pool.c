@@ -1,10 +1,14 @@
-/* Reference pooling: max_pool2d (float32, int32, int64, int8), avg_pool2d, adaptive_avg_pool2d.
+/* Reference pooling: max_pool2d (float32, int32, int64, int8, uint8), avg_pool2d, adaptive_avg_pool2d,
+ * adaptive_max_pool2d.
  *
  * Input [N, C, H, W] or [C, H, W]; every leading dim is a plane index. Window and output-size
  * rules follow PyTorch's CPU kernels (Pool.h pooling_output_shape, MaxPoolKernel.cpp,
  * AvgPoolKernel.cpp, AdaptiveAvgPoolKernel.cpp): ceil_mode drops a last window that would start in
  * the right padding; max pooling propagates NaN; an empty max window gives -inf (lowest for ints);
- * averages sum in double in window order. */
+ * averages sum in double in window order. The max ops' optional second output holds each max's
+ * int64 index h * W + w in its input plane, chosen as PyTorch's CPU kernel does: the first
+ * maximum in window order, or the last NaN (a NaN always takes the index); the window's first
+ * element when nothing beats the initial -inf. */
 #include <math.h>
 #include <stdint.h>
 
@@ -57,6 +61,20 @@ static int64_t pool_out_size(int64_t in, int64_t k, int64_t pad, int64_t s, int6
   int64_t o = div_floor(in + 2 * pad - d * (k - 1) - 1 + (ceil_mode ? s - 1 : 0), s) + 1;
   if (ceil_mode && (o - 1) * s >= in + pad) o--;
   return o;
+}
+
+/* The max ops' outputs: out, and optionally indices (int64, out's shape). */
+static oa_status_t check_max_outputs(const oa_op_call_t *call, uint32_t min_ints, oa_diag_t *diag) {
+  if (call->n_outputs != 1 && call->n_outputs != 2)
+    return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "expected 1 or 2 outputs (out, indices), received %u",
+                        call->n_outputs);
+  return oa_check_arity(call, 1, 1, call->n_outputs, min_ints, 0, diag);
+}
+static oa_status_t check_indices(const oa_op_call_t *call, oa_diag_t *diag) {
+  if (call->n_outputs < 2) return OA_OK;
+  oa_status_t st = oa_check_dtype(call, call->outputs[1], OA_DT_I64, "output 1 (indices)", diag);
+  if (st) return st;
+  return oa_check_same_shape(call, call->outputs[1], call->outputs[0], "output 1 (indices)", diag);
 }
 
 /* Input [*, H, W] (3 or 4 dims), output [*, OH, OW] with the same leading dims. */
@@ -132,10 +150,11 @@ oa_status_t oa_ref_max_pool2d_prepare(const oa_op_call_t *call, const oa_kernel_
                                       oa_diag_t *diag) {
   (void)env;
   oa_status_t st;
-  if ((st = oa_check_arity(call, 1, 1, 1, 8, 0, diag))) return st;
-  if ((st = check_io(call, OA_DT_NUM | OA_DT_I8, diag))) return st;
+  if ((st = check_max_outputs(call, 8, diag))) return st;
+  if ((st = check_io(call, OA_DT_NUM | OA_DT_I8 | OA_DT_U8, diag))) return st;
   if ((st = check_arg(call, OA_ARG_MAX_POOL2D_CEIL_MODE, "ceil_mode", 0, 1, diag))) return st;
-  return window_prepare(call, plan, 1, (int)iarg(call, OA_ARG_MAX_POOL2D_CEIL_MODE), diag);
+  if ((st = window_prepare(call, plan, 1, (int)iarg(call, OA_ARG_MAX_POOL2D_CEIL_MODE), diag))) return st;
+  return check_indices(call, diag);
 }
 
 /* One output plane: the window of (oh, ow) covers rows ih0, ih0 + dh, ... below ih1. */
@@ -150,14 +169,19 @@ oa_status_t oa_ref_max_pool2d_prepare(const oa_op_call_t *call, const oa_kernel_
         if (iw1 > w) iw1 = w;                                                                  \
         if (iw0 < 0) iw0 += (-iw0 + dw - 1) / dw * dw;                                         \
         T m = (INIT);                                                                          \
+        int64_t mi = ih0 * w + iw0;                                                            \
         for (int64_t ih = ih0; ih < ih1; ih += dh) {                                           \
           const T *row = xp + ih * w;                                                          \
           for (int64_t iw = iw0; iw < iw1; iw += dw) {                                         \
             T val = row[iw];                                                                   \
-            if (val > m || IS_NAN(val)) m = val;                                               \
+            if (val > m || IS_NAN(val)) {                                                      \
+              m = val;                                                                         \
+              mi = ih * w + iw;                                                                \
+            }                                                                                  \
           }                                                                                    \
         }                                                                                      \
         yp[oh * ow_n + ow] = m;                                                                \
+        if (ip) ip[oh * ow_n + ow] = mi;                                                       \
       }                                                                                        \
     }                                                                                          \
   } while (0)
@@ -176,6 +200,7 @@ oa_status_t oa_ref_max_pool2d_run(const oa_op_call_t *call, const oa_op_plan_t *
   const int64_t dh = p[P_DH], dw = p[P_DW];
   const oa_tensor_t *x = call->inputs[0];
   for (int64_t c = 0; c < planes; c++) {
+    int64_t *ip = call->n_outputs > 1 ? (int64_t *)call->outputs[1]->data + c * oh_n * ow_n : NULL;
     switch (x->dtype) {
       case OA_DTYPE_FLOAT32: {
         const float *xp = (const float *)x->data + c * h * w;
@@ -199,6 +224,12 @@ oa_status_t oa_ref_max_pool2d_run(const oa_op_call_t *call, const oa_op_plan_t *
         const int8_t *xp = (const int8_t *)x->data + c * h * w;
         int8_t *yp = (int8_t *)call->outputs[0]->data + c * oh_n * ow_n;
         MAX_POOL_PLANE(int8_t, INT8_MIN, POOL_NEVER);
+        break;
+      }
+      case OA_DTYPE_UINT8: {
+        const uint8_t *xp = (const uint8_t *)x->data + c * h * w;
+        uint8_t *yp = (uint8_t *)call->outputs[0]->data + c * oh_n * ow_n;
+        MAX_POOL_PLANE(uint8_t, 0, POOL_NEVER);
         break;
       }
       default: break;
@@ -267,11 +298,9 @@ oa_status_t oa_ref_avg_pool2d_run(const oa_op_call_t *call, const oa_op_plan_t *
 
 /* ---- adaptive_avg_pool2d --------------------------------------------------------------------- */
 
-oa_status_t oa_ref_adaptive_avg_pool2d_prepare(const oa_op_call_t *call, const oa_kernel_env_t *env,
-                                               oa_op_plan_t *plan, oa_diag_t *diag) {
-  (void)env;
+/* adaptive_avg_pool2d / adaptive_max_pool2d: the output size from the output tensor. */
+static oa_status_t adaptive_prepare(const oa_op_call_t *call, oa_op_plan_t *plan, oa_diag_t *diag) {
   oa_status_t st;
-  if ((st = oa_check_arity(call, 1, 1, 1, 0, 0, diag))) return st;
   if ((st = check_io(call, OA_DT_F32, diag))) return st;
   const oa_tensor_t *x = call->inputs[0], *y = call->outputs[0];
   if ((st = oa_check_ndim(call, y, x->ndim, x->ndim, "output 0", diag))) return st;
@@ -286,6 +315,14 @@ oa_status_t oa_ref_adaptive_avg_pool2d_prepare(const oa_op_call_t *call, const o
   if ((oh && h > ((int64_t)1 << 62) / oh) || (ow && w > ((int64_t)1 << 62) / ow))
     return oa_diag_fail(diag, OA_ERR_UNSUPPORTED, "input and output sizes are too large for adaptive pooling");
   return check_out(call, plan, oh, ow, diag);
+}
+
+oa_status_t oa_ref_adaptive_avg_pool2d_prepare(const oa_op_call_t *call, const oa_kernel_env_t *env,
+                                               oa_op_plan_t *plan, oa_diag_t *diag) {
+  (void)env;
+  oa_status_t st = oa_check_arity(call, 1, 1, 1, 0, 0, diag);
+  if (st) return st;
+  return adaptive_prepare(call, plan, diag);
 }
 
 /* PyTorch's start_index / end_index: floor(o * in / out), ceil((o + 1) * in / out). */
@@ -312,6 +349,52 @@ oa_status_t oa_ref_adaptive_avg_pool2d_run(const oa_op_call_t *call, const oa_op
         for (int64_t ih = ih0; ih < ih1; ih++)
           for (int64_t iw = iw0; iw < iw1; iw++) sum += (double)xp[ih * w + iw];
         yp[oh * ow_n + ow] = (float)(sum / (double)(ih1 - ih0) / (double)(iw1 - iw0));
+      }
+    }
+  }
+  return OA_OK;
+}
+
+/* ---- adaptive_max_pool2d --------------------------------------------------------------------- */
+
+oa_status_t oa_ref_adaptive_max_pool2d_prepare(const oa_op_call_t *call, const oa_kernel_env_t *env,
+                                               oa_op_plan_t *plan, oa_diag_t *diag) {
+  (void)env;
+  oa_status_t st;
+  if ((st = check_max_outputs(call, 0, diag))) return st;
+  if ((st = adaptive_prepare(call, plan, diag))) return st;
+  return check_indices(call, diag);
+}
+
+oa_status_t oa_ref_adaptive_max_pool2d_run(const oa_op_call_t *call, const oa_op_plan_t *plan, void *scratch,
+                                           const oa_kernel_env_t *env, oa_diag_t *diag) {
+  (void)scratch;
+  (void)env;
+  (void)diag;
+  const int64_t *p = plan->params;
+  const int64_t planes = p[P_PLANES], h = p[P_H], w = p[P_W], oh_n = p[P_OH], ow_n = p[P_OW];
+  const float *x = (const float *)call->inputs[0]->data;
+  float *y = (float *)call->outputs[0]->data;
+  int64_t *ind = call->n_outputs > 1 ? (int64_t *)call->outputs[1]->data : NULL;
+  for (int64_t c = 0; c < planes; c++) {
+    const float *xp = x + c * h * w;
+    for (int64_t oh = 0; oh < oh_n; oh++) {
+      int64_t ih0 = adaptive_start(oh, oh_n, h), ih1 = adaptive_end(oh, oh_n, h);
+      for (int64_t ow = 0; ow < ow_n; ow++) {
+        int64_t iw0 = adaptive_start(ow, ow_n, w), iw1 = adaptive_end(ow, ow_n, w);
+        float m = -INFINITY;
+        int64_t mi = ih0 * w + iw0;
+        for (int64_t ih = ih0; ih < ih1; ih++)
+          for (int64_t iw = iw0; iw < iw1; iw++) {
+            float v = xp[ih * w + iw];
+            if (v > m || v != v) {
+              m = v;
+              mi = ih * w + iw;
+            }
+          }
+        int64_t o = (c * oh_n + oh) * ow_n + ow;
+        y[o] = m;
+        if (ind) ind[o] = mi;
       }
     }
   }

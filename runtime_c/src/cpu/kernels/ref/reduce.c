@@ -1,10 +1,11 @@
-/* Reference reductions: softmax, log_softmax, sum, mean, amax, amin, prod, any, all, var,
- * argmax, argmin, cumsum.
+/* Reference reductions: softmax, log_softmax, sum, mean, amax, amin, prod, any, all, var (and
+ * var_mean), argmax, argmin, and the cumulative ops cumsum, cumprod, cummax, cummin, logcumsumexp.
  *
  * Float sums (sum, mean, var, cumsum, softmax's denominators) and products accumulate in double
  * and round once; integer sums and products wrap modulo 2^64 (two's complement, as PyTorch's
  * int64 arithmetic) without signed overflow. NaN handling follows PyTorch: amax/amin propagate
- * NaN, argmax/argmin return the first NaN, softmax of a row holding a NaN is NaN.
+ * NaN, argmax/argmin return the first NaN, softmax of a row holding a NaN is NaN; cummax/cummin
+ * follow PyTorch's CPU kernel (a NaN, or a later equal element, takes the running index).
  *
  * The dim-list reductions coalesce the input (contiguous, row-major) into alternating runs of
  * kept and reduced dims (size-1 dims dropped). When the innermost run is reduced each output
@@ -461,7 +462,8 @@ static uint64_t red_dtypes(int op) {
 
 static oa_status_t red_prepare(int op, const oa_op_call_t *call, oa_op_plan_t *plan, oa_diag_t *diag) {
   oa_status_t st;
-  if ((st = oa_check_arity(call, 1, 1, 1, 0, 0, diag))) return st;
+  /* var: an optional second output, the mean (var_mean) */
+  if ((st = oa_check_arity(call, 1, 1, op == R_VAR && call->n_outputs == 2 ? 2 : 1, 0, 0, diag))) return st;
   if ((st = oa_check_present(call, 0, "input 0 (self)", diag))) return st;
   const oa_tensor_t *x = call->inputs[0], *y = call->outputs[0];
   if ((st = oa_check_dtype(call, x, red_dtypes(op), "input 0 (self)", diag))) return st;
@@ -507,6 +509,9 @@ static oa_status_t red_prepare(int op, const oa_op_call_t *call, oa_op_plan_t *p
   int64_t shape[OA_MAX_DIMS];
   int32_t nd = reduced_shape(x, mask, keepdim, shape);
   if ((st = oa_check_shape(call, y, shape, nd, "output 0", diag))) return st;
+  if (call->n_outputs == 2 && ((st = oa_check_same_dtype(call, call->outputs[1], y, "output 1 (mean)", diag)) ||
+                               (st = oa_check_shape(call, call->outputs[1], shape, nd, "output 1 (mean)", diag))))
+    return st;
   int64_t count = 1;
   for (int32_t d = 0; d < x->ndim; d++)
     if (mask & (1u << d)) count *= x->shape[d];
@@ -533,9 +538,13 @@ static oa_status_t red_run(int op, const oa_op_call_t *call, const oa_op_plan_t 
   double count = (double)plan->params[RD_COUNT];
   double corr = op == R_VAR && call->n_floats > OA_ARG_VAR_CORRECTION ? call->floats[OA_ARG_VAR_CORRECTION] : 0.0;
   int op1 = op == R_MEAN || op == R_VAR ? R_SUM : op; /* the first (or only) pass */
+  const oa_tensor_t *mean_out = call->n_outputs == 2 ? call->outputs[1] : NULL; /* var_mean */
   if (x->numel == 0) { /* empty reduced dims: every output is the identity */
     acc_t a = acc_init(op1, dt);
-    for (int64_t o = 0; o < y->numel; o++) acc_store(op, dt, y, o, a, count, corr);
+    for (int64_t o = 0; o < y->numel; o++) {
+      acc_store(op, dt, y, o, a, count, corr);
+      if (mean_out) acc_store(R_MEAN, dt, mean_out, o, a, count, corr);
+    }
     return OA_OK;
   }
   red_layout_t L;
@@ -556,6 +565,7 @@ static oa_status_t red_run(int op, const oa_op_call_t *call, const oa_op_plan_t 
         a.d /= count;
         acc_store(R_SUM, dt, y, o, a, count, corr);
       } else if (op == R_VAR) {
+        if (mean_out) acc_store(R_MEAN, dt, mean_out, o, a, count, corr);
         double mean = a.d / count;
         a.d = 0.0;
         odo_init(&ro, L.nr, L.rsize, L.rstride);
@@ -583,6 +593,7 @@ static oa_status_t red_run(int op, const oa_op_call_t *call, const oa_op_plan_t 
     }
     if (op == R_VAR) {
       for (int64_t j = 0; j < inner; j++) {
+        if (mean_out) acc_store(R_MEAN, dt, mean_out, r * inner + j, acc[j], count, corr);
         acc[j].d /= count;
         acc2[j].d = 0.0;
       }
@@ -735,13 +746,26 @@ oa_status_t oa_ref_argmin_run(const oa_op_call_t *call, const oa_op_plan_t *plan
   return arg_run(call, plan, scratch, 1);
 }
 
-/* ---- cumsum ---------------------------------------------------------------------------------- */
+/* ---- cumsum / cumprod ------------------------------------------------------------------------ */
 
 enum { C_OUTER, C_N, C_INNER };
 
-oa_status_t oa_ref_cumsum_prepare(const oa_op_call_t *call, const oa_kernel_env_t *env, oa_op_plan_t *plan,
-                                  oa_diag_t *diag) {
-  (void)env;
+_Static_assert(OA_ARG_CUMPROD_DIM == OA_ARG_CUMSUM_DIM && OA_ARG_CUMMAX_DIM == OA_ARG_CUMSUM_DIM &&
+                   OA_ARG_CUMMIN_DIM == OA_ARG_CUMSUM_DIM && OA_ARG_LOGCUMSUMEXP_DIM == OA_ARG_CUMSUM_DIM,
+               "the cumulative ops no longer share cumsum's dim (cum_split)");
+
+/* The dim argument and the [outer, n, inner] split of the cumulative ops; scratch for `copies`
+ * rows of `inner` accumulators when inner > 1. */
+static oa_status_t cum_split(const oa_op_call_t *call, oa_op_plan_t *plan, int64_t copies, oa_diag_t *diag) {
+  int32_t dim = 0;
+  oa_status_t st = check_dim(call, call->inputs[0], OA_ARG_CUMSUM_DIM, "dim", &dim, diag);
+  if (st) return st;
+  split_at(call->inputs[0], dim, &plan->params[C_OUTER], &plan->params[C_N], &plan->params[C_INNER]);
+  if (copies > 0 && plan->params[C_INNER] > 1) return acc_scratch(plan->params[C_INNER], copies, plan, diag);
+  return OA_OK;
+}
+
+static oa_status_t cum_prepare(int op, const oa_op_call_t *call, oa_op_plan_t *plan, oa_diag_t *diag) {
   oa_status_t st;
   if ((st = oa_check_arity(call, 1, 1, 1, 1, 0, diag))) return st;
   if ((st = oa_check_present(call, 0, "input 0 (self)", diag))) return st;
@@ -750,35 +774,176 @@ oa_status_t oa_ref_cumsum_prepare(const oa_op_call_t *call, const oa_kernel_env_
   /* float -> float32; integers and bool -> int64 (PyTorch), int32 -> int32 with dtype=int32 */
   uint64_t out_ok = is_float(x->dtype) ? OA_DT_F32 : (x->dtype == OA_DTYPE_INT32 ? OA_DT_INT : OA_DT_I64);
   if (y->dtype < 0 || y->dtype > 63 || !(out_ok & OA_DTYPE_BIT(y->dtype)))
-    return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "output 0 ('%s'): expected dtype %s for cumsum of %s, received %s",
+    return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "output 0 ('%s'): expected dtype %s for %s of %s, received %s",
                         y->name, is_float(x->dtype) ? "float32" : (out_ok == OA_DT_INT ? "int64 or int32" : "int64"),
-                        oa_dtype_name(x->dtype), oa_dtype_name(y->dtype));
+                        op == R_SUM ? "cumsum" : "cumprod", oa_dtype_name(x->dtype), oa_dtype_name(y->dtype));
   if ((st = oa_check_same_shape(call, y, x, "output 0", diag))) return st;
-  int32_t dim = 0;
-  if ((st = check_dim(call, x, OA_ARG_CUMSUM_DIM, "dim", &dim, diag))) return st;
-  split_at(x, dim, &plan->params[C_OUTER], &plan->params[C_N], &plan->params[C_INNER]);
-  if (plan->params[C_INNER] > 1) return acc_scratch(plan->params[C_INNER], 1, plan, diag);
-  return OA_OK;
+  return cum_split(call, plan, 1, diag);
 }
 
-oa_status_t oa_ref_cumsum_run(const oa_op_call_t *call, const oa_op_plan_t *plan, void *scratch,
-                              const oa_kernel_env_t *env, oa_diag_t *diag) {
-  (void)env;
-  (void)diag;
+static oa_status_t cum_run(int op, const oa_op_call_t *call, const oa_op_plan_t *plan, void *scratch) {
   const oa_tensor_t *x = call->inputs[0], *y = call->outputs[0];
   int64_t outer = plan->params[C_OUTER], n = plan->params[C_N], inner = plan->params[C_INNER];
   acc_t one;
   acc_t *acc = inner > 1 ? (acc_t *)scratch : &one;
   int32_t dt = x->dtype;
   for (int64_t o = 0; o < outer; o++) {
-    acc_t init = acc_init(R_SUM, dt);
+    acc_t init = acc_init(op, dt);
     for (int64_t j = 0; j < inner; j++) acc[j] = init;
     for (int64_t i = 0; i < n; i++) {
       int64_t at = (o * n + i) * inner;
       const void *p = (const uint8_t *)x->data + (size_t)at * oa_dtype_size(dt);
-      acc_vec(R_SUM, dt, acc, p, inner, NULL);
-      for (int64_t j = 0; j < inner; j++) acc_store(R_SUM, dt, y, at + j, acc[j], 0.0, 0.0);
+      acc_vec(op, dt, acc, p, inner, NULL);
+      for (int64_t j = 0; j < inner; j++) acc_store(op, dt, y, at + j, acc[j], 0.0, 0.0);
     }
   }
+  return OA_OK;
+}
+
+oa_status_t oa_ref_cumsum_prepare(const oa_op_call_t *call, const oa_kernel_env_t *env, oa_op_plan_t *plan,
+                                  oa_diag_t *diag) {
+  (void)env;
+  return cum_prepare(R_SUM, call, plan, diag);
+}
+oa_status_t oa_ref_cumsum_run(const oa_op_call_t *call, const oa_op_plan_t *plan, void *scratch,
+                              const oa_kernel_env_t *env, oa_diag_t *diag) {
+  (void)env;
+  (void)diag;
+  return cum_run(R_SUM, call, plan, scratch);
+}
+oa_status_t oa_ref_cumprod_prepare(const oa_op_call_t *call, const oa_kernel_env_t *env, oa_op_plan_t *plan,
+                                   oa_diag_t *diag) {
+  (void)env;
+  return cum_prepare(R_PROD, call, plan, diag);
+}
+oa_status_t oa_ref_cumprod_run(const oa_op_call_t *call, const oa_op_plan_t *plan, void *scratch,
+                               const oa_kernel_env_t *env, oa_diag_t *diag) {
+  (void)env;
+  (void)diag;
+  return cum_run(R_PROD, call, plan, scratch);
+}
+
+/* ---- cummax / cummin ------------------------------------------------------------------------- */
+
+static oa_status_t cumext_prepare(const oa_op_call_t *call, oa_op_plan_t *plan, oa_diag_t *diag) {
+  oa_status_t st;
+  if ((st = oa_check_arity(call, 1, 1, 2, 1, 0, diag))) return st;
+  if ((st = oa_check_present(call, 0, "input 0 (self)", diag))) return st;
+  const oa_tensor_t *x = call->inputs[0];
+  if ((st = oa_check_dtype(call, x, OA_DT_ALL, "input 0 (self)", diag))) return st;
+  if ((st = oa_check_same_dtype(call, call->outputs[0], x, "output 0 (values)", diag)) ||
+      (st = oa_check_same_shape(call, call->outputs[0], x, "output 0 (values)", diag)) ||
+      (st = oa_check_dtype(call, call->outputs[1], OA_DT_I64, "output 1 (indices)", diag)) ||
+      (st = oa_check_same_shape(call, call->outputs[1], x, "output 1 (indices)", diag)))
+    return st;
+  return cum_split(call, plan, 0, diag);
+}
+
+/* Element i of an integer (or bool) tensor as int64. */
+static int64_t int_at(const oa_tensor_t *t, int64_t i) {
+  switch (t->dtype) {
+    case OA_DTYPE_INT32: return ((const int32_t *)t->data)[i];
+    case OA_DTYPE_INT64: return ((const int64_t *)t->data)[i];
+    case OA_DTYPE_INT8: return ((const int8_t *)t->data)[i];
+    default: return ((const uint8_t *)t->data)[i];
+  }
+}
+
+/* PyTorch's cummax_cummin_helper: element i replaces the running value (and index) when it is NaN,
+ * or when the running value is not NaN and i is >= it (cummin: <=). */
+static oa_status_t cumext_run(const oa_op_call_t *call, const oa_op_plan_t *plan, int is_min) {
+  const oa_tensor_t *x = call->inputs[0];
+  int64_t outer = plan->params[C_OUTER], n = plan->params[C_N], inner = plan->params[C_INNER];
+  size_t es = oa_dtype_size(x->dtype);
+  uint8_t *vals = (uint8_t *)call->outputs[0]->data;
+  int64_t *idx = (int64_t *)call->outputs[1]->data;
+  int f = is_float(x->dtype);
+  for (int64_t o = 0; o < outer; o++)
+    for (int64_t j = 0; j < inner; j++) {
+      int64_t base = o * n * inner + j, best = 0;
+      for (int64_t i = 0; i < n; i++) {
+        int64_t at = base + i * inner, cur = base + best * inner;
+        int take;
+        if (f) {
+          float v = ((const float *)x->data)[at], m = ((const float *)x->data)[cur];
+          take = v != v || (m == m && (is_min ? v <= m : v >= m));
+        } else {
+          int64_t v = int_at(x, at), m = int_at(x, cur);
+          take = is_min ? v <= m : v >= m;
+        }
+        if (take) best = i;
+        memcpy(vals + (size_t)at * es, (const uint8_t *)x->data + (size_t)(base + best * inner) * es, es);
+        idx[at] = best;
+      }
+    }
+  return OA_OK;
+}
+
+oa_status_t oa_ref_cummax_prepare(const oa_op_call_t *call, const oa_kernel_env_t *env, oa_op_plan_t *plan,
+                                  oa_diag_t *diag) {
+  (void)env;
+  return cumext_prepare(call, plan, diag);
+}
+oa_status_t oa_ref_cummax_run(const oa_op_call_t *call, const oa_op_plan_t *plan, void *scratch,
+                              const oa_kernel_env_t *env, oa_diag_t *diag) {
+  (void)scratch;
+  (void)env;
+  (void)diag;
+  return cumext_run(call, plan, 0);
+}
+oa_status_t oa_ref_cummin_prepare(const oa_op_call_t *call, const oa_kernel_env_t *env, oa_op_plan_t *plan,
+                                  oa_diag_t *diag) {
+  (void)env;
+  return cumext_prepare(call, plan, diag);
+}
+oa_status_t oa_ref_cummin_run(const oa_op_call_t *call, const oa_op_plan_t *plan, void *scratch,
+                              const oa_kernel_env_t *env, oa_diag_t *diag) {
+  (void)scratch;
+  (void)env;
+  (void)diag;
+  return cumext_run(call, plan, 1);
+}
+
+/* ---- logcumsumexp ---------------------------------------------------------------------------- */
+
+oa_status_t oa_ref_logcumsumexp_prepare(const oa_op_call_t *call, const oa_kernel_env_t *env, oa_op_plan_t *plan,
+                                        oa_diag_t *diag) {
+  (void)env;
+  oa_status_t st;
+  if ((st = oa_check_arity(call, 1, 1, 1, 1, 0, diag))) return st;
+  if ((st = oa_check_present(call, 0, "input 0 (self)", diag))) return st;
+  const oa_tensor_t *x = call->inputs[0], *y = call->outputs[0];
+  if ((st = oa_check_dtype(call, x, OA_DT_F32, "input 0 (self)", diag))) return st;
+  if ((st = oa_check_same_dtype(call, y, x, "output 0", diag))) return st;
+  if ((st = oa_check_same_shape(call, y, x, "output 0", diag))) return st;
+  return cum_split(call, plan, 0, diag);
+}
+
+/* log(exp(x) + exp(acc)) as PyTorch's _log_add_exp_helper: NaN propagates, and two equal
+ * infinities give that infinity (not inf - inf). */
+static double log_add_exp(double x, double acc) {
+  if (x != x || acc != acc) return NAN;
+  double lo = x < acc ? x : acc, hi = x < acc ? acc : x;
+  if (lo != hi || isfinite(lo)) return log1p(exp(lo - hi)) + hi;
+  return x;
+}
+
+oa_status_t oa_ref_logcumsumexp_run(const oa_op_call_t *call, const oa_op_plan_t *plan, void *scratch,
+                                    const oa_kernel_env_t *env, oa_diag_t *diag) {
+  (void)scratch;
+  (void)env;
+  (void)diag;
+  const float *x = (const float *)call->inputs[0]->data;
+  float *y = (float *)call->outputs[0]->data;
+  int64_t outer = plan->params[C_OUTER], n = plan->params[C_N], inner = plan->params[C_INNER];
+  for (int64_t o = 0; o < outer; o++)
+    for (int64_t j = 0; j < inner; j++) {
+      double acc = -INFINITY;
+      for (int64_t i = 0; i < n; i++) {
+        int64_t at = (o * n + i) * inner + j;
+        acc = log_add_exp((double)x[at], acc);
+        y[at] = (float)acc;
+      }
+    }
   return OA_OK;
 }
