@@ -55,6 +55,11 @@
 #define OA_ARG_DIV_NUM_INTS 1
 #define OA_ARG_DIV_NUM_FLOATS 0
 
+/* polygamma */
+#define OA_ARG_POLYGAMMA_N 0 /* ints[0] */
+#define OA_ARG_POLYGAMMA_NUM_INTS 1
+#define OA_ARG_POLYGAMMA_NUM_FLOATS 0
+
 /* full */
 #define OA_ARG_FULL_VALUE 0 /* floats[0] */
 #define OA_ARG_FULL_NUM_INTS 0

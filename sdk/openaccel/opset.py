@@ -102,9 +102,34 @@ for _name in ("bitwise_and", "bitwise_or", "bitwise_xor"):
 _op("where", ("condition", "self", "other"), dtypes=ANY, family="binary",
     doc="condition (bool) ? self : other, all three broadcast")
 
+# ---- math functions (float32; computed in double and rounded once, see ref/math.c) ---------------
+for _name, _doc in [
+    ("acos", "arccos x (nan outside [-1, 1])"), ("asin", "arcsin x (nan outside [-1, 1])"), ("atan", "arctan x"),
+    ("tan", "tan x"), ("sinh", "sinh x"), ("cosh", "cosh x"), ("asinh", "arsinh x"),
+    ("acosh", "arcosh x (nan below 1)"), ("atanh", "artanh x (+-inf at +-1, nan outside)"),
+    ("log2", "log2 x"), ("log10", "log10 x"), ("exp2", "2^x"),
+    ("erfc", "1 - erf x without cancellation"), ("erfinv", "inverse of erf (+-inf at +-1, nan outside [-1, 1])"),
+    ("erfcx", "e^(x^2) erfc x (special_erfcx)"), ("ndtri", "inverse of the standard normal CDF (special_ndtri)"),
+    ("lgamma", "ln |Gamma(x)|"), ("digamma", "Gamma'(x) / Gamma(x): -inf at +0, +inf at -0, nan at negative integers"),
+    ("i0", "modified Bessel function I0"), ("i0e", "e^-|x| I0(x) (special_i0e)"),
+    ("i1", "modified Bessel function I1 (special_i1)"), ("i1e", "e^-|x| I1(x) (special_i1e)"),
+]:
+    _op(_name, ("self",), inplace=0, doc=_doc, family="math")
+_op("polygamma", ("self",), ints=("n",), inplace=0, family="math",
+    doc="n-th derivative of digamma, n >= 0: (-1)^(n+1) n! zeta(n + 1, x) for n >= 1; at x = 0, -1, -2, ... "
+    "+inf (odd n) or -inf (even n >= 2)")
+for _name, _doc in [
+    ("atan2", "arctan(self / other) in the quadrant of (other, self)"),
+    ("copysign", "|self| with the sign bit of other"),
+    ("hypot", "sqrt(self^2 + other^2) without overflow; inf if either is inf, even with a NaN"),
+    ("nextafter", "the next float32 after self toward other"),
+]:
+    _op(_name, ("self", "other"), inplace=0, doc=_doc, family="binary")
+
 # ---- creation ---------------------------------------------------------------------------------
 _op("full", (), floats=("value",), dtypes=ANY, family="creation",
-    doc="fill the output with value (an in-range integer for integer outputs)")
+    doc="fill the output with value (an in-range integer for integer outputs); also torch.empty / empty_like / "
+    "new_empty / empty_strided, uninitialized in PyTorch, which openaccel fills with zeros")
 _op("arange", (), floats=("start", "step"), dtypes=NUM, family="creation",
     doc="1-D out[i] = start + i * step (length from the output; float32: computed in double then rounded; "
     "integers: exact, |values| <= 2^53)")

@@ -18,6 +18,9 @@ const char *const k_ops[] = {
     "expand", "slice", "select", "cat", "split", "pad", "flip", "repeat", "embedding", "index_select", "gather",
     "sdpa", "conv2d_winograd", "conv2d_nhwc", "mbconv_nhwc", "linear_packed",
     "quantize", "dequantize", "conv2d_q8", "linear_q8", "add_q8", "mean_q8", "mul_q8",
+    "acos", "asin", "atan", "tan", "sinh", "cosh", "asinh", "acosh", "atanh", "log2", "log10", "exp2", "erfc",
+    "erfinv", "erfcx", "ndtri", "lgamma", "digamma", "i0", "i0e", "i1", "i1e", "polygamma", "atan2", "copysign",
+    "hypot", "nextafter",
 };
 const size_t k_n_ops = sizeof k_ops / sizeof k_ops[0];
 

@@ -73,12 +73,28 @@ def reference_outputs(model: Callable[..., Any], inputs: Sequence[Any],
         return [o64.to(o.dtype) for o, o64 in zip(outs, outs64)]
 
 
+def lowerable_non_core_ops() -> list[torch._ops.OpOverload]:
+    """The ATen ops outside core ATen that openaccel has a lowering rule for (exp2, erfinv, copysign,
+    round.decimals, ...). to_edge keeps an op it has no decomposition for, and its verifier refuses
+    those outside core ATen unless they are listed as exceptions: these are."""
+    found = []
+    for name in supported_edge_ops():
+        parts = name.split(".")
+        if len(parts) != 3 or parts[0] != "aten":
+            continue
+        overload = getattr(getattr(torch.ops.aten, parts[1], None), parts[2], None)
+        if isinstance(overload, torch._ops.OpOverload) and torch.Tag.core not in overload.tags:
+            found.append(overload)
+    return found
+
+
 def _edge_config(check: bool) -> Any:
     from executorch.exir import EdgeCompileConfig
 
     # scaled_dot_product_attention stays one op (a fused kernel) instead of ~20 decomposed ones
     return EdgeCompileConfig(_check_ir_validity=check,
-                             preserve_ops=[torch.ops.aten.scaled_dot_product_attention.default])
+                             preserve_ops=[torch.ops.aten.scaled_dot_product_attention.default],
+                             _core_aten_ops_exception_list=lowerable_non_core_ops())
 
 
 def _unlowerable(ep: torch.export.ExportedProgram) -> dict[str, Source]:

@@ -25,7 +25,7 @@ RULES: dict[str, Rule] = {}
 REFUSED: dict[str, str] = {}
 
 _MODULES = ("elementwise", "binary", "matmul", "conv", "pool", "norm", "reduce", "shape", "index", "resize",
-            "attention", "quant", "refused")
+            "attention", "quant", "math", "refused")
 
 
 def rule(*names: str) -> Callable[[Rule], Rule]:

@@ -141,3 +141,26 @@ def where(ctx: LowerCtx, node: AtenNode) -> None:
     cond = ctx.cast(cond, torch.bool)
     dt = compute_dtype(ctx, "where", out.dtype)
     emit_as(ctx, "where", [cond, operand(ctx, a["self"], dt), operand(ctx, a["other"], dt)], out, dt)
+
+
+# ---- float math of two arguments ----------------------------------------------------------------
+
+_FLOAT2 = {
+    "aten.atan2.default": "atan2", "aten.atan2.out": "atan2", "aten.copysign.Tensor": "copysign",
+    "aten.copysign.Scalar": "copysign", "aten.hypot.default": "hypot", "aten.nextafter.default": "nextafter",
+}
+
+
+@rule(*_FLOAT2)
+def float_binary(ctx: LowerCtx, node: AtenNode) -> None:
+    """atan2, copysign, hypot, nextafter: float32 with broadcasting; integer / bool operands and Python
+    scalars are converted to float32 (the output's dtype), as PyTorch promotes them. torch.export
+    functionalizes atan2(..., out=t) into atan2.default; an atan2.out node writes the node's own output
+    (its `out` argument is only the buffer eager would have reused)."""
+    op = _FLOAT2[node.op_name]
+    a = ctx.bind(node)
+    out = output(node)
+    x, y = a["self"], a["other"]
+    dt = compute_dtype(ctx, op, out.dtype)
+    xv = operand(ctx, x, dt)
+    emit_as(ctx, op, [xv, xv if y is x else operand(ctx, y, dt)], out, dt)

@@ -21,7 +21,7 @@
 
 enum bin_op {
   B_ADD, B_SUB, B_MUL, B_DIV, B_POW, B_MIN, B_MAX, B_REM, B_FMOD, B_EQ, B_NE, B_LT, B_LE, B_GT, B_GE,
-  B_LAND, B_LOR, B_LXOR, B_BAND, B_BOR, B_BXOR, B_WHERE
+  B_LAND, B_LOR, B_LXOR, B_BAND, B_BOR, B_BXOR, B_WHERE, B_ATAN2, B_COPYSIGN, B_HYPOT, B_NEXTAFTER
 };
 
 /* plan->params layout */
@@ -186,6 +186,12 @@ ROW2(min_f32, float, float, min_f32(a, b))
 ROW2(max_f32, float, float, max_f32(a, b))
 ROW2(rem_f32, float, float, rem_f32(a, b))
 ROW2(fmod_f32, float, float, fmodf(a, b))
+/* the float math of two arguments (ref/math.c's rule): atan2 and hypot in double, rounded once
+ * (hypot keeps C's inf over NaN); copysign and nextafter are exact in float */
+ROW2(atan2_f32, float, float, (float)atan2((double)a, (double)b))
+ROW2(copysign_f32, float, float, copysignf(a, b))
+ROW2(hypot_f32, float, float, (float)hypot((double)a, (double)b))
+ROW2(nextafter_f32, float, float, nextafterf(a, b))
 
 /* integers: T, unsigned U, wrap W */
 #define INT_ROWS(T, U, W, SFX)                                                 \
@@ -283,6 +289,10 @@ static row_fn pick_row(int op, int32_t dt, int64_t mode) {
     case B_BAND: return b ? row_band_b : i32 ? row_band_i32 : i64 ? row_band_i64 : (row_fn)0;
     case B_BOR: return b ? row_bor_b : i32 ? row_bor_i32 : i64 ? row_bor_i64 : (row_fn)0;
     case B_BXOR: return b ? row_bxor_b : i32 ? row_bxor_i32 : i64 ? row_bxor_i64 : (row_fn)0;
+    case B_ATAN2: return f ? row_atan2_f32 : (row_fn)0;
+    case B_COPYSIGN: return f ? row_copysign_f32 : (row_fn)0;
+    case B_HYPOT: return f ? row_hypot_f32 : (row_fn)0;
+    case B_NEXTAFTER: return f ? row_nextafter_f32 : (row_fn)0;
     case B_WHERE:
       switch (oa_dtype_size(dt)) {
         case 1: return row_where_1;
@@ -486,3 +496,7 @@ BINARY_KERNEL(bitwise_and, B_BAND, OA_DT_INT | OA_DT_BOOL)
 BINARY_KERNEL(bitwise_or, B_BOR, OA_DT_INT | OA_DT_BOOL)
 BINARY_KERNEL(bitwise_xor, B_BXOR, OA_DT_INT | OA_DT_BOOL)
 BINARY_KERNEL(where, B_WHERE, OA_DT_ALL)
+BINARY_KERNEL(atan2, B_ATAN2, OA_DT_F32)
+BINARY_KERNEL(copysign, B_COPYSIGN, OA_DT_F32)
+BINARY_KERNEL(hypot, B_HYPOT, OA_DT_F32)
+BINARY_KERNEL(nextafter, B_NEXTAFTER, OA_DT_F32)
