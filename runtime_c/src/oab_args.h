@@ -351,6 +351,26 @@
 #define OA_ARG_GATHER_NUM_INTS 1
 #define OA_ARG_GATHER_NUM_FLOATS 0
 
+/* fft_r2c */
+#define OA_ARG_FFT_R2C_NORMALIZATION 0 /* ints[0] */
+#define OA_ARG_FFT_R2C_ONESIDED 1 /* ints[1] */
+#define OA_ARG_FFT_R2C_DIMS 2 /* ints[2..] */
+#define OA_ARG_FFT_R2C_NUM_INTS 2
+#define OA_ARG_FFT_R2C_NUM_FLOATS 0
+
+/* fft_c2c */
+#define OA_ARG_FFT_C2C_NORMALIZATION 0 /* ints[0] */
+#define OA_ARG_FFT_C2C_FORWARD 1 /* ints[1] */
+#define OA_ARG_FFT_C2C_DIMS 2 /* ints[2..] */
+#define OA_ARG_FFT_C2C_NUM_INTS 2
+#define OA_ARG_FFT_C2C_NUM_FLOATS 0
+
+/* fft_c2r */
+#define OA_ARG_FFT_C2R_NORMALIZATION 0 /* ints[0] */
+#define OA_ARG_FFT_C2R_DIMS 1 /* ints[1..] */
+#define OA_ARG_FFT_C2R_NUM_INTS 1
+#define OA_ARG_FFT_C2R_NUM_FLOATS 0
+
 /* sdpa */
 #define OA_ARG_SDPA_IS_CAUSAL 0 /* ints[0] */
 #define OA_ARG_SDPA_GQA_GROUPS 1 /* ints[1] */

@@ -12,6 +12,8 @@ Conventions
 - Trailing integer / float arguments that a file omits default to 0 (so new optional arguments
   can be appended without a format change).
 - `act` (fused activation) codes: 0 none, 1 relu, 2 clamp to [act_min, act_max].
+- complex64 tensors hold interleaved float32 (real, imaginary) pairs; the exporter views them as
+  float32 [..., 2] and back without a copy (view_as_real / view_as_complex).
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ INTS = frozenset({"int32", "int64"})
 NUM = F32 | INTS
 BOOL = frozenset({"bool"})
 ANY = NUM | BOOL | frozenset({"uint8", "int8"})
+C64 = frozenset({"complex64"})
+MOVE = ANY | C64   # data movement: any element type, complex64 included
 
 
 @dataclass(frozen=True)
@@ -58,6 +62,8 @@ for _name, _doc in [
     ("log1p", "ln(1+x)"), ("expm1", "e^x-1"),
 ]:
     _dt = NUM if _name in ("neg", "abs", "relu", "sign") else F32
+    if _name == "abs":
+        _dt, _doc = NUM | C64, "|x|; complex64 -> float32 (hypot of the parts)"
     _op(_name, ("self",), dtypes=_dt, inplace=0, doc=_doc, family="elementwise")
 _op("gelu", ("self",), ints=("approximate",), inplace=0, family="elementwise",
     doc="approximate: 0 exact (erf), 1 tanh")
@@ -71,20 +77,22 @@ _op("clamp", ("self",), ints=("has_min", "has_max"), floats=("min", "max"), dtyp
     "use ceil(min) / floor(max) saturated to the dtype")
 _op("logical_not", ("self",), dtypes=ANY, family="elementwise", doc="output bool: x == 0")
 _op("bitwise_not", ("self",), dtypes=INTS | BOOL, inplace=0, family="elementwise", doc="~x (not x for bool)")
-_op("cast", ("self",), dtypes=ANY | frozenset({"int16", "float64"}), family="elementwise",
+_op("cast", ("self",), dtypes=ANY | C64 | frozenset({"int16", "float64"}), family="elementwise",
     doc="convert to the output tensor's dtype: int->int wraps; float->int32/int64 truncates toward zero, "
     "saturating (NaN -> 0); float->uint8/int8/int16 truncates to int64 then wraps (PyTorch's uint8 rule); "
-    "->bool is x != 0")
+    "->bool is x != 0; real->complex64 has imaginary part 0, complex64->real keeps the real part (->bool: "
+    "either part nonzero)")
 
 # ---- elementwise: binary with broadcasting ------------------------------------------------------
-_op("add", ("self", "other"), floats=("alpha",), dtypes=NUM, inplace=0, family="binary",
+_op("add", ("self", "other"), floats=("alpha",), dtypes=NUM | C64, inplace=0, family="binary",
     doc="self + alpha * other (alpha missing = 1; an integer for integer inputs); integers wrap")
-_op("sub", ("self", "other"), floats=("alpha",), dtypes=NUM, inplace=0, family="binary",
+_op("sub", ("self", "other"), floats=("alpha",), dtypes=NUM | C64, inplace=0, family="binary",
     doc="self - alpha * other (alpha missing = 1; an integer for integer inputs); integers wrap")
-_op("mul", ("self", "other"), dtypes=NUM | BOOL, inplace=0, family="binary")
-_op("div", ("self", "other"), ints=("rounding_mode",), dtypes=NUM, inplace=0, family="binary",
-    doc="rounding_mode: 0 true division (float32 only), 1 trunc, 2 floor; integer division by zero is a "
-    "run-time error")
+_op("mul", ("self", "other"), dtypes=NUM | BOOL | C64, inplace=0, family="binary",
+    doc="complex64: the product in double, rounded once per part")
+_op("div", ("self", "other"), ints=("rounding_mode",), dtypes=NUM | C64, inplace=0, family="binary",
+    doc="rounding_mode: 0 true division (float32, complex64 in double), 1 trunc, 2 floor; integer division by "
+    "zero is a run-time error")
 _op("pow", ("self", "other"), dtypes=NUM, inplace=0, family="binary",
     doc="integers: negative exponents give 0 unless |self| = 1; products wrap")
 _op("minimum", ("self", "other"), dtypes=NUM, inplace=0, family="binary", doc="NaN propagates")
@@ -235,27 +243,40 @@ _op("cumsum", ("self",), ints=("dim",), dtypes=NUM | BOOL, family="reduce",
     doc="output float32 for float32, int64 for ints/bool (int32 allowed for int32)")
 
 # ---- data movement ----------------------------------------------------------------------------
-_op("copy", ("self",), dtypes=ANY, family="shape", doc="contiguous copy (clone, or a reshape that cannot alias)")
-_op("permute", ("self",), ints=("dims*",), dtypes=ANY, family="shape")
-_op("expand", ("self",), dtypes=ANY, family="shape", doc="broadcast to the output shape")
-_op("slice", ("self",), ints=("dim", "start", "end", "step"), dtypes=ANY, family="shape",
+_op("copy", ("self",), dtypes=MOVE, family="shape", doc="contiguous copy (clone, or a reshape that cannot alias)")
+_op("permute", ("self",), ints=("dims*",), dtypes=MOVE, family="shape")
+_op("expand", ("self",), dtypes=MOVE, family="shape", doc="broadcast to the output shape")
+_op("slice", ("self",), ints=("dim", "start", "end", "step"), dtypes=MOVE, family="shape",
     doc="0 <= start <= end <= size (clamped by the exporter), step >= 1")
-_op("select", ("self",), ints=("dim", "index"), dtypes=ANY, family="shape")
-_op("cat", ("tensors*",), ints=("dim",), dtypes=ANY, family="shape",
+_op("select", ("self",), ints=("dim", "index"), dtypes=MOVE, family="shape")
+_op("cat", ("tensors*",), ints=("dim",), dtypes=MOVE, family="shape",
     doc="1 to 64 inputs (the exporter chains longer lists)")
-_op("split", ("self",), ("outs*",), ints=("dim",), dtypes=ANY, family="shape",
+_op("split", ("self",), ("outs*",), ints=("dim",), dtypes=MOVE, family="shape",
     doc="sizes from the output tensors")
-_op("pad", ("self",), ints=("pads*",), floats=("value",), dtypes=ANY, family="shape",
-    doc="constant_pad_nd: pads = (last dim before, after, previous dim before, after, ...); negative crops")
-_op("flip", ("self",), ints=("dims*",), dtypes=ANY, family="shape")
-_op("repeat", ("self",), dtypes=ANY, family="shape", doc="tile to the output shape")
+_op("pad", ("self",), ints=("pads*",), floats=("value",), dtypes=MOVE, family="shape",
+    doc="constant_pad_nd: pads = (last dim before, after, previous dim before, after, ...); negative crops; "
+    "complex64 pads with (value, 0)")
+_op("flip", ("self",), ints=("dims*",), dtypes=MOVE, family="shape")
+_op("repeat", ("self",), dtypes=MOVE, family="shape", doc="tile to the output shape")
 _op("embedding", ("weight", "indices"), dtypes=ANY, family="index",
     doc="out[..., :] = weight[indices[...], :]; weight 2-D; indices int32/int64, range-checked at run time")
-_op("index_select", ("self", "index"), ints=("dim", "negative_wraps"), dtypes=ANY, family="index",
+_op("index_select", ("self", "index"), ints=("dim", "negative_wraps"), dtypes=MOVE, family="index",
     doc="index 0-/1-D int32/int64, range-checked at run time; negative_wraps 1: index < 0 counts from "
         "the end (aten.index), 0: an error (aten.index_select)")
 _op("gather", ("self", "index"), ints=("dim",), dtypes=ANY, family="index",
     doc="out[i][j] = self[index[i][j]][j] (dim 0); index int32/int64, same ndim, range-checked at run time")
+
+
+# ---- FFT (complex64; double precision inside, see ref/fft.c) --------------------------------------
+_FFT_DOC = ("over `dims` (the last listed is the real / Hermitian one), each signal length >= 1; "
+            "normalization 0 none, 1 1/sqrt(n), 2 1/n with n the product of the signal lengths (the real side's)")
+_op("fft_r2c", ("self",), ints=("normalization", "onesided", "dims*"), family="fft",
+    doc="float32 -> complex64 forward DFT " + _FFT_DOC + "; onesided keeps bins 0 .. n/2 of the last dim")
+_op("fft_c2c", ("self",), ints=("normalization", "forward", "dims*"), dtypes=C64, family="fft",
+    doc="complex64 DFT, forward (e^-i) or backward (e^+i), " + _FFT_DOC)
+_op("fft_c2r", ("self",), ints=("normalization", "dims*"), dtypes=C64, family="fft",
+    doc="complex64 -> float32 backward DFT of a Hermitian signal (the inverse of fft_r2c onesided) " + _FFT_DOC
+    + "; the output's last dim n, the input's n/2 + 1 (the imaginary parts of bins 0 and n/2 are ignored)")
 
 
 # ---- attention (kept as one op: the exporter asks to_edge to preserve SDPA) ---------------------

@@ -77,11 +77,13 @@ def arith(ctx: LowerCtx, node: AtenNode) -> None:
     if op in ("add", "sub"):
         alpha = a.get("alpha", 1)
         alpha = 1 if alpha is None else alpha
-        floats = [float(alpha) if dt.is_floating_point else int_arg(ctx, "alpha", alpha, dt)]
+        if isinstance(alpha, complex):
+            raise ctx.unsupported(f"complex alpha = {alpha!r}")
+        floats = [float(alpha) if dt.is_floating_point or dt.is_complex else int_arg(ctx, "alpha", alpha, dt)]
     elif op == "div":
         mode = a.get("rounding_mode")
         if mode is None:
-            if not dt.is_floating_point:
+            if not (dt.is_floating_point or dt.is_complex):
                 raise ctx.unsupported(f"true division producing {dtype_name(out.dtype)}")
         elif mode in ("trunc", "floor"):
             ints = [1 if mode == "trunc" else 2]

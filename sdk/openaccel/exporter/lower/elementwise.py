@@ -21,7 +21,7 @@ from . import LowerCtx, rule
 
 _SMALL_INTS = (torch.uint8, torch.int8, torch.int16)
 _CAST_DTYPES = (torch.float32, torch.float64, torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8,
-                torch.bool)
+                torch.bool, torch.complex64)
 _EXACT_INT = 2**53  # integers travel as float64 arguments: exact up to here
 
 
@@ -40,7 +40,9 @@ def operand(ctx: LowerCtx, a: Any, dtype: torch.dtype) -> Value:
     """A tensor operand (cast if needed) or a Python scalar made a 0-d constant of `dtype`."""
     if isinstance(a, Value):
         return ctx.cast(a, dtype)
-    if isinstance(a, (bool, int, float)):
+    if isinstance(a, complex) and not dtype.is_complex:
+        raise ctx.unsupported(f"complex operand {a!r} of a {dtype_name(dtype)} op")
+    if isinstance(a, (bool, int, float, complex)):
         return ctx.scalar(a, dtype)
     raise ctx.unsupported(f"operand of type {type(a).__name__}")
 
@@ -95,6 +97,11 @@ def unary(ctx: LowerCtx, node: AtenNode) -> None:
     out = output(node)
     if not isinstance(x, Value):
         raise ctx.unsupported("a non-tensor input")
+    if x.dtype.is_complex:
+        if op != "abs" or x.dtype != torch.complex64 or out.dtype != torch.float32:
+            raise ctx.unsupported(f"{op} of a {dtype_name(x.dtype)} tensor (complex64 has abs, add, sub, mul, div)")
+        ctx.emit("abs", [x], [out])  # |z| as float32
+        return
     if op in ("floor", "ceil", "round") and not out.dtype.is_floating_point and out.dtype == x.dtype:
         ctx.alias(out, x)  # integer rounding is the identity (PyTorch returns a copy)
         return
