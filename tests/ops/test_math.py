@@ -104,7 +104,8 @@ CASES = [
     OpCase("math_binary_broadcast",
            lambda x, y, i: (torch.atan2(x.transpose(0, 2), y), torch.copysign(x, -0.0), torch.copysign(x, y[0, 0]),
                             torch.hypot(y, torch.tensor(3.0)), torch.nextafter(x, y.t()[:, :1, None]),
-                            torch.atan2(i, i.flip(0)), torch.copysign(i, x[0]), torch.atan2(x, torch.tensor(1.0))),
+                            torch.atan2(i, i.flip(0)), torch.copysign(i, x[0]), torch.atan2(x, torch.tensor(1.0)),
+                            torch.atan2(y, y.flip(0), out=torch.empty(4, 3))),  # functionalized: atan2.default
            (X, randn(4, 3, seed=1), randint(-5, 5, 4, 5)),
            ops=("atan2", "copysign", "hypot", "nextafter", "cast"), reference="float64", **ULP4),
     # copysign takes the sign bit of NaN too (-NaN from the negation inside the model)
