@@ -56,6 +56,12 @@ class Fn(torch.nn.Module):
         return self.fn(*xs, *consts)
 
 
+# OpCase tag: float32 eager is the defined answer, the same on every CPU (an exact float32 operation such
+# as nextafter), and float64 is not; tests/ops/test_reference_stability.py does not ask such cases to
+# use the float64 reference.
+FLOAT32_DEFINED = "float32-defined"
+
+
 @dataclass
 class OpCase:
     """One op test: `fn(*inputs)` exported, run, and compared with eager.

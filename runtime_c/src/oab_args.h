@@ -55,6 +55,11 @@
 #define OA_ARG_DIV_NUM_INTS 1
 #define OA_ARG_DIV_NUM_FLOATS 0
 
+/* polygamma */
+#define OA_ARG_POLYGAMMA_N 0 /* ints[0] */
+#define OA_ARG_POLYGAMMA_NUM_INTS 1
+#define OA_ARG_POLYGAMMA_NUM_FLOATS 0
+
 /* full */
 #define OA_ARG_FULL_VALUE 0 /* floats[0] */
 #define OA_ARG_FULL_NUM_INTS 0
@@ -392,16 +397,16 @@
 #define OA_ARG_PAD_NUM_INTS 0
 #define OA_ARG_PAD_NUM_FLOATS 1
 
+/* flip */
+#define OA_ARG_FLIP_DIMS 0 /* ints[0..] */
+#define OA_ARG_FLIP_NUM_INTS 0
+#define OA_ARG_FLIP_NUM_FLOATS 0
+
 /* pad_mode */
 #define OA_ARG_PAD_MODE_MODE 0 /* ints[0] */
 #define OA_ARG_PAD_MODE_PADS 1 /* ints[1..] */
 #define OA_ARG_PAD_MODE_NUM_INTS 1
 #define OA_ARG_PAD_MODE_NUM_FLOATS 0
-
-/* flip */
-#define OA_ARG_FLIP_DIMS 0 /* ints[0..] */
-#define OA_ARG_FLIP_NUM_INTS 0
-#define OA_ARG_FLIP_NUM_FLOATS 0
 
 /* as_strided */
 #define OA_ARG_AS_STRIDED_STORAGE_OFFSET 0 /* ints[0] */
@@ -445,6 +450,26 @@
 #define OA_ARG_SLICE_SCATTER_STEP 3 /* ints[3] */
 #define OA_ARG_SLICE_SCATTER_NUM_INTS 4
 #define OA_ARG_SLICE_SCATTER_NUM_FLOATS 0
+
+/* fft_r2c */
+#define OA_ARG_FFT_R2C_NORMALIZATION 0 /* ints[0] */
+#define OA_ARG_FFT_R2C_ONESIDED 1 /* ints[1] */
+#define OA_ARG_FFT_R2C_DIMS 2 /* ints[2..] */
+#define OA_ARG_FFT_R2C_NUM_INTS 2
+#define OA_ARG_FFT_R2C_NUM_FLOATS 0
+
+/* fft_c2c */
+#define OA_ARG_FFT_C2C_NORMALIZATION 0 /* ints[0] */
+#define OA_ARG_FFT_C2C_FORWARD 1 /* ints[1] */
+#define OA_ARG_FFT_C2C_DIMS 2 /* ints[2..] */
+#define OA_ARG_FFT_C2C_NUM_INTS 2
+#define OA_ARG_FFT_C2C_NUM_FLOATS 0
+
+/* fft_c2r */
+#define OA_ARG_FFT_C2R_NORMALIZATION 0 /* ints[0] */
+#define OA_ARG_FFT_C2R_DIMS 1 /* ints[1..] */
+#define OA_ARG_FFT_C2R_NUM_INTS 1
+#define OA_ARG_FFT_C2R_NUM_FLOATS 0
 
 /* sdpa */
 #define OA_ARG_SDPA_IS_CAUSAL 0 /* ints[0] */

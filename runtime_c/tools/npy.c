@@ -9,7 +9,7 @@
 static const struct { const char *descr; int32_t dtype; } kDescrs[] = {
     {"<f4", OA_DTYPE_FLOAT32}, {"<f8", OA_DTYPE_FLOAT64}, {"<i4", OA_DTYPE_INT32}, {"<i8", OA_DTYPE_INT64},
     {"<i2", OA_DTYPE_INT16},   {"|i1", OA_DTYPE_INT8},    {"|u1", OA_DTYPE_UINT8}, {"|b1", OA_DTYPE_BOOL},
-    {"<f2", OA_DTYPE_FLOAT16},
+    {"<f2", OA_DTYPE_FLOAT16}, {"<c8", OA_DTYPE_COMPLEX64},
 };
 
 static const char *descr_of(int32_t dtype) {

@@ -401,6 +401,7 @@ static void print_tensor_summary(uint32_t i, const oa_tensor_t *t) {
     switch (t->dtype) {
       case OA_DTYPE_FLOAT32: v = ((const float *)t->data)[k]; break;
       case OA_DTYPE_FLOAT64: v = ((const double *)t->data)[k]; break;
+      case OA_DTYPE_COMPLEX64: v = ((const float *)t->data)[2 * k]; break; /* the real part */
       case OA_DTYPE_INT32: v = ((const int32_t *)t->data)[k]; break;
       case OA_DTYPE_INT64: v = (double)((const int64_t *)t->data)[k]; break;
       case OA_DTYPE_BOOL:

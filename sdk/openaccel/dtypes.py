@@ -15,6 +15,7 @@ _TABLE: dict[str, tuple[int, np.dtype]] = {
     "float16": (5, np.dtype(np.float16)),
     "float32": (6, np.dtype(np.float32)),
     "float64": (7, np.dtype(np.float64)),
+    "complex64": (9, np.dtype(np.complex64)),  # interleaved float32 (real, imaginary) pairs
     "bool": (11, np.dtype(np.bool_)),
     "bfloat16": (15, np.dtype(np.uint16)),  # stored as raw 16-bit words
 }

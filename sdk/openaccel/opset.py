@@ -12,6 +12,8 @@ Conventions
 - Trailing integer / float arguments that a file omits default to 0 (so new optional arguments
   can be appended without a format change).
 - `act` (fused activation) codes: 0 none, 1 relu, 2 clamp to [act_min, act_max].
+- complex64 tensors hold interleaved float32 (real, imaginary) pairs; the exporter views them as
+  float32 [..., 2] and back without a copy (view_as_real / view_as_complex).
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ INTS = frozenset({"int32", "int64"})
 NUM = F32 | INTS
 BOOL = frozenset({"bool"})
 ANY = NUM | BOOL | frozenset({"uint8", "int8"})
+C64 = frozenset({"complex64"})
+MOVE = ANY | C64   # data movement: any element type, complex64 included
 
 
 @dataclass(frozen=True)
@@ -58,6 +62,8 @@ for _name, _doc in [
     ("log1p", "ln(1+x)"), ("expm1", "e^x-1"),
 ]:
     _dt = NUM if _name in ("neg", "abs", "relu", "sign") else F32
+    if _name == "abs":
+        _dt, _doc = NUM | C64, "|x|; complex64 -> float32 (hypot of the parts)"
     _op(_name, ("self",), dtypes=_dt, inplace=0, doc=_doc, family="elementwise")
 _op("gelu", ("self",), ints=("approximate",), inplace=0, family="elementwise",
     doc="approximate: 0 exact (erf), 1 tanh")
@@ -71,20 +77,22 @@ _op("clamp", ("self",), ints=("has_min", "has_max"), floats=("min", "max"), dtyp
     "use ceil(min) / floor(max) saturated to the dtype")
 _op("logical_not", ("self",), dtypes=ANY, family="elementwise", doc="output bool: x == 0")
 _op("bitwise_not", ("self",), dtypes=INTS | BOOL, inplace=0, family="elementwise", doc="~x (not x for bool)")
-_op("cast", ("self",), dtypes=ANY | frozenset({"int16", "float64"}), family="elementwise",
+_op("cast", ("self",), dtypes=ANY | C64 | frozenset({"int16", "float64"}), family="elementwise",
     doc="convert to the output tensor's dtype: int->int wraps; float->int32/int64 truncates toward zero, "
     "saturating (NaN -> 0); float->uint8/int8/int16 truncates to int64 then wraps (PyTorch's uint8 rule); "
-    "->bool is x != 0")
+    "->bool is x != 0; real->complex64 has imaginary part 0, complex64->real keeps the real part (->bool: "
+    "either part nonzero)")
 
 # ---- elementwise: binary with broadcasting ------------------------------------------------------
-_op("add", ("self", "other"), floats=("alpha",), dtypes=NUM, inplace=0, family="binary",
+_op("add", ("self", "other"), floats=("alpha",), dtypes=NUM | C64, inplace=0, family="binary",
     doc="self + alpha * other (alpha missing = 1; an integer for integer inputs); integers wrap")
-_op("sub", ("self", "other"), floats=("alpha",), dtypes=NUM, inplace=0, family="binary",
+_op("sub", ("self", "other"), floats=("alpha",), dtypes=NUM | C64, inplace=0, family="binary",
     doc="self - alpha * other (alpha missing = 1; an integer for integer inputs); integers wrap")
-_op("mul", ("self", "other"), dtypes=NUM | BOOL, inplace=0, family="binary")
-_op("div", ("self", "other"), ints=("rounding_mode",), dtypes=NUM, inplace=0, family="binary",
-    doc="rounding_mode: 0 true division (float32 only), 1 trunc, 2 floor; integer division by zero is a "
-    "run-time error")
+_op("mul", ("self", "other"), dtypes=NUM | BOOL | C64, inplace=0, family="binary",
+    doc="complex64: the product in double, rounded once per part")
+_op("div", ("self", "other"), ints=("rounding_mode",), dtypes=NUM | C64, inplace=0, family="binary",
+    doc="rounding_mode: 0 true division (float32, complex64 in double), 1 trunc, 2 floor; integer division by "
+    "zero is a run-time error")
 _op("pow", ("self", "other"), dtypes=NUM, inplace=0, family="binary",
     doc="integers: negative exponents give 0 unless |self| = 1; products wrap")
 _op("minimum", ("self", "other"), dtypes=NUM, inplace=0, family="binary", doc="NaN propagates")
@@ -102,9 +110,34 @@ for _name in ("bitwise_and", "bitwise_or", "bitwise_xor"):
 _op("where", ("condition", "self", "other"), dtypes=ANY, family="binary",
     doc="condition (bool) ? self : other, all three broadcast")
 
+# ---- math functions (float32; computed in double and rounded once, see ref/math.c) ---------------
+for _name, _doc in [
+    ("acos", "arccos x (nan outside [-1, 1])"), ("asin", "arcsin x (nan outside [-1, 1])"), ("atan", "arctan x"),
+    ("tan", "tan x"), ("sinh", "sinh x"), ("cosh", "cosh x"), ("asinh", "arsinh x"),
+    ("acosh", "arcosh x (nan below 1)"), ("atanh", "artanh x (+-inf at +-1, nan outside)"),
+    ("log2", "log2 x"), ("log10", "log10 x"), ("exp2", "2^x"),
+    ("erfc", "1 - erf x without cancellation"), ("erfinv", "inverse of erf (+-inf at +-1, nan outside [-1, 1])"),
+    ("erfcx", "e^(x^2) erfc x (special_erfcx)"), ("ndtri", "inverse of the standard normal CDF (special_ndtri)"),
+    ("lgamma", "ln |Gamma(x)|"), ("digamma", "Gamma'(x) / Gamma(x): -inf at +0, +inf at -0, nan at negative integers"),
+    ("i0", "modified Bessel function I0"), ("i0e", "e^-|x| I0(x) (special_i0e)"),
+    ("i1", "modified Bessel function I1 (special_i1)"), ("i1e", "e^-|x| I1(x) (special_i1e)"),
+]:
+    _op(_name, ("self",), inplace=0, doc=_doc, family="math")
+_op("polygamma", ("self",), ints=("n",), inplace=0, family="math",
+    doc="n-th derivative of digamma, n >= 0: (-1)^(n+1) n! zeta(n + 1, x) for n >= 1; at x = 0, -1, -2, ... "
+    "+inf (odd n) or -inf (even n >= 2)")
+for _name, _doc in [
+    ("atan2", "arctan(self / other) in the quadrant of (other, self)"),
+    ("copysign", "|self| with the sign bit of other"),
+    ("hypot", "sqrt(self^2 + other^2) without overflow; inf if either is inf, even with a NaN"),
+    ("nextafter", "the next float32 after self toward other"),
+]:
+    _op(_name, ("self", "other"), inplace=0, doc=_doc, family="binary")
+
 # ---- creation ---------------------------------------------------------------------------------
 _op("full", (), floats=("value",), dtypes=ANY, family="creation",
-    doc="fill the output with value (an in-range integer for integer outputs)")
+    doc="fill the output with value (an in-range integer for integer outputs); also torch.empty / empty_like / "
+    "new_empty / empty_strided, uninitialized in PyTorch, which openaccel fills with zeros")
 _op("arange", (), floats=("start", "step"), dtypes=NUM, family="creation",
     doc="1-D out[i] = start + i * step (length from the output; float32: computed in double then rounded; "
     "integers: exact, |values| <= 2^53)")
@@ -252,32 +285,33 @@ _op("nonzero_static", ("self",), ints=("fill_value",), dtypes=ANY, family="sort"
     "are refused (their output size depends on the input's values; see lower/sort.py)")
 
 # ---- data movement ----------------------------------------------------------------------------
-_op("copy", ("self",), dtypes=ANY, family="shape", doc="contiguous copy (clone, or a reshape that cannot alias)")
-_op("permute", ("self",), ints=("dims*",), dtypes=ANY, family="shape")
-_op("expand", ("self",), dtypes=ANY, family="shape", doc="broadcast to the output shape")
-_op("slice", ("self",), ints=("dim", "start", "end", "step"), dtypes=ANY, family="shape",
+_op("copy", ("self",), dtypes=MOVE, family="shape", doc="contiguous copy (clone, or a reshape that cannot alias)")
+_op("permute", ("self",), ints=("dims*",), dtypes=MOVE, family="shape")
+_op("expand", ("self",), dtypes=MOVE, family="shape", doc="broadcast to the output shape")
+_op("slice", ("self",), ints=("dim", "start", "end", "step"), dtypes=MOVE, family="shape",
     doc="0 <= start <= end <= size (clamped by the exporter), step >= 1")
-_op("select", ("self",), ints=("dim", "index"), dtypes=ANY, family="shape")
-_op("cat", ("tensors*",), ints=("dim",), dtypes=ANY, family="shape",
+_op("select", ("self",), ints=("dim", "index"), dtypes=MOVE, family="shape")
+_op("cat", ("tensors*",), ints=("dim",), dtypes=MOVE, family="shape",
     doc="1 to 64 inputs (the exporter chains longer lists)")
-_op("split", ("self",), ("outs*",), ints=("dim",), dtypes=ANY, family="shape",
+_op("split", ("self",), ("outs*",), ints=("dim",), dtypes=MOVE, family="shape",
     doc="sizes from the output tensors")
-_op("pad", ("self",), ints=("pads*",), floats=("value",), dtypes=ANY, family="shape",
-    doc="constant_pad_nd: pads = (last dim before, after, previous dim before, after, ...); negative crops")
+_op("pad", ("self",), ints=("pads*",), floats=("value",), dtypes=MOVE, family="shape",
+    doc="constant_pad_nd: pads = (last dim before, after, previous dim before, after, ...); negative crops; "
+    "complex64 pads with (value, 0)")
+_op("flip", ("self",), ints=("dims*",), dtypes=MOVE, family="shape")
+_op("repeat", ("self",), dtypes=MOVE, family="shape", doc="tile to the output shape")
 _op("pad_mode", ("self",), ints=("mode", "pads*"), dtypes=ANY, family="shape",
     doc="non-constant padding of the last len(pads) / 2 dims, pads as pad's (last dim before, after, ...; negative "
     "crops): mode 1 reflect (reflection_pad*: the border element not repeated, each pad < the dim's size), 2 "
     "replicate (replication_pad*: the border element repeated), 3 circular (_pad_circular: wraps around the dim "
     "after cropping, each pad <= its size)")
-_op("flip", ("self",), ints=("dims*",), dtypes=ANY, family="shape")
-_op("repeat", ("self",), dtypes=ANY, family="shape", doc="tile to the output shape")
 _op("as_strided", ("self",), ints=("storage_offset", "strides*"), dtypes=ANY, family="shape",
     doc="out[i0, i1, ...] = self.flat[storage_offset + i0 * strides[0] + i1 * strides[1] + ...], one stride per "
     "output dim (sizes from the output), strides >= 0, every element read inside self (checked when prepared): "
     "as_strided_copy, diagonal_copy and unfold_copy")
 _op("embedding", ("weight", "indices"), dtypes=ANY, family="index",
     doc="out[..., :] = weight[indices[...], :]; weight 2-D; indices int32/int64, range-checked at run time")
-_op("index_select", ("self", "index"), ints=("dim", "negative_wraps"), dtypes=ANY, family="index",
+_op("index_select", ("self", "index"), ints=("dim", "negative_wraps"), dtypes=MOVE, family="index",
     doc="index 0-/1-D int32/int64, range-checked at run time; negative_wraps 1: index < 0 counts from "
         "the end (aten.index), 0: an error (aten.index_select)")
 _op("gather", ("self", "index"), ints=("dim",), dtypes=ANY, family="index",
@@ -312,6 +346,18 @@ _op("slice_scatter", ("self", "src"), ints=("dim", "start", "end", "step"), dtyp
 _op("masked_scatter", ("self", "mask", "source"), dtypes=ANY, inplace=0, family="scatter",
     doc="out = self broadcast with mask (bool) to the output's shape; the true positions of mask, in row-major "
     "order, take source's elements in order (source flattened; too few is a run-time error)")
+
+# ---- FFT (complex64; double precision inside, see ref/fft.c) --------------------------------------
+_FFT_DOC = ("over `dims` (the last listed is the real / Hermitian one), each signal length >= 1; "
+            "normalization 0 none, 1 1/sqrt(n), 2 1/n with n the product of the signal lengths (the real side's)")
+_op("fft_r2c", ("self",), ints=("normalization", "onesided", "dims*"), family="fft",
+    doc="float32 -> complex64 forward DFT " + _FFT_DOC + "; onesided keeps bins 0 .. n/2 of the last dim")
+_op("fft_c2c", ("self",), ints=("normalization", "forward", "dims*"), dtypes=C64, family="fft",
+    doc="complex64 DFT, forward (e^-i) or backward (e^+i), " + _FFT_DOC)
+_op("fft_c2r", ("self",), ints=("normalization", "dims*"), dtypes=C64, family="fft",
+    doc="complex64 -> float32 backward DFT of a Hermitian signal (the inverse of fft_r2c onesided) " + _FFT_DOC
+    + "; the output's last dim n, the input's n/2 + 1 (the imaginary parts of bins 0 and n/2 are ignored)")
+
 
 # ---- attention (kept as one op: the exporter asks to_edge to preserve SDPA) ---------------------
 _op("sdpa", ("query", "key", "value", "attn_mask?"), ints=("is_causal", "gqa_groups"), floats=("scale",),

@@ -137,6 +137,19 @@ CASES = [
                             f + torch.arange(5, -295, -1, dtype=torch.float32),
                             j + torch.arange(3, 603, 2, dtype=torch.int32)),
            (randint(-5, 5, 300), randn(300), randint(-5, 5, 300, dtype=torch.int32)), ops=("arange",)),
+    # Tensor.fill_ with a number or a 0-d tensor (to_edge: full_like, copy), Tensor.copy_ (copy: broadcast to
+    # self's shape and converted to its dtype, float -> int truncating), eval-mode dropout (identity, mask all
+    # True); creation ops kept as kernels (no folding)
+    OpCase("ew_fill_copy_dropout",
+           lambda x, i, s: (x.clone().fill_(2.5), i.clone().fill_(x[0, 1]), x.t().clone().fill_(s), torch.fill(i, 7),
+                            torch.zeros(2, 3, 4, dtype=torch.int32).copy_(x * 3), torch.zeros(3, 4).copy_(i),
+                            torch.empty(5, 3, 4, dtype=torch.bool).copy_(x > 0), torch.ones(3, 4).copy_(x[:, 1:2]),
+                            torch.zeros(4, 3, dtype=torch.uint8).copy_(i.t() * 20), torch.zeros(0, 4).copy_(x[:0]),
+                            *torch.ops.aten.native_dropout(x, 0.5, False), torch.ops.aten.native_dropout(i.float(), 0.0,
+                                                                                                      True)[1],
+                            torch.nn.functional.dropout(x, 0.3, training=False) + 1),
+           (randn(3, 4) * 4, randint(-9, 9, 3, 4), torch.tensor(-1.5)), ops=("full", "cast", "expand"),
+           export_kwargs={"fold_limit_bytes": 0}),
 ]
 
 
@@ -168,6 +181,45 @@ def test_small_creation_ops_unfolded() -> None:
     for g, w in zip(got, fn(*inputs), strict=True):
         assert g.dtype == w.dtype
         torch.testing.assert_close(g, w, equal_nan=True)
+
+
+def test_empty_is_zeros() -> None:
+    """torch.empty and its kin are uninitialized in PyTorch (any contents are valid; eager gives whatever
+    memory held, so there is no eager answer to compare with): openaccel fills them with zeros."""
+    fn = Fn(lambda x: (torch.empty(2, 3), x.new_empty(4, dtype=torch.int32), torch.empty_like(x),
+                       torch.empty_strided((2, 3), (1, 2)), torch.empty(3, dtype=torch.bool), x + 1))
+    x = randn(5)
+    prog = oa.export(fn, (x,), bundle_tests=False, fold_limit_bytes=0)
+    assert "full" in prog.ops
+    got = oa.load(prog)(x)
+    want = [torch.zeros(2, 3), torch.zeros(4, dtype=torch.int32), torch.zeros(5), torch.zeros(2, 3),
+            torch.zeros(3, dtype=torch.bool), x + 1]
+    for g, w in zip(got, want, strict=True):
+        assert g.dtype == w.dtype and torch.equal(g, w), (g, w)
+
+
+class _TrainingDropout(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.dropout(x, 0.5, training=True)
+
+
+def test_training_dropout_is_refused() -> None:
+    with pytest.raises(oa.UnsupportedOpError, match=r"aten\.native_dropout\.default.*training mode.*random mask.*"
+                                                     r"eval mode.*dropout\(x, 0\.5, training=True\)"):
+        oa.export(_TrainingDropout(), (randn(4),))
+
+
+class _Item(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * x.sum().item()
+
+
+def test_item_is_refused_with_its_reason() -> None:
+    with pytest.raises(oa.UnsupportedOpError) as e:
+        oa.export(_Item(), (randn(4),))
+    msg = str(e.value)
+    assert "aten.item.default" in msg and "x * x.sum().item()" in msg, msg
+    assert "refused, Tensor.item()" in msg and "keep the value a tensor" in msg, msg
 
 
 # ---- exporter errors ---------------------------------------------------------------------------

@@ -20,6 +20,7 @@ typedef enum oa_dtype {
   OA_DTYPE_FLOAT16 = 5,
   OA_DTYPE_FLOAT32 = 6,
   OA_DTYPE_FLOAT64 = 7,
+  OA_DTYPE_COMPLEX64 = 9, /* interleaved float32 (real, imaginary) pairs */
   OA_DTYPE_BOOL = 11,
   OA_DTYPE_BFLOAT16 = 15
 } oa_dtype_t;

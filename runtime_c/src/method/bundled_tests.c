@@ -7,9 +7,12 @@ uint32_t oa_method_test_count(const oa_method_t *method) { return method ? metho
 
 /* Compare one output with its expected bytes; accumulates into `r`. */
 static void compare(const oa_tensor_t *got, const uint8_t *want, uint32_t output, oa_test_result_t *r) {
-  for (int64_t i = 0; i < got->numel; i++) {
+  /* complex64: its real and imaginary parts compared as float32 values (first_mismatch counts those) */
+  const int complex64 = got->dtype == OA_DTYPE_COMPLEX64;
+  const int64_t n = complex64 ? 2 * got->numel : got->numel;
+  for (int64_t i = 0; i < n; i++) {
     double a, b;
-    if (got->dtype == OA_DTYPE_FLOAT32) {
+    if (got->dtype == OA_DTYPE_FLOAT32 || complex64) {
       float fa, fb;
       memcpy(&fa, (const uint8_t *)got->data + i * 4, 4);
       memcpy(&fb, want + i * 4, 4);

@@ -21,7 +21,12 @@ static const inplace_rule_t k_inplace[] = {
     /* elementwise, binary (the other operand may broadcast; the in-place one never does) */
     {"add", 0, 1}, {"sub", 0, 1}, {"mul", 0, 1}, {"div", 0, 1}, {"pow", 0, 1}, {"minimum", 0, 1},
     {"maximum", 0, 1}, {"remainder", 0, 1}, {"fmod", 0, 1}, {"bitwise_and", 0, 1}, {"bitwise_or", 0, 1},
-    {"bitwise_xor", 0, 1},
+    {"bitwise_xor", 0, 1}, {"atan2", 0, 1}, {"copysign", 0, 1}, {"hypot", 0, 1}, {"nextafter", 0, 1},
+    /* math (one input) */
+    {"acos", 0, 1}, {"asin", 0, 1}, {"atan", 0, 1}, {"tan", 0, 1}, {"sinh", 0, 1}, {"cosh", 0, 1}, {"asinh", 0, 1},
+    {"acosh", 0, 1}, {"atanh", 0, 1}, {"log2", 0, 1}, {"log10", 0, 1}, {"exp2", 0, 1}, {"erfc", 0, 1},
+    {"erfinv", 0, 1}, {"erfcx", 0, 1}, {"ndtri", 0, 1}, {"lgamma", 0, 1}, {"digamma", 0, 1}, {"i0", 0, 1},
+    {"i0e", 0, 1}, {"i1", 0, 1}, {"i1e", 0, 1}, {"polygamma", 0, 1},
     /* the fused residual addend: each element is read before its own output is written, but the
      * convolution's input rows are read after earlier outputs are, so it must not be shared */
     {"conv2d_winograd", 3, 0},

@@ -21,6 +21,9 @@ const char *const k_ops[] = {
     "quantize", "dequantize", "conv2d_q8", "linear_q8", "add_q8", "mean_q8", "mul_q8",
     "adaptive_max_pool2d", "batch_norm_training", "cumprod", "cummax", "cummin", "logcumsumexp", "sort", "topk",
     "kthvalue", "median", "mode", "nonzero_static",
+    "acos", "asin", "atan", "tan", "sinh", "cosh", "asinh", "acosh", "atanh", "log2", "log10", "exp2", "erfc",
+    "erfinv", "erfcx", "ndtri", "lgamma", "digamma", "i0", "i0e", "i1", "i1e", "polygamma", "atan2", "copysign",
+    "hypot", "nextafter", "fft_r2c", "fft_c2c", "fft_c2r",
 };
 const size_t k_n_ops = sizeof k_ops / sizeof k_ops[0];
 

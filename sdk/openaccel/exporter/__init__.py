@@ -121,22 +121,35 @@ def _to_edge(ep: torch.export.ExportedProgram) -> torch.export.ExportedProgram:
     try:
         edge = to_edge(ep, compile_config=_edge_config(check=True))
     except Exception as e:
-        raise _explain_edge_failure(ep, e) from None
+        try:
+            loose: torch.export.ExportedProgram | None = to_edge(
+                ep, compile_config=_edge_config(check=False)).exported_program()
+        except Exception:
+            loose = None
+        if loose is not None and _has_complex(loose) and not _unlowerable(loose):
+            # the verifier's dtype tables (ExecuTorch's portable kernels) list no complex64 for abs,
+            # mul or _fft_c2r; openaccel's rules check their dtypes themselves
+            return loose
+        raise _explain_edge_failure(ep, e, loose) from None
     return edge.exported_program()
 
 
-def _explain_edge_failure(ep: torch.export.ExportedProgram, e: Exception) -> ExportError:
-    """to_edge's verifier refused the program: usually for an op outside core ATen (linalg_inv_ex)
-    or one with a dtype the edge dialect rejects (the complex result of fft_r2c). Convert again
-    without the verifier and name the ops openaccel cannot lower, with their source lines; else
-    pass to_edge's message on whole (its first line alone says nothing)."""
-    from executorch.exir import to_edge
+def _has_complex(ep: torch.export.ExportedProgram) -> bool:
+    for n in ep.graph.nodes:
+        vals = n.meta.get("val")
+        for v in vals if isinstance(vals, (list, tuple)) else [vals]:
+            if isinstance(v, torch.Tensor) and v.dtype.is_complex:
+                return True
+    return False
 
+
+def _explain_edge_failure(ep: torch.export.ExportedProgram, e: Exception,
+                          loose: torch.export.ExportedProgram | None) -> ExportError:
+    """to_edge's verifier refused the program: usually for an op outside core ATen (linalg_inv_ex)
+    or one with a dtype the edge dialect rejects. `loose` is the program converted again without
+    the verifier (None if that failed too): name the ops openaccel cannot lower, with their source
+    lines; else pass to_edge's message on whole (its first line alone says nothing)."""
     msg = str(e)
-    try:
-        loose = to_edge(ep, compile_config=_edge_config(check=False)).exported_program()
-    except Exception:
-        loose = None
     if loose is not None:
         missing = _unlowerable(loose)
         if missing:

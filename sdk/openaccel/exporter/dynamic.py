@@ -13,6 +13,7 @@ import torch
 from ..errors import ExportError, UnsupportedOpError
 from ..ir import Source, op_name_of
 from .fx_import import source_of
+from .lower import REFUSED, supported_edge_ops
 
 
 @dataclass(frozen=True)
@@ -99,6 +100,7 @@ def data_dependent_ops(ep: torch.export.ExportedProgram) -> list[tuple[str, Sour
     node where each such (unbacked) size appears."""
     from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 
+    supported_edge_ops()  # loads the rules and the refusals
     seen: set[Any] = set()
     found: list[tuple[str, Source, str]] = []
     for node in ep.graph.nodes:
@@ -108,8 +110,12 @@ def data_dependent_ops(ep: torch.export.ExportedProgram) -> list[tuple[str, Sour
         new = syms - seen
         seen |= syms
         if new:
+            name = op_name_of(node.target)
+            if name in REFUSED:  # Tensor.item(): a value read out of a tensor, not a size
+                found.append((name, source_of(node), f"refused, {REFUSED[name]}"))
+                continue
             sizes = ", ".join(sorted(str(s) for s in new))
-            found.append((op_name_of(node.target), source_of(node),
+            found.append((name, source_of(node),
                           f"its output's size depends on the values of its input (size {sizes})"))
     return found
 
@@ -122,6 +128,6 @@ def check_data_independent(ep: torch.export.ExportedProgram) -> None:
         lines = "\n".join(f"  {op}  (first used at {src.describe()}): {why}"
                           + (f"; refused, {refusal(op)}" if refusal(op) else "") for op, src, why in found)
         raise UnsupportedOpError(
-            f"openaccel cannot export {len(found)} op(s) in this model, whose output shapes are only known "
-            f"at run time:\n{lines}\nEvery tensor of an .oab program has a shape fixed at export time; see "
-            "docs/ops.md for the supported op set.")
+            f"openaccel cannot export {len(found)} op(s) in this model, whose outputs depend on the values of "
+            f"their inputs (a size, or a Python number read from a tensor):\n{lines}\nEvery tensor of an .oab "
+            "program has a shape fixed at export time; see docs/ops.md for the supported op set.")

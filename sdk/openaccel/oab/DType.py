@@ -11,5 +11,6 @@ class DType(object):
     FLOAT16 = 5
     FLOAT32 = 6
     FLOAT64 = 7
+    COMPLEX64 = 9
     BOOL = 11
     BFLOAT16 = 15

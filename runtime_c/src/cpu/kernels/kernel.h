@@ -58,6 +58,8 @@ extern const uint32_t oa_kernel_table_size;
 #define OA_DT_INT (OA_DT_I32 | OA_DT_I64)
 #define OA_DT_NUM (OA_DT_F32 | OA_DT_INT)
 #define OA_DT_ALL (OA_DT_NUM | OA_DT_BOOL | OA_DT_U8 | OA_DT_I8)
+#define OA_DT_C64 OA_DTYPE_BIT(OA_DTYPE_COMPLEX64) /* interleaved float32 (real, imaginary) pairs */
+#define OA_DT_MOVE (OA_DT_ALL | OA_DT_C64)         /* data movement: any element type */
 
 /* ---- checks used by prepare: each fills `diag` with op, argument, expected and received ---- */
 
@@ -130,7 +132,8 @@ static inline void oa_nd_iter_next(oa_nd_iter_t *it) {
   }
 }
 
-/* Convert between element types through double (for casts and mixed-dtype helpers). */
+/* Convert between element types through double (for casts and mixed-dtype helpers); complex64 reads its
+ * real part and stores (v, 0). */
 double oa_load_as_double(const void *data, int32_t dtype, int64_t i);
 void oa_store_from_double(void *data, int32_t dtype, int64_t i, double v);
 

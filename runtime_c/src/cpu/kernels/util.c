@@ -160,6 +160,7 @@ double oa_load_as_double(const void *data, int32_t dtype, int64_t i) {
   switch (dtype) {
     case OA_DTYPE_FLOAT32: return ((const float *)data)[i];
     case OA_DTYPE_FLOAT64: return ((const double *)data)[i];
+    case OA_DTYPE_COMPLEX64: return ((const float *)data)[2 * i]; /* the real part */
     case OA_DTYPE_INT32: return ((const int32_t *)data)[i];
     case OA_DTYPE_INT64: return (double)((const int64_t *)data)[i];
     case OA_DTYPE_INT16: return ((const int16_t *)data)[i];
@@ -181,6 +182,10 @@ void oa_store_from_double(void *data, int32_t dtype, int64_t i, double v) {
   switch (dtype) {
     case OA_DTYPE_FLOAT32: ((float *)data)[i] = (float)v; break;
     case OA_DTYPE_FLOAT64: ((double *)data)[i] = v; break;
+    case OA_DTYPE_COMPLEX64:
+      ((float *)data)[2 * i] = (float)v;
+      ((float *)data)[2 * i + 1] = 0.0f;
+      break;
     case OA_DTYPE_INT32: ((int32_t *)data)[i] = (int32_t)clampd(v, -2147483648.0, 2147483647.0); break;
     case OA_DTYPE_INT64: ((int64_t *)data)[i] = (int64_t)clampd(v, -9223372036854775808.0, 9223372036854774784.0); break;
     case OA_DTYPE_INT16: ((int16_t *)data)[i] = (int16_t)clampd(v, -32768.0, 32767.0); break;

@@ -25,7 +25,7 @@ RULES: dict[str, Rule] = {}
 REFUSED: dict[str, str] = {}
 
 _MODULES = ("elementwise", "binary", "matmul", "conv", "pool", "norm", "reduce", "shape", "index", "scatter",
-            "resize", "attention", "quant", "sort", "refused")
+            "resize", "attention", "quant", "sort", "math", "fft", "refused")
 
 
 def rule(*names: str) -> Callable[[Rule], Rule]:
@@ -143,7 +143,7 @@ class LowerCtx:
         data = data.detach().contiguous()
         return Value(name=f"{hint}_{self._tmp}", dtype=data.dtype, shape=tuple(data.shape), data=data)
 
-    def scalar(self, value: float | int | bool, dtype: torch.dtype) -> Value:
+    def scalar(self, value: float | int | bool | complex, dtype: torch.dtype) -> Value:
         """A 0-d constant of `dtype` (for .Scalar op overloads)."""
         return self.const(torch.tensor(value, dtype=dtype), hint="scalar")
 

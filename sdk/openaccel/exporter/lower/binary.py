@@ -77,11 +77,13 @@ def arith(ctx: LowerCtx, node: AtenNode) -> None:
     if op in ("add", "sub"):
         alpha = a.get("alpha", 1)
         alpha = 1 if alpha is None else alpha
-        floats = [float(alpha) if dt.is_floating_point else int_arg(ctx, "alpha", alpha, dt)]
+        if isinstance(alpha, complex):
+            raise ctx.unsupported(f"complex alpha = {alpha!r}")
+        floats = [float(alpha) if dt.is_floating_point or dt.is_complex else int_arg(ctx, "alpha", alpha, dt)]
     elif op == "div":
         mode = a.get("rounding_mode")
         if mode is None:
-            if not dt.is_floating_point:
+            if not (dt.is_floating_point or dt.is_complex):
                 raise ctx.unsupported(f"true division producing {dtype_name(out.dtype)}")
         elif mode in ("trunc", "floor"):
             ints = [1 if mode == "trunc" else 2]
@@ -141,3 +143,26 @@ def where(ctx: LowerCtx, node: AtenNode) -> None:
     cond = ctx.cast(cond, torch.bool)
     dt = compute_dtype(ctx, "where", out.dtype)
     emit_as(ctx, "where", [cond, operand(ctx, a["self"], dt), operand(ctx, a["other"], dt)], out, dt)
+
+
+# ---- float math of two arguments ----------------------------------------------------------------
+
+_FLOAT2 = {
+    "aten.atan2.default": "atan2", "aten.atan2.out": "atan2", "aten.copysign.Tensor": "copysign",
+    "aten.copysign.Scalar": "copysign", "aten.hypot.default": "hypot", "aten.nextafter.default": "nextafter",
+}
+
+
+@rule(*_FLOAT2)
+def float_binary(ctx: LowerCtx, node: AtenNode) -> None:
+    """atan2, copysign, hypot, nextafter: float32 with broadcasting; integer / bool operands and Python
+    scalars are converted to float32 (the output's dtype), as PyTorch promotes them. torch.export
+    functionalizes atan2(..., out=t) into atan2.default; an atan2.out node writes the node's own output
+    (its `out` argument is only the buffer eager would have reused)."""
+    op = _FLOAT2[node.op_name]
+    a = ctx.bind(node)
+    out = output(node)
+    x, y = a["self"], a["other"]
+    dt = compute_dtype(ctx, op, out.dtype)
+    xv = operand(ctx, x, dt)
+    emit_as(ctx, op, [xv, xv if y is x else operand(ctx, y, dt)], out, dt)

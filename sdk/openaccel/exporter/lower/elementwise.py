@@ -21,7 +21,7 @@ from . import LowerCtx, rule
 
 _SMALL_INTS = (torch.uint8, torch.int8, torch.int16)
 _CAST_DTYPES = (torch.float32, torch.float64, torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8,
-                torch.bool)
+                torch.bool, torch.complex64)
 _EXACT_INT = 2**53  # integers travel as float64 arguments: exact up to here
 
 
@@ -40,7 +40,9 @@ def operand(ctx: LowerCtx, a: Any, dtype: torch.dtype) -> Value:
     """A tensor operand (cast if needed) or a Python scalar made a 0-d constant of `dtype`."""
     if isinstance(a, Value):
         return ctx.cast(a, dtype)
-    if isinstance(a, (bool, int, float)):
+    if isinstance(a, complex) and not dtype.is_complex:
+        raise ctx.unsupported(f"complex operand {a!r} of a {dtype_name(dtype)} op")
+    if isinstance(a, (bool, int, float, complex)):
         return ctx.scalar(a, dtype)
     raise ctx.unsupported(f"operand of type {type(a).__name__}")
 
@@ -95,6 +97,11 @@ def unary(ctx: LowerCtx, node: AtenNode) -> None:
     out = output(node)
     if not isinstance(x, Value):
         raise ctx.unsupported("a non-tensor input")
+    if x.dtype.is_complex:
+        if op != "abs" or x.dtype != torch.complex64 or out.dtype != torch.float32:
+            raise ctx.unsupported(f"{op} of a {dtype_name(x.dtype)} tensor (complex64 has abs, add, sub, mul, div)")
+        ctx.emit("abs", [x], [out])  # |z| as float32
+        return
     if op in ("floor", "ceil", "round") and not out.dtype.is_floating_point and out.dtype == x.dtype:
         ctx.alias(out, x)  # integer rounding is the identity (PyTorch returns a copy)
         return
@@ -257,6 +264,35 @@ def to_copy(ctx: LowerCtx, node: AtenNode) -> None:
     ctx.emit("cast", [x], [out])
 
 
+@rule("aten.copy.default", "aten.fill.Tensor")
+def copy(ctx: LowerCtx, node: AtenNode) -> None:
+    """copy(self, src) (Tensor.copy_ functionalized) and fill(self, value_tensor): src broadcast to
+    self's shape and converted to self's dtype (the cast kernel's rules, as PyTorch's copy_). Converted
+    at src's size, then expanded; same dtype and shape is an alias."""
+    a = ctx.bind(node)
+    src = ctx.tensor_arg(a, "src" if node.op_name == "aten.copy.default" else "value")
+    out = output(node)
+    try:
+        fits = tuple(torch.broadcast_shapes(src.shape, out.shape)) == tuple(out.shape)
+    except RuntimeError:
+        fits = False
+    if not fits:
+        raise ctx.unsupported(f"src of shape {list(src.shape)} does not broadcast to {list(out.shape)}")
+    if src.dtype != out.dtype:
+        for dt in (src.dtype, out.dtype):
+            if dt not in _CAST_DTYPES:
+                raise ctx.unsupported(f"conversion from {dtype_name(src.dtype)} to {dtype_name(out.dtype)}")
+    if tuple(src.shape) == tuple(out.shape):
+        if src.dtype == out.dtype:
+            ctx.alias(out, src)
+        else:
+            ctx.emit("cast", [src], [out])
+        return
+    if dtype_name(out.dtype) not in OPS["expand"].dtypes:
+        raise ctx.unsupported(f"broadcasting copy into a {dtype_name(out.dtype)} tensor")
+    ctx.emit("expand", [ctx.cast(src, out.dtype)], [out])
+
+
 # ---- creation -----------------------------------------------------------------------------------
 
 def _fill(ctx: LowerCtx, out: Value, value: Any) -> None:
@@ -314,3 +350,63 @@ def arange(ctx: LowerCtx, node: AtenNode) -> None:
         if abs(last) > _EXACT_INT:
             raise ctx.unsupported(f"values up to {last:g} are beyond 2^53")
     emit_as(ctx, "arange", [], out, dt, floats=floats)
+
+
+@rule("aten.fill.Scalar")
+def fill_scalar(ctx: LowerCtx, node: AtenNode) -> None:
+    """fill(self, value): self's shape and dtype, every element value (to_edge usually writes it as
+    full_like already)."""
+    _fill(ctx, output(node), ctx.bind(node)["value"])
+
+
+@rule("aten.empty.memory_format", "aten.empty_strided.default", "aten.empty_permuted.default",
+      "dim_order_ops._empty_dim_order.default")
+def empty(ctx: LowerCtx, node: AtenNode) -> None:
+    """An uninitialized tensor in PyTorch (torch.empty, new_empty, empty_like, empty_strided): any
+    contents are valid, and these are zeros, so a program that reads it before writing it gives the
+    same answer on every board. Strides, memory format and dim order only say how eager would lay it
+    out; openaccel's tensors are contiguous."""
+    _fill(ctx, output(node), 0)
+
+
+@rule("aten.native_dropout.default")
+def native_dropout(ctx: LowerCtx, node: AtenNode) -> None:
+    """Dropout outside training (train=False), or with p = 0, is the identity, and its mask is all
+    True; in training with p > 0 it draws a random mask, which a deployed model cannot do (refused)."""
+    a = ctx.bind(node)
+    x = ctx.tensor_arg(a, "input")
+    p, train = float(a["p"]), a["train"]
+    if (train is None or train) and p != 0.0:
+        raise ctx.unsupported(f"dropout in training mode (p = {p:g}) draws a random mask: export the model in "
+                              "eval mode (model.eval(), or F.dropout(..., training=False))")
+    out, mask = node.outputs[0], node.outputs[1]
+    assert out is not None
+    ctx.alias(out, x)
+    if mask is not None and ctx.is_used(mask):
+        _fill(ctx, mask, 1)
+
+
+@rule("aten.round.decimals")
+def round_decimals(ctx: LowerCtx, node: AtenNode) -> None:
+    """round(x, decimals=d) as ATen computes it in float32: round_half_even(x * 10^d) / 10^d, or for
+    d < 0 round_half_even(x / 10^-d) * 10^-d, with 10^|d| rounded to float32 once: the same float
+    operations as eager, so the result is exact."""
+    a = ctx.bind(node)
+    x = ctx.tensor_arg(a, "self")
+    out = output(node)
+    d = int(a["decimals"])
+    if x.dtype != torch.float32 or out.dtype != torch.float32:
+        raise ctx.unsupported(f"dtype {dtype_name(x.dtype)} (round with decimals takes float32; PyTorch has no "
+                              "integer round)")
+    if d == 0:
+        ctx.emit("round", [x], [out])
+        return
+    power = 10.0 ** abs(d) if abs(d) <= 308 else math.inf  # as std::pow(10, d): inf beyond double's range
+    scale = ctx.scalar(float(torch.tensor(power, dtype=torch.float64).to(torch.float32)), torch.float32)
+    first, second = ("mul", "div") if d > 0 else ("div", "mul")
+    t = ctx.temp(torch.float32, x.shape, hint="round_scaled")
+    ctx.emit(first, [x, scale], [t])
+    r = ctx.temp(torch.float32, x.shape, hint="round")
+    ctx.emit("round", [t], [r])
+    ctx.emit(second, [r, scale], [out])
+

@@ -11,3 +11,8 @@ refuse("aten.rand.default", "aten.randn.default", "aten.randperm.default", "aten
        "aten.uniform.default", "aten.multinomial.default",
        why="random numbers: a deployed model gets its randomness as an input tensor (generate it in the "
            "application and pass it in), so that a file gives the same answers on every board")
+
+refuse("aten._local_scalar_dense.default", "aten.item.default",
+       why="Tensor.item() (or float(t), int(t), bool(t)) turns a tensor's value into a Python number while the "
+           "model is traced, so the program would depend on one example's data; keep the value a tensor "
+           "(x * t rather than x * t.item())")

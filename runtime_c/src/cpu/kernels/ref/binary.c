@@ -21,7 +21,7 @@
 
 enum bin_op {
   B_ADD, B_SUB, B_MUL, B_DIV, B_POW, B_MIN, B_MAX, B_REM, B_FMOD, B_EQ, B_NE, B_LT, B_LE, B_GT, B_GE,
-  B_LAND, B_LOR, B_LXOR, B_BAND, B_BOR, B_BXOR, B_WHERE
+  B_LAND, B_LOR, B_LXOR, B_BAND, B_BOR, B_BXOR, B_WHERE, B_ATAN2, B_COPYSIGN, B_HYPOT, B_NEXTAFTER
 };
 
 /* plan->params layout */
@@ -186,6 +186,41 @@ ROW2(min_f32, float, float, min_f32(a, b))
 ROW2(max_f32, float, float, max_f32(a, b))
 ROW2(rem_f32, float, float, rem_f32(a, b))
 ROW2(fmod_f32, float, float, fmodf(a, b))
+/* the float math of two arguments (ref/math.c's rule): atan2 and hypot in double, rounded once
+ * (hypot keeps C's inf over NaN); copysign and nextafter are exact in float */
+ROW2(atan2_f32, float, float, (float)atan2((double)a, (double)b))
+ROW2(copysign_f32, float, float, copysignf(a, b))
+ROW2(hypot_f32, float, float, (float)hypot((double)a, (double)b))
+ROW2(nextafter_f32, float, float, nextafterf(a, b))
+
+/* complex64 (interleaved float32 pairs): add / sub in float as the float32 rows (alpha real); mul and
+ * div in double (the float products are exact there), each part rounded once */
+typedef struct c64 {
+  float re, im;
+} c64_t;
+
+#define ROWC(NAME, BODY)                                                                                  \
+  static int64_t row_##NAME(const char *const *in, const int64_t *s, char *out, int64_t n, const bin_args_t *P) { \
+    const c64_t *A = (const c64_t *)(const void *)in[0];                                                  \
+    const c64_t *B = (const c64_t *)(const void *)in[1];                                                  \
+    c64_t *O = (c64_t *)(void *)out;                                                                      \
+    (void)P;                                                                                              \
+    for (int64_t i = 0; i < n; i++) {                                                                     \
+      const c64_t a = A[s[0] ? i : 0], b = B[s[1] ? i : 0];                                               \
+      c64_t r;                                                                                            \
+      BODY;                                                                                               \
+      O[i] = r;                                                                                           \
+    }                                                                                                     \
+    return -1;                                                                                            \
+  }
+
+ROWC(add_c64, r.re = a.re + P->falpha * b.re; r.im = a.im + P->falpha * b.im)
+ROWC(sub_c64, r.re = a.re - P->falpha * b.re; r.im = a.im - P->falpha * b.im)
+ROWC(mul_c64, r.re = (float)((double)a.re * b.re - (double)a.im * b.im);
+     r.im = (float)((double)a.re * b.im + (double)a.im * b.re))
+ROWC(div_c64, const double den = (double)b.re * b.re + (double)b.im * b.im;
+     r.re = (float)(((double)a.re * b.re + (double)a.im * b.im) / den);
+     r.im = (float)(((double)a.im * b.re - (double)a.re * b.im) / den))
 
 /* integers: T, unsigned U, wrap W */
 #define INT_ROWS(T, U, W, SFX)                                                 \
@@ -256,6 +291,15 @@ WHERE_ROW(where_8, 8)
 static row_fn pick_row(int op, int32_t dt, int64_t mode) {
   const int f = dt == OA_DTYPE_FLOAT32, i32 = dt == OA_DTYPE_INT32, i64 = dt == OA_DTYPE_INT64;
   const int b = dt == OA_DTYPE_BOOL, u8 = b || dt == OA_DTYPE_UINT8; /* nonzero bytes */
+  if (dt == OA_DTYPE_COMPLEX64) {
+    switch (op) {
+      case B_ADD: return row_add_c64;
+      case B_SUB: return row_sub_c64;
+      case B_MUL: return row_mul_c64;
+      case B_DIV: return mode == 0 ? row_div_c64 : (row_fn)0;
+      default: return (row_fn)0;
+    }
+  }
 #define BY3(F, I32, I64) (f ? (F) : i32 ? (I32) : i64 ? (I64) : (row_fn)0)
 #define BY4(F, I32, I64, BL) (b ? (BL) : BY3(F, I32, I64))
   switch (op) {
@@ -283,6 +327,10 @@ static row_fn pick_row(int op, int32_t dt, int64_t mode) {
     case B_BAND: return b ? row_band_b : i32 ? row_band_i32 : i64 ? row_band_i64 : (row_fn)0;
     case B_BOR: return b ? row_bor_b : i32 ? row_bor_i32 : i64 ? row_bor_i64 : (row_fn)0;
     case B_BXOR: return b ? row_bxor_b : i32 ? row_bxor_i32 : i64 ? row_bxor_i64 : (row_fn)0;
+    case B_ATAN2: return f ? row_atan2_f32 : (row_fn)0;
+    case B_COPYSIGN: return f ? row_copysign_f32 : (row_fn)0;
+    case B_HYPOT: return f ? row_hypot_f32 : (row_fn)0;
+    case B_NEXTAFTER: return f ? row_nextafter_f32 : (row_fn)0;
     case B_WHERE:
       switch (oa_dtype_size(dt)) {
         case 1: return row_where_1;
@@ -356,15 +404,15 @@ static oa_status_t bin_prepare(const oa_op_call_t *call, int op, uint64_t allowe
     if (mode < 0 || mode > 2)
       return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM,
                           "argument rounding_mode = %lld: expected 0 (true), 1 (trunc) or 2 (floor)", (long long)mode);
-    if (mode == 0 && self->dtype != OA_DTYPE_FLOAT32)
+    if (mode == 0 && self->dtype != OA_DTYPE_FLOAT32 && self->dtype != OA_DTYPE_COMPLEX64)
       return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM,
-                          "argument rounding_mode = 0 (true division) needs float32 inputs, received %s",
+                          "argument rounding_mode = 0 (true division) needs float32 or complex64 inputs, received %s",
                           oa_dtype_name(self->dtype));
   }
   plan->params[P_MODE] = mode;
   if (op == B_ADD || op == B_SUB) {
     const double alpha = call->n_floats > OA_ARG_ADD_ALPHA ? call->floats[OA_ARG_ADD_ALPHA] : 1.0;
-    if (self->dtype != OA_DTYPE_FLOAT32) {
+    if (self->dtype != OA_DTYPE_FLOAT32 && self->dtype != OA_DTYPE_COMPLEX64) {
       if (alpha != floor(alpha) || !(fabs(alpha) < 9223372036854775808.0))
         return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "argument alpha = %g: expected an integer for %s inputs",
                             alpha, oa_dtype_name(self->dtype));
@@ -464,10 +512,10 @@ static oa_status_t bin_run(const oa_op_call_t *call, int op, const oa_op_plan_t 
     return bin_run(call, code, plan, diag);                                                                \
   }
 
-BINARY_KERNEL(add, B_ADD, OA_DT_NUM)
-BINARY_KERNEL(sub, B_SUB, OA_DT_NUM)
-BINARY_KERNEL(mul, B_MUL, OA_DT_NUM | OA_DT_BOOL)
-BINARY_KERNEL(div, B_DIV, OA_DT_NUM)
+BINARY_KERNEL(add, B_ADD, OA_DT_NUM | OA_DT_C64)
+BINARY_KERNEL(sub, B_SUB, OA_DT_NUM | OA_DT_C64)
+BINARY_KERNEL(mul, B_MUL, OA_DT_NUM | OA_DT_BOOL | OA_DT_C64)
+BINARY_KERNEL(div, B_DIV, OA_DT_NUM | OA_DT_C64)
 BINARY_KERNEL(pow, B_POW, OA_DT_NUM)
 BINARY_KERNEL(minimum, B_MIN, OA_DT_NUM)
 BINARY_KERNEL(maximum, B_MAX, OA_DT_NUM)
@@ -486,3 +534,7 @@ BINARY_KERNEL(bitwise_and, B_BAND, OA_DT_INT | OA_DT_BOOL)
 BINARY_KERNEL(bitwise_or, B_BOR, OA_DT_INT | OA_DT_BOOL)
 BINARY_KERNEL(bitwise_xor, B_BXOR, OA_DT_INT | OA_DT_BOOL)
 BINARY_KERNEL(where, B_WHERE, OA_DT_ALL)
+BINARY_KERNEL(atan2, B_ATAN2, OA_DT_F32)
+BINARY_KERNEL(copysign, B_COPYSIGN, OA_DT_F32)
+BINARY_KERNEL(hypot, B_HYPOT, OA_DT_F32)
+BINARY_KERNEL(nextafter, B_NEXTAFTER, OA_DT_F32)

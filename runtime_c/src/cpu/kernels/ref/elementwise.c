@@ -55,6 +55,11 @@ static inline int64_t clamp_int(int64_t v, int has_lo, int64_t lo, int has_hi, i
   return v;
 }
 
+/* a complex64 element: interleaved float32 (real, imaginary) */
+typedef struct c64 {
+  float re, im;
+} c64_t;
+
 static double farg(const oa_op_call_t *call, uint32_t i, double dflt) {
   return i < call->n_floats ? call->floats[i] : dflt;
 }
@@ -97,6 +102,11 @@ static oa_status_t unary_prepare(const oa_op_call_t *call, int op, uint64_t allo
   if (op == U_LOGICAL_NOT) {
     if (y->dtype != OA_DTYPE_BOOL)
       return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "output 0 ('%s'): expected dtype bool, received %s", y->name,
+                          oa_dtype_name(y->dtype));
+  } else if (op == U_ABS && x->dtype == OA_DTYPE_COMPLEX64) {
+    if (y->dtype != OA_DTYPE_FLOAT32)
+      return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM,
+                          "output 0 ('%s'): expected dtype float32 (the magnitude of complex64), received %s", y->name,
                           oa_dtype_name(y->dtype));
   } else if ((st = oa_check_same_dtype(call, y, x, "output 0", diag))) {
     return st;
@@ -184,8 +194,9 @@ static oa_status_t unary_run(const oa_op_call_t *call, int op, const oa_op_plan_
       if (f32) F32(-v);
       else INTS(wrap_i32(0u - (uint32_t)v), wrap_i64(0u - (uint64_t)v));
       break;
-    case U_ABS: /* |INT_MIN| wraps to INT_MIN, as in PyTorch */
-      if (f32) F32(fabsf(v));
+    case U_ABS: /* |INT_MIN| wraps to INT_MIN, as in PyTorch; |complex64| = hypot of the parts, in double */
+      if (x->dtype == OA_DTYPE_COMPLEX64) LOOP(c64_t, float, (float)hypot((double)v.re, (double)v.im));
+      else if (f32) F32(fabsf(v));
       else INTS(v < 0 ? wrap_i32(0u - (uint32_t)v) : v, v < 0 ? wrap_i64(0u - (uint64_t)v) : v);
       break;
     case U_SIGN:
@@ -275,7 +286,7 @@ static oa_status_t unary_run(const oa_op_call_t *call, int op, const oa_op_plan_
   }
 
 UNARY_KERNEL(neg, U_NEG, OA_DT_NUM)
-UNARY_KERNEL(abs, U_ABS, OA_DT_NUM)
+UNARY_KERNEL(abs, U_ABS, OA_DT_NUM | OA_DT_C64)
 UNARY_KERNEL(exp, U_EXP, OA_DT_F32)
 UNARY_KERNEL(log, U_LOG, OA_DT_F32)
 UNARY_KERNEL(sqrt, U_SQRT, OA_DT_F32)
@@ -313,7 +324,7 @@ UNARY_KERNEL(bitwise_not, U_BITWISE_NOT, OA_DT_INT | OA_DT_BOOL)
  *      documented rule for uint8 (static_cast<uint8_t>(static_cast<int64_t>(x)));
  *   -> bool: x != 0 (NaN -> true). */
 
-#define OA_DT_CAST (OA_DT_ALL | OA_DTYPE_BIT(OA_DTYPE_FLOAT64) | OA_DTYPE_BIT(OA_DTYPE_INT16))
+#define OA_DT_CAST (OA_DT_ALL | OA_DT_C64 | OA_DTYPE_BIT(OA_DTYPE_FLOAT64) | OA_DTYPE_BIT(OA_DTYPE_INT16))
 
 static inline float to_f32_i(int64_t v) { return (float)v; }
 static inline float to_f32_f(double v) { return (float)v; }
@@ -331,10 +342,13 @@ static inline uint8_t to_u8_i(int64_t v) { return (uint8_t)(uint64_t)v; }
 static inline uint8_t to_u8_f(double v) { return (uint8_t)(uint64_t)sat_i64(v); }
 static inline uint8_t to_b_i(int64_t v) { return (uint8_t)(v != 0); }
 static inline uint8_t to_b_f(double v) { return (uint8_t)(v != 0.0); }
+static inline c64_t to_c64_i(int64_t v) { return (c64_t){(float)v, 0.0f}; }
+static inline c64_t to_c64_f(double v) { return (c64_t){(float)v, 0.0f}; }
 
 #define LD_I(v) ((int64_t)(v))
 #define LD_B(v) ((int64_t)((v) != 0))
 #define LD_F(v) ((double)(v))
+#define LD_C(v) ((double)(v).re) /* complex64 -> real: the real part, as PyTorch (which warns) */
 
 #define CAST_LOOP(TS, TD, CONV, LD)                                   \
   do {                                                                \
@@ -348,6 +362,7 @@ static inline uint8_t to_b_f(double v) { return (uint8_t)(v != 0.0); }
   switch (dst->dtype) {                                                           \
     case OA_DTYPE_FLOAT32: CAST_LOOP(TS, float, to_f32_##K, LD); break;            \
     case OA_DTYPE_FLOAT64: CAST_LOOP(TS, double, to_f64_##K, LD); break;           \
+    case OA_DTYPE_COMPLEX64: CAST_LOOP(TS, c64_t, to_c64_##K, LD); break;          \
     case OA_DTYPE_INT64: CAST_LOOP(TS, int64_t, to_i64_##K, LD); break;            \
     case OA_DTYPE_INT32: CAST_LOOP(TS, int32_t, to_i32_##K, LD); break;            \
     case OA_DTYPE_INT16: CAST_LOOP(TS, int16_t, to_i16_##K, LD); break;            \
@@ -382,7 +397,14 @@ oa_status_t oa_ref_cast_run(const oa_op_call_t *call, const oa_op_plan_t *plan, 
     if (src->data != dst->data && src->nbytes) memmove(dst->data, src->data, src->nbytes);
     return OA_OK;
   }
+  if (src->dtype == OA_DTYPE_COMPLEX64 && dst->dtype == OA_DTYPE_BOOL) { /* either part nonzero */
+    const c64_t *s_ = (const c64_t *)src->data;
+    uint8_t *d_ = (uint8_t *)dst->data;
+    for (int64_t i = 0; i < n; i++) d_[i] = (uint8_t)(s_[i].re != 0.0f || s_[i].im != 0.0f);
+    return OA_OK;
+  }
   switch (src->dtype) {
+    case OA_DTYPE_COMPLEX64: CAST_FROM(c64_t, f, LD_C) break;
     case OA_DTYPE_FLOAT32: CAST_FROM(float, f, LD_F) break;
     case OA_DTYPE_FLOAT64: CAST_FROM(double, f, LD_F) break;
     case OA_DTYPE_INT64: CAST_FROM(int64_t, i, LD_I) break;

@@ -101,7 +101,7 @@ oa_status_t oa_ref_index_select_prepare(const oa_op_call_t *call, const oa_kerne
       (st = oa_check_present(call, 1, "input 1 (index)", diag)))
     return st;
   const oa_tensor_t *x = call->inputs[0], *idx = call->inputs[1], *y = call->outputs[0];
-  if ((st = oa_check_dtype(call, x, OA_DT_ALL, "input 0 (self)", diag))) return st;
+  if ((st = oa_check_dtype(call, x, OA_DT_MOVE, "input 0 (self)", diag))) return st;
   if ((st = oa_check_dtype(call, idx, OA_DT_INT, "input 1 (index)", diag))) return st;
   if ((st = oa_check_same_dtype(call, y, x, "output 0", diag))) return st;
   if ((st = oa_check_ndim(call, x, 1, OA_MAX_DIMS, "input 0 (self)", diag))) return st;

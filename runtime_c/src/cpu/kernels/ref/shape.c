@@ -139,7 +139,7 @@ static oa_status_t unary_move_prepare(const oa_op_call_t *call, uint32_t min_int
   oa_status_t st;
   if ((st = oa_check_arity(call, 1, 1, 1, min_ints, 0, diag))) return st;
   if ((st = oa_check_present(call, 0, "input 0 (self)", diag))) return st;
-  if ((st = oa_check_dtype(call, call->inputs[0], OA_DT_ALL, "input 0 (self)", diag))) return st;
+  if ((st = oa_check_dtype(call, call->inputs[0], OA_DT_MOVE, "input 0 (self)", diag))) return st;
   return oa_check_same_dtype(call, call->outputs[0], call->inputs[0], "output 0", diag);
 }
 
@@ -368,7 +368,7 @@ oa_status_t oa_ref_cat_prepare(const oa_op_call_t *call, const oa_kernel_env_t *
   oa_status_t st;
   if ((st = oa_check_arity(call, 1, CAT_MAX_INPUTS, 1, 1, 0, diag))) return st;
   const oa_tensor_t *y = call->outputs[0];
-  if ((st = oa_check_dtype(call, y, OA_DT_ALL, "output 0", diag))) return st;
+  if ((st = oa_check_dtype(call, y, OA_DT_MOVE, "output 0", diag))) return st;
   if ((st = oa_check_ndim(call, y, 1, OA_MAX_DIMS, "output 0", diag))) return st;
   int64_t dim = call->ints[OA_ARG_CAT_DIM];
   if ((st = check_dim_arg(dim, y->ndim, "dim", diag))) return st;
@@ -433,7 +433,7 @@ oa_status_t oa_ref_split_prepare(const oa_op_call_t *call, const oa_kernel_env_t
     return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "expected at least 1 integer arguments, received 0");
   if ((st = oa_check_present(call, 0, "input 0 (self)", diag))) return st;
   const oa_tensor_t *x = call->inputs[0];
-  if ((st = oa_check_dtype(call, x, OA_DT_ALL, "input 0 (self)", diag))) return st;
+  if ((st = oa_check_dtype(call, x, OA_DT_MOVE, "input 0 (self)", diag))) return st;
   if ((st = oa_check_ndim(call, x, 1, OA_MAX_DIMS, "input 0 (self)", diag))) return st;
   int64_t dim = call->ints[OA_ARG_SPLIT_DIM];
   if ((st = check_dim_arg(dim, x->ndim, "dim", diag))) return st;
