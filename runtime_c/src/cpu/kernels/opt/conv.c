@@ -535,7 +535,7 @@ static oa_status_t oa_opt_conv2d_nhwc_prepare_isa(const oa_op_call_t *call, cons
     return OA_OK;
   }
   const int32_t threads = (int32_t)plan->params[F_THREADS];
-  if (q.block % I->nr) return OA_ERR_UNSUPPORTED; /* panels narrower than (or not a multiple of) NR */
+  if (q.block % I->pw) return OA_ERR_UNSUPPORTED; /* panels narrower than (or not a multiple of) PW */
   /* an NCHW input: only the paths that gather the input (1x1 reads it in place as A) */
   if (q.in_nchw && (q.g > 1 || is_1x1(&q))) return OA_ERR_UNSUPPORTED;
   if (q.g > 1) {
