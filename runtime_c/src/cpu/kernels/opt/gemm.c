@@ -52,6 +52,7 @@
 #define A_BLOCK_BYTES ((int64_t)128 * 1024)
 /* DIRECT B up to this size (one K block of the task's columns) is treated as L1-resident */
 #define DIRECT_L1_BYTES ((int64_t)16 * 1024)
+#define PANEL_L1_BYTES ((int64_t)32 * 1024)
 #define PACK_ALL_MAX_BYTES ((int64_t)4 * 1024 * 1024)
 /* per-slot scratch besides a B block: an A tile and one B panel, rounded to 64 bytes */
 #define SLOT_FIXED_FLOATS ((int64_t)(MR_MAX * A_LD + KC_MAX * NR_MAX))
@@ -386,7 +387,7 @@ static void compute_block(const gemm_ctx_t *x, float *slot, int64_t kb, int64_t 
   const int panels = bp || g->bblock; /* B rows contiguous (one cache line per 16 floats) */
   for (int64_t ib = i0; ib < i1; ib += mc) {
     const int64_t ie = min64(ib + mc, i1);
-    if (b_in_l1 || (panels && 2 * cdiv(ncur, nr) >= cdiv(ie - ib, mr))) {
+    if (b_in_l1 || (panels && (2 * cdiv(ncur, nr) >= cdiv(ie - ib, mr) || kcur * nr * (int64_t)sizeof(float) > PANEL_L1_BYTES))) {
       for (int64_t i = ib; i < ie; i += tile_rows(i, ie, mr)) {
         const int32_t mcur = tile_rows(i, ie, mr);
         int64_t lda;
