@@ -15,15 +15,15 @@ program runs with reference kernels only and with the optimized ones:
     AVX2 kernels at run time), with `oa_run` and `oa_run --reference`.
 The reference output is also checked against PyTorch (sanity of the case itself).
 
-Tolerances: the reference sums in double, the optimized kernels in float32 in blocks of up to 256
+Tolerances: the reference sums in double, the optimized kernels in float32 in blocks of up to 512
 (products fused on AVX2 / aarch64): |fast - ref| <= ATOL + K_ATOL * K + RTOL * |ref| with RTOL 1e-4,
 ATOL 1e-5, K_ATOL 2e-7 per element of the reduction (K = C_in/groups * kH * kW for convs), about
 10x the float32 rounding error of a K-term sum of unit-size products. NaN must stay NaN.
 Outputs with K >= 16 that the reference sums in double must also differ from it somewhere in the
 last bits: that shows the optimized kernel ran (a declined call falls back to the reference and
 would match exactly).
-Shapes cover the tile edges of every micro-kernel (MR 4/6/8, NR 4/8/16: sizes 1..9, 13, 15..17,
-31, 33), several K blocks (K > 256), A copied for aliasing row strides (K = 1024), row blocks
+Shapes cover the tile edges of every micro-kernel (MR 4/6/7/8/12, NR 4/8/16/32: sizes 1..9, 13,
+15..17, 31, 33, 48, 65), several K blocks (K > 256; 512 on AVX-512), A copied for aliasing row strides (K = 1024), row blocks
 (M = 300), strides 1-3 and > 8 (im2col path), padding larger than the kernel, dilation, groups,
 depthwise (with channel multiplier, 3x3/5x5, strides 1-3), 1x1 convs, batch 2, and NaN inputs.
 """
@@ -201,15 +201,18 @@ def linear_cases() -> list[Case]:
         (8, 256, 33), (9, 257, 8), (13, 600, 31), (32, 23, 6), (6, 2, 1), ((2, 3), 20, 9), ((2, 2, 3), 7, 4),
         (33, 3, 100), (35, 40, 17), (37, 257, 15), (38, 600, 33), (40, 1024, 20), (64, 128, 64), (300, 300, 40),
         ((3, 12), 17, 9),
-        # the 16-lane GEMV's K tails (16 + 15, 31) and the 14-row AVX-512 tile's edges (3 x 14, 43, 57)
-        (3, 47, 5), (2, 31, 9), (42, 70, 30), (43, 70, 31), (57, 19, 47),
+        # the 16-lane GEMV's K tails (16 + 15, 31) and the 12 x 32 AVX-512 tile's edges (rows 3 x 12 and
+        # tails, columns 32 + 16 / 33 / 65: a 16-wide half alone, masked halves), K past its 512 block
+        (3, 47, 5), (2, 31, 9), (42, 70, 30), (43, 70, 31), (57, 19, 47), (36, 40, 48), (37, 70, 65),
+        (49, 513, 33), (25, 1030, 80),
     ]
     fs: list[Callable[[int], Case]] = [functools.partial(linear, m, k, n) for m, k, n in shapes]
     fs += [functools.partial(linear, 12, 40, 18, bias=False), functools.partial(linear, 7, 31, 17, nan=True),
            functools.partial(linear, 45, 40, 18, bias=False), functools.partial(linear, 41, 31, 17, nan=True)]
     # pre-packed weights (exporter/pack.py): N tails of a panel (17, 20, 33 features), M tails of a
     # tile, K odd and past a K block, few rows, 3-D input, no bias, NaN
-    packed = [(128, 256, 40), (33, 3, 17), (7, 17, 20), (1, 5, 16), (40, 300, 33), ((2, 40), 31, 48), (6, 1, 1)]
+    packed = [(128, 256, 40), (33, 3, 17), (7, 17, 20), (1, 5, 16), (40, 300, 33), ((2, 40), 31, 48), (6, 1, 1),
+              (50, 600, 48), (37, 520, 80)]  # two 16-wide panels per AVX-512 tile, K past 512
     fs += [functools.partial(linear_packed, m, k, n) for m, k, n in packed]
     fs += [functools.partial(linear_packed, 45, 40, 18, bias=False),
            functools.partial(linear_packed, 41, 31, 17, nan=True)]
@@ -231,8 +234,8 @@ def conv_cases() -> list[Case]:
         ((1, 3, 8, 8, 4, 3, 3), {"pad": 1}),
         ((2, 5, 9, 11, 7, 3, 3), {"pad": 1}),
         ((1, 16, 17, 19, 13, 3, 3), {"pad": 1}),
-        ((1, 40, 6, 7, 9, 3, 3), {"pad": 1}),                       # K = 360: two K blocks
-        ((1, 64, 14, 14, 10, 3, 3), {"pad": 1}),                    # K = 576: three K blocks
+        ((1, 40, 6, 7, 9, 3, 3), {"pad": 1}),                       # K = 360: two K blocks (one on AVX-512)
+        ((1, 64, 14, 14, 10, 3, 3), {"pad": 1}),                    # K = 576: three K blocks (two on AVX-512)
         ((1, 8, 12, 12, 16, 3, 3), {"stride": 2, "pad": 1}),
         ((1, 4, 13, 10, 6, 3, 3), {"stride": 3}),
         ((1, 3, 23, 23, 8, 7, 7), {"stride": 2, "pad": 3}),         # a stem

@@ -38,17 +38,21 @@
 #include <stdatomic.h>
 #endif
 
-#define KC_MAX 256
+#define KC_MAX 512
+/* K block of the 16-lane ISA (AVX-512) / of the others: see oa_gemm_plan */
+#define KC_WIDE 512
+#define KC_NARROW 256
 /* A tiles copied to a compact buffer have this row stride (floats): KC_MAX + one cache line, so
  * consecutive rows start in different L1 sets */
 #define A_LD (KC_MAX + 16)
-#define MR_MAX 14 /* the AVX-512 tile's rows */
-#define NR_MAX 16
+#define MR_MAX 12 /* the AVX-512 tile's rows */
+#define NR_MAX 32 /* the AVX-512 tile's columns */
 #define B_BLOCK_BYTES ((int64_t)256 * 1024)
 /* rows of A passed over one B panel while it stays in L1 (an A block of <= 128 KB stays in L2) */
 #define A_BLOCK_BYTES ((int64_t)128 * 1024)
 /* DIRECT B up to this size (one K block of the task's columns) is treated as L1-resident */
 #define DIRECT_L1_BYTES ((int64_t)16 * 1024)
+#define PANEL_L1_BYTES ((int64_t)32 * 1024)
 #define PACK_ALL_MAX_BYTES ((int64_t)4 * 1024 * 1024)
 /* per-slot scratch besides a B block: an A tile and one B panel, rounded to 64 bytes */
 #define SLOT_FIXED_FLOATS ((int64_t)(MR_MAX * A_LD + KC_MAX * NR_MAX))
@@ -110,8 +114,9 @@ void oa_uk_store_tile(const float *tmp, int64_t ld_tmp, float *c, int64_t rs_c, 
   }                                                                                       \
   oa_uk_store_tile(&acc[0][0], PNR, c, rs_c, cs_c, mr, nr, flags, epi)
 
-void oa_portable_gemm(int64_t kc, const float *a, int64_t lda, const float *b, float *c, int64_t rs_c, int64_t cs_c,
-                      int32_t mr, int32_t nr, uint32_t flags, const oa_uk_epi_t *epi) {
+void oa_portable_gemm(int64_t kc, const float *a, int64_t lda, const float *b, int64_t bs, float *c, int64_t rs_c,
+                      int64_t cs_c, int32_t mr, int32_t nr, uint32_t flags, const oa_uk_epi_t *epi) {
+  (void)bs; /* PW = NR: one panel */
   PORTABLE_GEMM_BODY(b + p * PNR);
 }
 
@@ -218,7 +223,12 @@ void oa_gemm_plan(const oa_opt_isa_t *isa, int64_t m, int64_t n, int64_t k, int6
   memset(out, 0, sizeof *out);
   const int64_t mr = isa->mr, nr = isa->nr;
   if (threads < 1) threads = 1;
-  out->nkb = k > 0 ? cdiv(k, KC_MAX) : 1;
+  /* K blocks: C is read and written once per block, so larger blocks save C traffic as long as
+   * an A tile (MR x kc) stays in L1: kc 512 for the 12-row AVX-512 tile (24 KB of the >= 32 KB
+   * L1 of AVX-512 cores; 1024^3 on a Sapphire Rapids class Xeon: C is 4 MB, past L2, and its
+   * four passes at kc 256 cost ~10%), 256 for the others (6 x 256 floats, measured on Zen 3) */
+  const int64_t kc_max = isa->vw >= 16 ? KC_WIDE : KC_NARROW;
+  out->nkb = k > 0 ? cdiv(k, kc_max) : 1;
   out->kc = k > 0 ? cdiv(k, out->nkb) : 0;
   out->slots = 1;
   out->mode = direct ? OA_GEMM_DIRECT : OA_GEMM_PACK_PER_TASK;
@@ -307,21 +317,23 @@ static inline void one_tile(const gemm_ctx_t *x, const float *ai, int64_t lda, i
                             int64_t qcut, uint32_t flags) {
   const oa_gemm_args_t *g = x->g;
   const oa_opt_isa_t *isa = x->isa;
-  const int32_t nr = isa->nr, ncq = (int32_t)min64(nr, ncur - q);
+  const int32_t nr = isa->nr, pw = isa->pw, ncq = (int32_t)min64(nr, ncur - q);
   const oa_uk_epi_t epi = {g->bias ? g->bias + i : NULL, g->bias_col ? g->bias_col + j0 + q : NULL, g->act, g->lo,
                            g->hi};
   float *ci = g->c + i * g->rs_c + (j0 + q) * g->cs_c;
   const int64_t j = j0 + q, bb = g->bblock;
   if (bp) {
-    isa->gemm(kcur, ai, lda, bp + (q / nr) * kcur * nr, ci, g->rs_c, g->cs_c, mcur, ncq, flags, &epi);
+    isa->gemm(kcur, ai, lda, bp + (q / pw) * kcur * pw, kcur * pw, ci, g->rs_c, g->cs_c, mcur, ncq, flags, &epi);
   } else if (bb) {
+    /* panels of bb = PW columns are the tile's packed layout (the next panel K * bb further);
+     * wider ones (a multiple of NR) are read through row offsets */
     const float *panel = g->b + (j / bb) * g->k * bb + j % bb;
-    if (bb == nr)
-      isa->gemm(kcur, ai, lda, panel + k0 * bb, ci, g->rs_c, g->cs_c, mcur, ncq, flags, &epi);
+    if (bb == pw)
+      isa->gemm(kcur, ai, lda, panel + k0 * bb, g->k * bb, ci, g->rs_c, g->cs_c, mcur, ncq, flags, &epi);
     else
       isa->gemm_ind(kcur, ai, lda, panel, g->boff + k0, ci, g->rs_c, g->cs_c, mcur, ncq, flags, &epi);
   } else if (q == qcut) {
-    isa->gemm(kcur, ai, lda, pbuf, ci, g->rs_c, g->cs_c, mcur, ncq, flags, &epi);
+    isa->gemm(kcur, ai, lda, pbuf, kcur * pw, ci, g->rs_c, g->cs_c, mcur, ncq, flags, &epi);
   } else {
     isa->gemm_ind(kcur, ai, lda, g->b + j, g->boff + k0, ci, g->rs_c, g->cs_c, mcur, ncq, flags, &epi);
   }
@@ -353,7 +365,7 @@ static inline int32_t tile_rows(int64_t i, int64_t ie, int32_t mr) {
 static void compute_block(const gemm_ctx_t *x, float *slot, int64_t kb, int64_t k0, int64_t kcur, const float *bp,
                           int64_t i0, int64_t i1, int64_t j0, int64_t ncur) {
   const oa_gemm_args_t *g = x->g;
-  const int32_t mr = x->isa->mr, nr = x->isa->nr;
+  const int32_t mr = x->isa->mr, nr = x->isa->nr, pw = x->isa->pw;
   const uint32_t flags = (kb > 0 ? OA_UK_ACCUM : 0u) | (kb == x->blk->nkb - 1 ? OA_UK_LAST : 0u);
   float *abuf = slot, *pbuf = slot + MR_MAX * A_LD;
   const int64_t mc = max64(mr, A_BLOCK_BYTES / (int64_t)sizeof(float) / max64(kcur, 1) / mr * mr);
@@ -362,23 +374,20 @@ static void compute_block(const gemm_ctx_t *x, float *slot, int64_t kb, int64_t 
     for (int64_t r = 0; r < i1 - i0; r++)
       memcpy(abuf + r * A_LD, g->a + (i0 + r) * g->lda + k0, (size_t)kcur * sizeof(float));
   }
-  /* DIRECT, the last panel of N cut: copied into a zero-padded panel (no read past B) */
+  /* DIRECT, the last tile of N cut: copied into zero-padded panels of PW (no read past B) */
   const int64_t qcut = !bp && !g->bblock && ncur % nr ? ncur / nr * nr : -1;
   if (qcut >= 0) {
     const int64_t ncq = ncur - qcut;
     for (int64_t p = 0; p < kcur; p++) {
       const float *src = g->b + j0 + qcut + g->boff[k0 + p];
-      float *d = pbuf + p * nr;
-      int64_t t = 0;
-      for (; t < ncq; t++) d[t] = src[t];
-      for (; t < nr; t++) d[t] = 0.0f;
+      for (int64_t t = 0; t < nr; t++) pbuf[(t / pw) * kcur * pw + p * pw + t % pw] = t < ncq ? src[t] : 0.0f;
     }
   }
   const int b_in_l1 = !bp && kcur * (ncur + nr) * (int64_t)sizeof(float) <= DIRECT_L1_BYTES;
   const int panels = bp || g->bblock; /* B rows contiguous (one cache line per 16 floats) */
   for (int64_t ib = i0; ib < i1; ib += mc) {
     const int64_t ie = min64(ib + mc, i1);
-    if (b_in_l1 || (panels && 2 * cdiv(ncur, nr) >= cdiv(ie - ib, mr))) {
+    if (b_in_l1 || (panels && (2 * cdiv(ncur, nr) >= cdiv(ie - ib, mr) || kcur * nr * (int64_t)sizeof(float) > PANEL_L1_BYTES))) {
       for (int64_t i = ib; i < ie; i += tile_rows(i, ie, mr)) {
         const int32_t mcur = tile_rows(i, ie, mr);
         int64_t lda;
@@ -402,7 +411,7 @@ static void compute_block(const gemm_ctx_t *x, float *slot, int64_t kb, int64_t 
 static void run_slot(gemm_ctx_t *x, int64_t s) {
   const oa_gemm_blocking_t *blk = x->blk;
   const oa_gemm_args_t *g = x->g;
-  const int32_t nr = x->isa->nr;
+  const int32_t pw = x->isa->pw;
   float *slot = x->scratch + blk->shared_floats + s * blk->slot_floats;
   const int64_t col_tasks = cdiv(x->npad, blk->nc);
   int64_t cursor = -1;
@@ -413,7 +422,7 @@ static void run_slot(gemm_ctx_t *x, int64_t s) {
       float *bp = slot + SLOT_FIXED_FLOATS;
       for (int64_t kb = 0; kb < blk->nkb; kb++) {
         const int64_t k0 = kb * blk->kc, kcur = min64(blk->kc, g->k - k0);
-        g->pack(g->pack_ctx, k0, kcur, j0, ncur, nr, bp);
+        g->pack(g->pack_ctx, k0, kcur, j0, ncur, pw, bp);
         compute_block(x, slot, kb, k0, kcur, bp, 0, g->m, j0, ncur);
       }
       continue;
@@ -424,7 +433,7 @@ static void run_slot(gemm_ctx_t *x, int64_t s) {
     if (i0 >= i1 || ncur <= 0) continue;
     for (int64_t kb = 0; kb < blk->nkb; kb++) {
       const int64_t k0 = kb * blk->kc, kcur = min64(blk->kc, g->k - k0);
-      const float *bp = blk->mode == OA_GEMM_PACK_ALL ? x->scratch + k0 * x->npad + (j0 / nr) * kcur * nr : NULL;
+      const float *bp = blk->mode == OA_GEMM_PACK_ALL ? x->scratch + k0 * x->npad + (j0 / pw) * kcur * pw : NULL;
       compute_block(x, slot, kb, k0, kcur, bp, i0, i1, j0, ncur);
     }
   }
@@ -438,17 +447,17 @@ static void pack_all_panels(void *ctx, int64_t q0, int64_t q1) {
   const gemm_ctx_t *x = (const gemm_ctx_t *)ctx;
   const oa_gemm_blocking_t *blk = x->blk;
   const oa_gemm_args_t *g = x->g;
-  const int32_t nr = x->isa->nr;
+  const int32_t pw = x->isa->pw;
   for (int64_t kb = 0; kb < blk->nkb; kb++) {
     const int64_t k0 = kb * blk->kc, kcur = min64(blk->kc, g->k - k0);
-    const int64_t j0 = q0 * nr, ncur = min64(q1 * nr, g->n) - j0;
-    g->pack(g->pack_ctx, k0, kcur, j0, ncur, nr, x->scratch + k0 * x->npad + q0 * kcur * nr);
+    const int64_t j0 = q0 * pw, ncur = min64(q1 * pw, g->n) - j0;
+    g->pack(g->pack_ctx, k0, kcur, j0, ncur, pw, x->scratch + k0 * x->npad + q0 * kcur * pw);
   }
 }
 
 /* ---- the ISA table --------------------------------------------------------------------------- */
 
-static const oa_opt_isa_t portable_isa = {"portable",         4, PNR, 1, oa_portable_gemm, oa_portable_gemm_ind,
+static const oa_opt_isa_t portable_isa = {"portable",         4, PNR, PNR, 1, oa_portable_gemm, oa_portable_gemm_ind,
                                            oa_pack_transposed, oa_portable_gemv, oa_portable_dw, oa_portable_dwc,
                                            oa_portable_dwc_row};
 #if defined(OA_BUILT_AVX2)
@@ -503,6 +512,6 @@ void oa_gemm_run(const oa_opt_isa_t *isa, const oa_gemm_blocking_t *blk, const o
 #if !defined(__STDC_NO_ATOMICS__)
   atomic_init(&x.next, 0);
 #endif
-  if (blk->mode == OA_GEMM_PACK_ALL) oa_parallel_for(pool, cdiv(g->n, isa->nr), 2, pack_all_panels, &x);
+  if (blk->mode == OA_GEMM_PACK_ALL) oa_parallel_for(pool, cdiv(g->n, isa->pw), 2, pack_all_panels, &x);
   oa_parallel_for(pool, blk->slots, 1, slots_fn, &x);
 }

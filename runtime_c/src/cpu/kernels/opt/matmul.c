@@ -122,7 +122,7 @@ static oa_status_t oa_opt_linear_packed_prepare_isa(const oa_op_call_t *call, co
   const int64_t n = out->shape[out->ndim - 1], k = w->shape[1], block = call->ints[OA_ARG_LINEAR_PACKED_BLOCK];
   const int64_t m = n ? out->numel / n : 0;
   if (linear_plan_dims(plan, m, n, k)) return OA_OK;
-  if (block % oa_opt_isa(isa)->nr) return OA_ERR_UNSUPPORTED; /* panels narrower than NR */
+  if (block % oa_opt_isa(isa)->pw) return OA_ERR_UNSUPPORTED; /* panels narrower than PW */
   oa_gemm_blocking_t blk;
   oa_gemm_plan(oa_opt_isa(isa), m, n, k, k, 1, (int32_t)plan->params[F_THREADS], &blk);
   plan->params[F_PATH] = PATH_GEMM;

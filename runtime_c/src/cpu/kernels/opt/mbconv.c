@@ -89,7 +89,7 @@ static oa_status_t oa_opt_mbconv_nhwc_prepare_isa(const oa_op_call_t *call, cons
   mb_geo_t g;
   if (!mb_geo(&m, I, (int32_t)plan->params[F_THREADS], &g)) return OA_ERR_UNSUPPORTED;
   /* weights in panels that are a multiple of NR wide; kernel heights the depthwise kernel takes */
-  if (g.block <= 0 || g.block % I->nr || g.kh > OA_DWC_MAX_KH) return OA_ERR_UNSUPPORTED;
+  if (g.block <= 0 || g.block % I->pw || g.kh > OA_DWC_MAX_KH) return OA_ERR_UNSUPPORTED;
   if (m.depthwise.numel == 0 || call->outputs[0]->numel == 0) {
     plan->params[F_PATH] = 0;
     return OA_OK;

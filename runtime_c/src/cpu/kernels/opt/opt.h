@@ -53,11 +53,15 @@ typedef struct oa_uk_epi {
  * one after the other, columns past nc zero. */
 typedef void (*oa_pack_fn)(const void *ctx, int64_t k0, int64_t kc, int64_t j0, int64_t nc, int32_t nr, float *dst);
 
-/* One MR x NR tile: acc = A[0:mr, 0:kc] * Bpanel[0:kc, 0:NR]; rows >= mr of A are never read
+/* One MR x NR tile: acc = A[0:mr, 0:kc] * B[0:kc, 0:NR]; rows >= mr of A are never read
  * (kernels re-read row mr - 1 or skip them), columns >= nr are zero padding; only [mr, nr] is
- * stored, at c + i * rs_c + j * cs_c. */
-typedef void (*oa_ukernel_fn)(int64_t kc, const float *a, int64_t lda, const float *b, float *c, int64_t rs_c,
-                              int64_t cs_c, int32_t mr, int32_t nr, uint32_t flags, const oa_uk_epi_t *epi);
+ * stored, at c + i * rs_c + j * cs_c. B is packed in panels of the ISA's PW columns ([kc][PW]
+ * each): B[p][j] = b[(j / PW) * bs + p * PW + j % PW]. PW = NR except on AVX-512, whose 32-wide
+ * tile reads two 16-wide panels bs floats apart (the export-time panels are 16 wide); a tile
+ * with nr <= PW reads only the first panel. */
+typedef void (*oa_ukernel_fn)(int64_t kc, const float *a, int64_t lda, const float *b, int64_t bs, float *c,
+                              int64_t rs_c, int64_t cs_c, int32_t mr, int32_t nr, uint32_t flags,
+                              const oa_uk_epi_t *epi);
 
 /* The same with B read in place: row p of the NR columns is at b + boff[p] (unaligned). */
 typedef void (*oa_ukernel_ind_fn)(int64_t kc, const float *a, int64_t lda, const float *b, const int64_t *boff,
@@ -109,6 +113,7 @@ typedef void (*oa_dwc_row_fn)(const oa_dwc_t *p, const float *const *rows, float
 typedef struct oa_opt_isa {
   const char *name;
   int32_t mr, nr;    /* micro-tile */
+  int32_t pw;        /* width of the packed B panels the tile reads (NR, or a divisor of NR) */
   int32_t vw;        /* vector width in floats (depthwise padding) */
   oa_ukernel_fn gemm;
   oa_ukernel_ind_fn gemm_ind;
@@ -187,8 +192,8 @@ void oa_pack_transposed(const void *ctx, int64_t k0, int64_t kc, int64_t j0, int
 int32_t oa_opt_threads(const struct oa_threadpool *pool);
 
 /* Portable kernels (any CPU). */
-void oa_portable_gemm(int64_t kc, const float *a, int64_t lda, const float *b, float *c, int64_t rs_c,
-                          int64_t cs_c, int32_t mr, int32_t nr, uint32_t flags, const oa_uk_epi_t *epi);
+void oa_portable_gemm(int64_t kc, const float *a, int64_t lda, const float *b, int64_t bs, float *c, int64_t rs_c,
+                      int64_t cs_c, int32_t mr, int32_t nr, uint32_t flags, const oa_uk_epi_t *epi);
 void oa_portable_gemm_ind(int64_t kc, const float *a, int64_t lda, const float *b, const int64_t *boff, float *c,
                           int64_t rs_c, int64_t cs_c, int32_t mr, int32_t nr, uint32_t flags, const oa_uk_epi_t *epi);
 void oa_portable_gemv(int64_t m, int64_t n, int64_t k, const float *x, int64_t ldx, const float *w,

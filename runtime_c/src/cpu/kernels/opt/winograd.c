@@ -129,7 +129,7 @@ static oa_status_t oa_opt_conv2d_winograd_prepare_isa(const oa_op_call_t *call, 
   memset(plan->params, 0, sizeof plan->params);
   plan->scratch_bytes = 0;
   const int64_t block = call->ints[OA_ARG_CONV2D_WINOGRAD_BLOCK];
-  if (block % I->nr != 0 || I->nr % W->vw != 0) return OA_ERR_UNSUPPORTED;
+  if (block % I->pw != 0 || I->nr % W->vw != 0) return OA_ERR_UNSUPPORTED;
   /* no input channels (the output is the bias) or no images: the reference kernel (the blocking
    * below divides by the channel count) */
   if (!call->inputs[0]->numel) return OA_ERR_UNSUPPORTED;
@@ -199,13 +199,15 @@ static void gemm_tasks(void *ctx, int64_t t0, int64_t t1) {
   const wino_geo_t *g = x->g;
   const oa_wino_band_t *b = x->band;
   const oa_opt_isa_t *isa = x->isa;
-  const int32_t mr = isa->mr, nr = isa->nr;
+  const int32_t mr = isa->mr, nr = isa->nr, pw = isa->pw;
   const oa_uk_epi_t epi = {NULL, NULL, 0, 0.0f, 0.0f};
   const int64_t per_xi = x->row_tasks * x->col_tasks;
   for (int64_t t = t0; t < t1; t++) {
     const int64_t xi = t / per_xi, rb = t % per_xi / x->col_tasks, cb = t % x->col_tasks;
     const int64_t i0 = rb * TASK_ROWS, i1 = oa_min64(i0 + TASK_ROWS, x->tiles);
-    const int64_t j0 = cb * TASK_COLS, j1 = oa_min64(j0 + TASK_COLS, g->ldm);
+    /* columns up to M's row (ldm: whole NR tiles) and the zero-padded panels of U (kb * block;
+     * a 32-wide tile never reads a panel past them) */
+    const int64_t j0 = cb * TASK_COLS, j1 = oa_min64(j0 + TASK_COLS, oa_min64(g->ldm, g->kb * g->block));
     const float *v = b->v + xi * b->sv;
     float *mm = (float *)b->mm + xi * b->sm;
     const float *u = x->u + xi * g->kb * g->c * g->block;
@@ -219,10 +221,12 @@ static void gemm_tasks(void *ctx, int64_t t0, int64_t t1) {
         const float *panel = u + (j / g->block) * g->c * g->block + c0 * g->block + j % g->block;
         for (int64_t i = i0; i < i1; i += mr) {
           const int32_t mcur = (int32_t)oa_min64(mr, i1 - i);
-          if (g->block == nr)
-            isa->gemm(kcur, v + i * b->ldv + c0, b->ldv, panel, mm + i * b->ldm + j, b->ldm, 1, mcur, nr, flags, &epi);
+          const int32_t ncq = (int32_t)oa_min64(nr, j1 - j);
+          if (g->block == pw) /* the tile's packed layout: the next panel of U is C * block further */
+            isa->gemm(kcur, v + i * b->ldv + c0, b->ldv, panel, g->c * g->block, mm + i * b->ldm + j, b->ldm, 1, mcur,
+                      ncq, flags, &epi);
           else
-            isa->gemm_ind(kcur, v + i * b->ldv + c0, b->ldv, panel, x->boff, mm + i * b->ldm + j, b->ldm, 1, mcur, nr,
+            isa->gemm_ind(kcur, v + i * b->ldv + c0, b->ldv, panel, x->boff, mm + i * b->ldm + j, b->ldm, 1, mcur, ncq,
                           flags, &epi);
         }
       }

@@ -70,8 +70,9 @@ static inline float hsum4(float32x4_t v) {
 #undef TILE_FN
 #undef TILE_IND
 
-void oa_neon_gemm(int64_t kc, const float *a, int64_t lda, const float *b, float *c, int64_t rs_c, int64_t cs_c,
-                  int32_t mr, int32_t nr, uint32_t flags, const oa_uk_epi_t *epi) {
+void oa_neon_gemm(int64_t kc, const float *a, int64_t lda, const float *b, int64_t bs, float *c, int64_t rs_c,
+                  int64_t cs_c, int32_t mr, int32_t nr, uint32_t flags, const oa_uk_epi_t *epi) {
+  (void)bs; /* PW = NR: one panel */
   tile_packed(kc, a, lda, b, NULL, c, rs_c, cs_c, mr, nr, flags, epi);
 }
 
@@ -119,7 +120,7 @@ void oa_neon_gemv(int64_t m, int64_t n, int64_t k, const float *x, int64_t ldx, 
   }
 }
 
-const oa_opt_isa_t oa_neon_isa = {"neon", MR, 8, 4, oa_neon_gemm, oa_neon_gemm_ind, oa_pack_transposed, oa_neon_gemv,
+const oa_opt_isa_t oa_neon_isa = {"neon", MR, 8, 8, 4, oa_neon_gemm, oa_neon_gemm_ind, oa_pack_transposed, oa_neon_gemv,
                                    oa_neon_dw, oa_neon_dwc,
                                    oa_neon_dwc_row};
 

@@ -84,8 +84,9 @@ static inline __attribute__((always_inline)) void rvv_tile(int64_t kc, const flo
   if (mr > 6) rvv_store_row(c + 6 * rs_c, cs_c, c6, flags, epi, 6, vn);
 }
 
-void oa_rvv_gemm(int64_t kc, const float *a, int64_t lda, const float *b, float *c, int64_t rs_c, int64_t cs_c,
-                 int32_t mr, int32_t nr, uint32_t flags, const oa_uk_epi_t *epi) {
+void oa_rvv_gemm(int64_t kc, const float *a, int64_t lda, const float *b, int64_t bs, float *c, int64_t rs_c,
+                 int64_t cs_c, int32_t mr, int32_t nr, uint32_t flags, const oa_uk_epi_t *epi) {
+  (void)bs; /* PW = NR: one panel */
   rvv_tile(kc, a, lda, b, NULL, c, rs_c, cs_c, mr, nr, flags, epi);
 }
 
@@ -165,7 +166,7 @@ void oa_rvv_pack_t(const void *ctx, int64_t k0, int64_t kc, int64_t j0, int64_t 
   }
 }
 
-const oa_opt_isa_t oa_rvv_isa = {"rvv",         MR,          NR,         8, oa_rvv_gemm, oa_rvv_gemm_ind, oa_rvv_pack_t,
+const oa_opt_isa_t oa_rvv_isa = {"rvv",         MR,          NR,         NR,         8, oa_rvv_gemm, oa_rvv_gemm_ind, oa_rvv_pack_t,
                                  oa_rvv_gemv,   oa_rvv_dw,   oa_rvv_dwc, oa_rvv_dwc_row};
 
 #else

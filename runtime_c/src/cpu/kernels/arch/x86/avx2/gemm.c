@@ -228,8 +228,9 @@ static const tile_fn tiles[2][2][6] = {
     {{tile_i1x1, tile_i2x1, tile_i3x1, tile_i4x1, tile_i5x1, tile_i6x1},
      {tile_i1x2, tile_i2x2, tile_i3x2, tile_i4x2, tile_i5x2, tile_i6x2}}};
 
-void oa_avx2_gemm_6x16(int64_t kc, const float *a, int64_t lda, const float *b, float *c, int64_t rs_c, int64_t cs_c,
-                       int32_t mr, int32_t nr, uint32_t flags, const oa_uk_epi_t *epi) {
+void oa_avx2_gemm_6x16(int64_t kc, const float *a, int64_t lda, const float *b, int64_t bs, float *c, int64_t rs_c,
+                       int64_t cs_c, int32_t mr, int32_t nr, uint32_t flags, const oa_uk_epi_t *epi) {
+  (void)bs; /* PW = NR: one panel */
   if (mr == 6 && nr == 16) {
     tile_p6x2(kc, a, lda, b, NULL, c, rs_c, cs_c, nr, flags, epi);
     return;
@@ -350,6 +351,6 @@ static void pack_t16(const void *ctx, int64_t k0, int64_t kc, int64_t j0, int64_
   }
 }
 
-const oa_opt_isa_t oa_avx2_isa = {"avx2", 6, 16, 8, oa_avx2_gemm_6x16, oa_avx2_gemm_6x16_ind, pack_t16, oa_avx2_gemv,
+const oa_opt_isa_t oa_avx2_isa = {"avx2", 6, 16, 16, 8, oa_avx2_gemm_6x16, oa_avx2_gemm_6x16_ind, pack_t16, oa_avx2_gemv,
                                    oa_avx2_dw, oa_avx2_dwc,
                                    oa_avx2_dwc_row};

@@ -1,27 +1,23 @@
-/* AVX-512 micro-kernels: the 14x16 GEMM tile (14 zmm accumulators, 1 B vector, 1 broadcast of A
- * per row and k), its in-place-B twin, the transposing packer for NR 16 and the GEMV of `linear`
- * for a few rows. Cut tiles are masked (__mmask16 loads and stores of the first nr columns).
- * Compiled with -mavx512f -mavx512bw -mavx512dq -mavx512vl -mfma; only called after the CPU
- * reported avx512f/bw/dq/vl and fma (env->isas has OA_CPU_ISA_AVX512, isa.h).
+/* AVX-512 micro-kernels: the 12x32 GEMM tile (24 zmm accumulators, 2 B vectors, 1 broadcast of A
+ * per row and k), its in-place-B twin, the transposing packer for 16-wide panels and the GEMV of
+ * `linear` for a few rows. Cut tiles are masked (__mmask16 loads and stores of the first nr
+ * columns); a tile of at most 16 columns runs the 16-wide half alone. Compiled with -mavx512f
+ * -mavx512bw -mavx512dq -mavx512vl -mfma; only called after the CPU reported avx512f/bw/dq/vl and
+ * fma (env->isas has OA_CPU_ISA_AVX512, isa.h).
  *
- * Tile choice, measured on Zen 5 (one core; fp32 FMA peak measured in the same session by
- * benchmarks/peak.py: AVX-512 233-240 GFLOP/s, AVX2 117-119), the tile alone (kc = 256, best of
- * 30 interleaved runs), GFLOP/s:
- *                     14x16   12x16   8x16    6x32    7x32    8x32
- *   B panel in L1     214.6   213.5   209.5   235.9   240.1   236.5
- *   B block in L2     208-217                         230-239          (256 KB, kc 128-512)
- * The 16-wide tiles do 1 B load + MR broadcasts per MR FMAs, the 32-wide ones 2 + MR per 2 MR:
- * at about two loads a cycle the 16-wide ones stop near 90% of the peak, the 32-wide ones near
- * 97% (unrolling k by 4 instead of 2 gained nothing). NR stays 16 anyway: it is the width of the
- * export-time pre-packed panels (OA_CPU_PANEL_BLOCK: linear_packed, conv_nhwc and mbconv weights,
- * read unchanged) and of the Winograd weight blocks (opt/winograd.c needs block % NR == 0); NR 32
- * would need two-panel reads in the driver or repacked weights for a ~10% faster tile, so the
- * driver comparison (the >8% bar) was not run. In the driver, 1024^3 (benchmarks/gemm.py, same
- * run as PyTorch): 163-181 GFLOP/s (68-75% of the peak; packing B and copying A tiles with
- * lda = 1024 take ~10% of it), PyTorch 93-94, i.e. 1.75x. 14 rows use 14 of the 32 zmm registers;
- * the rows of A are read through five pointers and two index registers (base + index * scale),
- * fourteen pointers did not fit the 15 general registers (gcc kept them on the stack: 125
- * instead of 135-150 GFLOP/s in the first measurement). */
+ * Tile choice. The 16-wide tiles do 1 B load + MR broadcasts per MR FMAs, the 32-wide ones 2 + MR
+ * per 2 MR FMAs: at about two loads a cycle the 16-wide ones stop near 90% of the FMA peak, the
+ * 32-wide ones near 97%. Measured alone (kc = 256, GFLOP/s, thread CPU time, best of 30):
+ *   Zen 5 (peak 233-240):               14x16 214.6, 8x16 209.5, 6x32 235.9, 7x32 240.1, 8x32 236.5
+ *   Intel Xeon, Sapphire Rapids class   14x16 163-176 (B in L1) / 156-157 (16 panels in L2);
+ *   (peak 222 quiet, 183-215 loaded):   8x32 192 / 175; 12x32 188 / 189; 6x32 185 / 164
+ * so 12x32: the most rows per B load keeps it at the same speed with B streamed from L2 (1024^3
+ * runs every panel from L2). The packed panels stay 16 wide (OA_CPU_PANEL_BLOCK: the export-time
+ * linear_packed, conv_nhwc and mbconv weights and the Winograd weight blocks, read unchanged):
+ * the tile reads its two halves from two panels bs floats apart (opt.h). 12 rows use 24 of the
+ * 32 zmm registers; the rows of A are read through four pointers and two index registers (base +
+ * index * scale), fourteen pointers did not fit the 15 general registers (gcc kept them on the
+ * stack: 125 instead of 135-150 GFLOP/s in the first measurement of the 14x16 tile). */
 #if defined(__x86_64__) && defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512DQ__) && \
     defined(__AVX512VL__) && defined(__FMA__)
 #define OA_SIMD_AVX512 1
@@ -34,7 +30,7 @@ void oa_avx512_dw(const oa_dw_plane_t *p);
 void oa_avx512_dwc(const oa_dwc_t *p, int64_t t0, int64_t t1);
 void oa_avx512_dwc_row(const oa_dwc_t *p, const float *const *rows, float *yr);
 
-#define MR 14
+#define MR 12
 
 /* relu / clamp keeping NaN: max_ps(a, b) returns b when either is NaN */
 static inline __m512 act16(__m512 v, const oa_uk_epi_t *e) {
@@ -68,15 +64,14 @@ static inline void store_row(float *c, __m512 x0, __m512 x1, int NV, int32_t nr,
 }
 
 /* The tile loop for exactly R rows and NV vectors of columns (compile-time constants: unused
- * accumulators and rows compile away; NV 2 exists for measuring 32-wide tiles, see below), B row
- * p at BROW(p). The rows of A are read at a shared index (one add per k step for all rows). */
+ * accumulators and rows compile away). Row p of B: the first 16 columns at BROW(p), the next 16
+ * b2 floats further (the second panel, or the next 16 floats of a row read in place). The rows
+ * of A are read at a shared index (one add per k step for all rows). */
 #define OA_ACC2(r) __m512 c##r##0 = _mm512_setzero_ps(), c##r##1 = _mm512_setzero_ps()
 #define OA_GEMM_TILE(R, NV, BROW, BSTEP)                                                                     \
-  /* row r of A at p<3 (r / 3)>[k + (r % 3) lda]: five pointers and two index registers (base + \
-   * index * scale addressing) instead of fourteen pointers, which did not fit the 15 general      \
-   * registers (gcc kept them in xmm registers and on the stack: 125 instead of 150 GFLOP/s) */    \
-  const float *p0 = a, *p3 = a + 3 * lda, *p6 = a + 6 * lda, *p9 = a + 9 * lda,                        \
-              *p12 = a + 12 * lda; /* rows >= R: never read */                                       \
+  /* row r of A at p<3 (r / 3)>[k + (r % 3) lda]: four pointers and two index registers (base + \
+   * index * scale addressing) instead of twelve pointers */                                    \
+  const float *p0 = a, *p3 = a + 3 * lda, *p6 = a + 6 * lda, *p9 = a + 9 * lda; /* rows >= R: never read */ \
   const int64_t l1 = lda, l2 = 2 * lda;                                                                \
   OA_ACC2(0);                                                                                                \
   OA_ACC2(1);                                                                                                \
@@ -90,14 +85,12 @@ static inline void store_row(float *c, __m512 x0, __m512 x1, int NV, int32_t nr,
   OA_ACC2(9);                                                                                                \
   OA_ACC2(10);                                                                                               \
   OA_ACC2(11);                                                                                               \
-  OA_ACC2(12);                                                                                               \
-  OA_ACC2(13);                                                                                               \
   int64_t q = 0;                                                                                             \
   for (; q + 2 <= kc; q += 2) {                                                                              \
     OA_STEP(R, NV, BROW(0), 0);                                                                              \
     OA_STEP(R, NV, BROW(1), 1);                                                                              \
     BSTEP(2);                                                                                                \
-    p0 += 2, p3 += 2, p6 += 2, p9 += 2, p12 += 2;                                                            \
+    p0 += 2, p3 += 2, p6 += 2, p9 += 2;                                                                      \
   }                                                                                                          \
   if (q < kc) {                                                                                              \
     OA_STEP(R, NV, BROW(0), 0);                                                                              \
@@ -115,15 +108,12 @@ static inline void store_row(float *c, __m512 x0, __m512 x1, int NV, int32_t nr,
     if (R > 9) store_row(c + 9 * rs_c, c90, c91, NV, nr, flags, epi, 9);                                     \
     if (R > 10) store_row(c + 10 * rs_c, c100, c101, NV, nr, flags, epi, 10);                                \
     if (R > 11) store_row(c + 11 * rs_c, c110, c111, NV, nr, flags, epi, 11);                                \
-    if (R > 12) store_row(c + 12 * rs_c, c120, c121, NV, nr, flags, epi, 12);                                \
-    if (R > 13) store_row(c + 13 * rs_c, c130, c131, NV, nr, flags, epi, 13);                                \
     return;                                                                                                  \
   }                                                                                                          \
   /* a strided C (no caller of this build has cs_c != 1): the shared scalar epilogue */                      \
   float tmp[MR * 32];                                                                                        \
-  const __m512 acc_[MR][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41},                    \
-                              {c50, c51}, {c60, c61}, {c70, c71}, {c80, c81}, {c90, c91},                    \
-                              {c100, c101}, {c110, c111}, {c120, c121}, {c130, c131}};                       \
+  const __m512 acc_[MR][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51},      \
+                              {c60, c61}, {c70, c71}, {c80, c81}, {c90, c91}, {c100, c101}, {c110, c111}}; \
   for (int r_ = 0; r_ < R; r_++) {                                                                           \
     _mm512_storeu_ps(tmp + 32 * r_, acc_[r_][0]);                                                            \
     _mm512_storeu_ps(tmp + 32 * r_ + 16, acc_[r_][1]);                                                       \
@@ -141,7 +131,7 @@ static inline void store_row(float *c, __m512 x0, __m512 x1, int NV, int32_t nr,
   do {                                                                         \
     const float *bq = (brow);                                                  \
     const __m512 b0 = _mm512_loadu_ps(bq);                                     \
-    const __m512 b1 = NV > 1 ? _mm512_loadu_ps(bq + 16) : _mm512_setzero_ps(); \
+    const __m512 b1 = NV > 1 ? _mm512_loadu_ps(bq + b2) : _mm512_setzero_ps(); \
     OA_ROW(R, NV, 0, p0, 0, o, c00, c01)                                       \
     OA_ROW(R, NV, 1, p0, l1, o, c10, c11)                                      \
     OA_ROW(R, NV, 2, p0, l2, o, c20, c21)                                      \
@@ -154,71 +144,67 @@ static inline void store_row(float *c, __m512 x0, __m512 x1, int NV, int32_t nr,
     OA_ROW(R, NV, 9, p9, 0, o, c90, c91)                                       \
     OA_ROW(R, NV, 10, p9, l1, o, c100, c101)                                   \
     OA_ROW(R, NV, 11, p9, l2, o, c110, c111)                                   \
-    OA_ROW(R, NV, 12, p12, 0, o, c120, c121)                                   \
-    OA_ROW(R, NV, 13, p12, l1, o, c130, c131)                                  \
   } while (0)
 
-/* packed panel: row p at b + 16 NV p */
-#define PACKED_ROW(o) (b + (o) * 16 * NV_)
-#define PACKED_STEP(n) (b += 16 * NV_ * (n))
-/* in place: row p at b + boff[p] */
+/* packed panels: row p at b + 16 p (the second half bs further) */
+#define PACKED_ROW(o) (b + (o) * 16)
+#define PACKED_STEP(n) (b += 16 * (n))
+/* in place: row p at b + boff[p] (the second half right after) */
 #define IND_ROW(o) (b + boff[o])
 #define IND_STEP(n) (boff += (n))
 
-typedef void (*tile_fn)(int64_t kc, const float *a, int64_t lda, const float *b, const int64_t *boff, float *c,
-                        int64_t rs_c, int64_t cs_c, int32_t nr, uint32_t flags, const oa_uk_epi_t *epi);
+typedef void (*tile_fn)(int64_t kc, const float *a, int64_t lda, const float *b, int64_t b2, const int64_t *boff,
+                        float *c, int64_t rs_c, int64_t cs_c, int32_t nr, uint32_t flags, const oa_uk_epi_t *epi);
 #define OA_TILE_FNS(R, NV)                                                                                    \
-  static void tile_p##R##x##NV(int64_t kc, const float *a, int64_t lda, const float *b, const int64_t *boff,   \
-                               float *c, int64_t rs_c, int64_t cs_c, int32_t nr, uint32_t flags,              \
-                               const oa_uk_epi_t *epi) {                                                      \
-    enum { NV_ = NV };                                                                                        \
+  static void tile_p##R##x##NV(int64_t kc, const float *a, int64_t lda, const float *b, int64_t b2,           \
+                               const int64_t *boff, float *c, int64_t rs_c, int64_t cs_c, int32_t nr,         \
+                               uint32_t flags, const oa_uk_epi_t *epi) {                                      \
     (void)boff;                                                                                               \
     OA_GEMM_TILE(R, NV, PACKED_ROW, PACKED_STEP);                                                             \
   }                                                                                                           \
-  static void tile_i##R##x##NV(int64_t kc, const float *a, int64_t lda, const float *b, const int64_t *boff,   \
-                               float *c, int64_t rs_c, int64_t cs_c, int32_t nr, uint32_t flags,              \
-                               const oa_uk_epi_t *epi) {                                                      \
+  static void tile_i##R##x##NV(int64_t kc, const float *a, int64_t lda, const float *b, int64_t b2,           \
+                               const int64_t *boff, float *c, int64_t rs_c, int64_t cs_c, int32_t nr,         \
+                               uint32_t flags, const oa_uk_epi_t *epi) {                                      \
     OA_GEMM_TILE(R, NV, IND_ROW, IND_STEP);                                                                   \
   }
-OA_TILE_FNS(1, 1)
-OA_TILE_FNS(2, 1)
-OA_TILE_FNS(3, 1)
-OA_TILE_FNS(4, 1)
-OA_TILE_FNS(5, 1)
-OA_TILE_FNS(6, 1)
-OA_TILE_FNS(7, 1)
-OA_TILE_FNS(8, 1)
-OA_TILE_FNS(9, 1)
-OA_TILE_FNS(10, 1)
-OA_TILE_FNS(11, 1)
-OA_TILE_FNS(12, 1)
-OA_TILE_FNS(13, 1)
-OA_TILE_FNS(14, 1)
+#define OA_TILE_ROWS(R) OA_TILE_FNS(R, 1) OA_TILE_FNS(R, 2)
+OA_TILE_ROWS(1)
+OA_TILE_ROWS(2)
+OA_TILE_ROWS(3)
+OA_TILE_ROWS(4)
+OA_TILE_ROWS(5)
+OA_TILE_ROWS(6)
+OA_TILE_ROWS(7)
+OA_TILE_ROWS(8)
+OA_TILE_ROWS(9)
+OA_TILE_ROWS(10)
+OA_TILE_ROWS(11)
+OA_TILE_ROWS(12)
 
-/* [in place][mr - 1] */
-static const tile_fn tiles[2][MR] = {
-    {tile_p1x1, tile_p2x1, tile_p3x1, tile_p4x1, tile_p5x1, tile_p6x1, tile_p7x1, tile_p8x1, tile_p9x1, tile_p10x1,
-     tile_p11x1, tile_p12x1, tile_p13x1, tile_p14x1},
-    {tile_i1x1, tile_i2x1, tile_i3x1, tile_i4x1, tile_i5x1, tile_i6x1, tile_i7x1, tile_i8x1, tile_i9x1, tile_i10x1,
-     tile_i11x1, tile_i12x1, tile_i13x1, tile_i14x1}};
+/* [in place][nr > 16][mr - 1] */
+#define OA_TILE_LIST(k, NV)                                                                                  \
+  {tile_##k##1x##NV, tile_##k##2x##NV, tile_##k##3x##NV, tile_##k##4x##NV, tile_##k##5x##NV, tile_##k##6x##NV, \
+   tile_##k##7x##NV, tile_##k##8x##NV, tile_##k##9x##NV, tile_##k##10x##NV, tile_##k##11x##NV, tile_##k##12x##NV}
+static const tile_fn tiles[2][2][MR] = {{OA_TILE_LIST(p, 1), OA_TILE_LIST(p, 2)},
+                                        {OA_TILE_LIST(i, 1), OA_TILE_LIST(i, 2)}};
 
-void oa_avx512_gemm_14x16(int64_t kc, const float *a, int64_t lda, const float *b, float *c, int64_t rs_c,
+void oa_avx512_gemm_12x32(int64_t kc, const float *a, int64_t lda, const float *b, int64_t bs, float *c, int64_t rs_c,
                           int64_t cs_c, int32_t mr, int32_t nr, uint32_t flags, const oa_uk_epi_t *epi) {
-  if (mr == MR) {
-    tile_p14x1(kc, a, lda, b, NULL, c, rs_c, cs_c, nr, flags, epi);
+  if (mr == MR && nr == 32) {
+    tile_p12x2(kc, a, lda, b, bs, NULL, c, rs_c, cs_c, nr, flags, epi);
     return;
   }
-  tiles[0][mr - 1](kc, a, lda, b, NULL, c, rs_c, cs_c, nr, flags, epi);
+  tiles[0][nr > 16][mr - 1](kc, a, lda, b, bs, NULL, c, rs_c, cs_c, nr, flags, epi);
 }
 
-void oa_avx512_gemm_14x16_ind(int64_t kc, const float *a, int64_t lda, const float *b, const int64_t *boff, float *c,
+void oa_avx512_gemm_12x32_ind(int64_t kc, const float *a, int64_t lda, const float *b, const int64_t *boff, float *c,
                               int64_t rs_c, int64_t cs_c, int32_t mr, int32_t nr, uint32_t flags,
                               const oa_uk_epi_t *epi) {
-  if (mr == MR) {
-    tile_i14x1(kc, a, lda, b, boff, c, rs_c, cs_c, nr, flags, epi);
+  if (mr == MR && nr == 32) {
+    tile_i12x2(kc, a, lda, b, 16, boff, c, rs_c, cs_c, nr, flags, epi);
     return;
   }
-  tiles[1][mr - 1](kc, a, lda, b, boff, c, rs_c, cs_c, nr, flags, epi);
+  tiles[1][nr > 16][mr - 1](kc, a, lda, b, 16, boff, c, rs_c, cs_c, nr, flags, epi);
 }
 
 /* Four weight rows against one input row: 2 accumulators per row over K in steps of 32, then 16,
@@ -310,7 +296,7 @@ static void pack_t16(const void *ctx, int64_t k0, int64_t kc, int64_t j0, int64_
   }
 }
 
-const oa_opt_isa_t oa_avx512_isa = {"avx512",       MR, 16, 16, oa_avx512_gemm_14x16, oa_avx512_gemm_14x16_ind,
+const oa_opt_isa_t oa_avx512_isa = {"avx512",       MR, 32, 16, 16, oa_avx512_gemm_12x32, oa_avx512_gemm_12x32_ind,
                                     pack_t16,       oa_avx512_gemv, oa_avx512_dw, oa_avx512_dwc,
                                     oa_avx512_dwc_row};
 #else
