@@ -169,15 +169,23 @@ def test_c_kernels_use_the_exporters_gemv_threshold() -> None:
 
 def test_every_cpu_micro_kernel_reads_the_exporters_panels() -> None:
     """weights packed at export in panels of CPU_PANEL_BLOCK columns are read in place only by a
-    micro-kernel whose NR divides the block (else the prepare refuses and the reference runs)"""
-    nrs: dict[str, int] = {}
+    micro-kernel whose packed panel width PW is the block (AVX-512's 32-wide tile reads two 16-wide
+    panels) or whose NR divides the block (read through row offsets); else the prepare refuses and
+    the reference runs"""
+    tables: dict[str, tuple[int, int]] = {}  # isa -> (NR, PW)
     pnr = {v for _, v in _c_defines("PNR")}  # the portable NR: one per build (#if)
     for path in sorted((ROOT / "runtime_c/src").rglob("*.c")):
-        for m in re.finditer(r"\boa_\w*isa_t\s+\w+\s*=\s*\{\s*\"(\w+)\"\s*,\s*\w+\s*,\s*(\w+)\s*,", path.read_text()):
-            isa, nr = m.group(1), m.group(2)
-            for k, v in enumerate(sorted(pnr) if nr == "PNR" else [int(nr)] if nr.isdigit() else []):
-                nrs[f"{isa}#{k}" if nr == "PNR" else isa] = v
-    assert "avx2" in nrs and "neon" in nrs and any(k.startswith("portable") for k in nrs), \
-        f"ISA tables not found in runtime_c/src (found {nrs}): update this test to where NR is declared"
-    assert all(opset.CPU_PANEL_BLOCK % nr == 0 for nr in nrs.values()), (nrs, opset.CPU_PANEL_BLOCK)
-    assert max(nrs.values()) == opset.CPU_PANEL_BLOCK, "the panels should be as wide as the widest NR"
+        for m in re.finditer(r"\boa_\w*isa_t\s+\w+\s*=\s*\{\s*\"(\w+)\"\s*,\s*\w+\s*,\s*(\w+)\s*,\s*(\w+)\s*,",
+                             path.read_text()):
+            isa, nr, pw = m.group(1), m.group(2), m.group(3)
+            if nr == "PNR":
+                for k, v in enumerate(sorted(pnr)):
+                    tables[f"{isa}#{k}"] = (v, v)
+            elif nr.isdigit() and pw.isdigit():
+                tables[isa] = (int(nr), int(pw))
+    assert "avx2" in tables and "neon" in tables and "avx512" in tables and \
+        any(k.startswith("portable") for k in tables), \
+        f"ISA tables not found in runtime_c/src (found {tables}): update this test to where NR is declared"
+    block = opset.CPU_PANEL_BLOCK
+    assert all(pw == block or block % nr == 0 for nr, pw in tables.values()), (tables, block)
+    assert max(pw for _, pw in tables.values()) == block, "the panels should be as wide as the widest PW"

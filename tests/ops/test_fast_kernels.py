@@ -23,9 +23,10 @@ Outputs with K >= 16 that the reference sums in double must also differ from it 
 last bits: that shows the optimized kernel ran (a declined call falls back to the reference and
 would match exactly).
 Shapes cover the tile edges of every micro-kernel (MR 4/6/7/8/12, NR 4/8/16/32: sizes 1..9, 13,
-15..17, 31, 33, 48, 65), several K blocks (K > 256; 512 on AVX-512), A copied for aliasing row strides (K = 1024), row blocks
-(M = 300), strides 1-3 and > 8 (im2col path), padding larger than the kernel, dilation, groups,
-depthwise (with channel multiplier, 3x3/5x5, strides 1-3), 1x1 convs, batch 2, and NaN inputs.
+15..17, 31, 33, 48, 65), several K blocks (K > 256; 512 on AVX-512), A copied for aliasing row
+strides (K = 1024), row blocks (M = 300), strides 1-3 and > 8 (im2col path), padding larger than
+the kernel, dilation, groups, depthwise (with channel multiplier, 3x3/5x5, strides 1-3), 1x1 convs,
+batch 2, and NaN inputs.
 """
 
 from __future__ import annotations
