@@ -1,0 +1,1 @@
+"""Lowering rules: embedding_bag (in progress)."""
