@@ -354,11 +354,13 @@ _op("gather", ("self", "index"), ints=("dim",), dtypes=ANY, family="index",
     doc="out[i][j] = self[index[i][j]][j] (dim 0); index int32/int64, same ndim, range-checked at run time")
 _op("embedding_bag", ("weight", "indices", "offsets", "per_sample_weights?"),
     ints=("mode", "include_last_offset", "padding_idx"), family="index",
-    doc="weight [V, E], indices [L] and offsets [B (+1 with include_last_offset)] int32/int64 (one dtype) -> "
-    "[B, E]: bag b = indices[offsets[b]:offsets[b + 1]] (the last to L, or to offsets[B] with "
-    "include_last_offset); mode 0 sum (times per_sample_weights [L] if given), 1 mean, 2 max (the first row, "
-    "then strictly greater values); rows equal to padding_idx (-1 none) are skipped; an empty bag gives 0; "
-    "indices and offsets (offsets[0] = 0, non-decreasing, <= L) are checked at run time")
+    doc="weight [V, E], indices [L] and offsets [B (+1 with include_last_offset)] int32/int64 -> [B, E]: bag b = "
+    "indices[offsets[b]:offsets[b + 1]] (the last to L, or to offsets[B] with include_last_offset); mode 0 sum "
+    "(times per_sample_weights [L]: fused multiply-add without padding_idx, as PyTorch's fbgemm path), 1 mean, "
+    "2 max (the first row, then strictly greater values); rows equal to padding_idx (-1 none) are skipped; an "
+    "empty bag gives 0; PyTorch's CPU kernel counts indices past offsets[B] in the last bag's max and mean "
+    "divisor (and sum, with padding_idx): so does this op; indices and offsets (offsets[0] = 0, "
+    "non-decreasing, <= L) are checked at run time")
 
 _op("index", ("self", "indices*"), ints=("dims*",), dtypes=ANY, family="index",
     doc="advanced indexing (aten.index.Tensor): indices[k] (int32/int64; < 0 counts from the end; range-checked "
