@@ -170,16 +170,29 @@ static float tap2d(const float *plane, int64_t h, int64_t w, int64_t iy, int64_t
   return (iy >= 0 && iy < h && ix >= 0 && ix < w) ? plane[iy * w + ix] : 0.0f;
 }
 
+/* ((A x - 5 A) x + 8 A) x - 4 A and ((A + 2) x - (A + 3)) x x + 1, one rounding per operation */
+static float cubic_far(float x, float a) {
+  float t = a * x;
+  t = t - 5.0f * a;
+  t = t * x;
+  t = t + 8.0f * a;
+  t = t * x;
+  return t - 4.0f * a;
+}
+static float cubic_near(float x, float a) {
+  float t = (a + 2.0f) * x;
+  t = t - (a + 3.0f);
+  t = t * x;
+  t = t * x;
+  return t + 1.0f;
+}
+
 static void cubic_coefficients(float c[4], float t) {
   const float A = -0.75f;
-  float x = t + 1.0f;
-  c[0] = ((A * x - 5.0f * A) * x + 8.0f * A) * x - 4.0f * A;
-  x = t;
-  c[1] = ((A + 2.0f) * x - (A + 3.0f)) * x * x + 1.0f;
-  x = 1.0f - t;
-  c[2] = ((A + 2.0f) * x - (A + 3.0f)) * x * x + 1.0f;
-  x = 2.0f - t;
-  c[3] = ((A * x - 5.0f * A) * x + 8.0f * A) * x - 4.0f * A;
+  c[0] = cubic_far(t + 1.0f, A);
+  c[1] = cubic_near(t, A);
+  c[2] = cubic_near(1.0f - t, A);
+  c[3] = cubic_far(2.0f - t, A);
 }
 
 oa_status_t oa_ref_grid_sampler_2d_prepare(const oa_op_call_t *call, const oa_kernel_env_t *env, oa_op_plan_t *plan,
