@@ -212,8 +212,9 @@ _op("max_pool3d", ("input",), ("out", "indices?"),
     ints=("kernel_d", "kernel_h", "kernel_w", "stride_d", "stride_h", "stride_w", "pad_d", "pad_h", "pad_w",
           "dilation_d", "dilation_h", "dilation_w", "ceil_mode"), dtypes=ANY - BOOL, family="pool",
     doc="input [N, C, D, H, W] or [C, D, H, W]; pad <= kernel/2; NaN propagates (a window's last NaN is taken); "
-    "a window with no input element gives -inf (lowest for ints); indices (int64) = d*H*W + h*W + w of the max within its plane (the first of equal "
-    "maxima), an empty window's at its first position (PyTorch's max_pool3d_with_indices)")
+    "a window with no input element gives -inf (lowest for ints); indices (int64) = d*H*W + h*W + w of the max "
+    "within its plane (the first of equal maxima), an empty window's at its first position (PyTorch's "
+    "max_pool3d_with_indices)")
 _op("avg_pool3d", ("input",),
     ints=("kernel_d", "kernel_h", "kernel_w", "stride_d", "stride_h", "stride_w", "pad_d", "pad_h", "pad_w",
           "ceil_mode", "count_include_pad", "divisor_override"), dtypes=F32 | frozenset({"int64"}), family="pool",

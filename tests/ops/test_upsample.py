@@ -23,7 +23,8 @@ def _nearest(x3: torch.Tensor, x4: torch.Tensor, x5: torch.Tensor, u8: torch.Ten
     for mode in ("nearest", "nearest-exact"):
         outs += [F.interpolate(x3, scale_factor=2, mode=mode), F.interpolate(x3, scale_factor=2.3, mode=mode),
                  F.interpolate(x3, size=4, mode=mode), F.interpolate(x3.transpose(1, 2), size=11, mode=mode),
-                 F.interpolate(x5, scale_factor=(1.5, 2.3, 0.7), mode=mode), F.interpolate(x5, size=(5, 3, 9), mode=mode),
+                 F.interpolate(x5, scale_factor=(1.5, 2.3, 0.7), mode=mode),
+                 F.interpolate(x5, size=(5, 3, 9), mode=mode),
                  F.interpolate(u8, scale_factor=2, mode=mode)]
     outs += [F.interpolate(x4, scale_factor=(1.5, 0.7), mode="nearest-exact"),
              F.interpolate(x4, size=(100, 50), mode="nearest-exact"),
@@ -112,6 +113,6 @@ def test_resize_bad_args_rejected(monkeypatch: pytest.MonkeyPatch, edge_op: str,
 
 
 def test_bicubic_bad_scale_rejected(monkeypatch: pytest.MonkeyPatch) -> None:
-    check_rejected(monkeypatch, "aten.upsample_bicubic2d.vec", lambda t: F.interpolate(t, scale_factor=2, mode="bicubic"),
-                   randn(1, 1, 3, 3), r"upsample_bicubic2d.*scale_w = nan is out of range",
-                   floats=[2.0, float("nan")])
+    check_rejected(monkeypatch, "aten.upsample_bicubic2d.vec",
+                   lambda t: F.interpolate(t, scale_factor=2, mode="bicubic"), randn(1, 1, 3, 3),
+                   r"upsample_bicubic2d.*scale_w = nan is out of range", floats=[2.0, float("nan")])

@@ -63,9 +63,10 @@ def max_pool3d(ctx: LowerCtx, node: AtenNode) -> None:
     kernel = _triple(ctx, a["kernel_size"], [], "kernel_size")
     if len(kernel) != 3:
         raise ctx.unsupported(f"kernel_size {a['kernel_size']}")
-    emit_max_pool3d(ctx, x, _outputs(ctx, node), kernel, _triple(ctx, a["stride"], kernel, "stride"),
-                    _triple(ctx, a["padding"], [0, 0, 0], "padding"), _triple(ctx, a["dilation"], [1, 1, 1], "dilation"),
-                    bool(a["ceil_mode"]))
+    stride = _triple(ctx, a["stride"], kernel, "stride")
+    padding = _triple(ctx, a["padding"], [0, 0, 0], "padding")
+    dilation = _triple(ctx, a["dilation"], [1, 1, 1], "dilation")
+    emit_max_pool3d(ctx, x, _outputs(ctx, node), kernel, stride, padding, dilation, bool(a["ceil_mode"]))
 
 
 @rule("aten.avg_pool3d.default")
