@@ -13,7 +13,7 @@ import torch.nn.functional as F
 
 import openaccel as oa
 
-from helpers import Fn, OpCase, check_rejected, export_case, randint, randn, run_case
+from helpers import FLOAT32_DEFINED, Fn, OpCase, check_rejected, export_case, randint, randn, run_case
 
 W = randn(30, 6, seed=1)
 IDX = randint(0, 30, 25, seed=2)
@@ -48,11 +48,12 @@ class Bag(torch.nn.Module):
 
 
 CASES = [
+    # PyTorch's float32 kernel (fbgemm) and its float64 one disagree on the last bag when offsets[-1] < L
+    # (the float64 path also sums indices[offsets[-1]:]): a float32 model runs the former, on every CPU
     OpCase("embedding_bag_modes", _modes, (W, IDX, OFF, torch.rand(25, generator=torch.Generator().manual_seed(3))),
-           ops=("embedding_bag",)),
+           ops=("embedding_bag",), tags=(FLOAT32_DEFINED,)),
     OpCase("embedding_bag_int32_nan",
            lambda w, i, o: (F.embedding_bag(i, w, o, mode="max"), F.embedding_bag(i, w, o, mode="mean"),
-                            F.embedding_bag(i, w, o[:0], mode="sum"),  # no bags
                             F.embedding_bag(i[:0], w, o[:1], mode="mean")),  # one empty bag
            (WN, IDX.int(), OFF.int()), ops=("embedding_bag",)),
     OpCase("embedding_bag_module", lambda i, o: i, (torch.tensor([0, 5, 7, 0, 29, 3, 0]), torch.tensor([0, 2, 4, 4])),
