@@ -192,6 +192,39 @@
 #define OA_ARG_AVG_POOL2D_NUM_INTS 9
 #define OA_ARG_AVG_POOL2D_NUM_FLOATS 0
 
+/* max_pool3d */
+#define OA_ARG_MAX_POOL3D_KERNEL_D 0 /* ints[0] */
+#define OA_ARG_MAX_POOL3D_KERNEL_H 1 /* ints[1] */
+#define OA_ARG_MAX_POOL3D_KERNEL_W 2 /* ints[2] */
+#define OA_ARG_MAX_POOL3D_STRIDE_D 3 /* ints[3] */
+#define OA_ARG_MAX_POOL3D_STRIDE_H 4 /* ints[4] */
+#define OA_ARG_MAX_POOL3D_STRIDE_W 5 /* ints[5] */
+#define OA_ARG_MAX_POOL3D_PAD_D 6 /* ints[6] */
+#define OA_ARG_MAX_POOL3D_PAD_H 7 /* ints[7] */
+#define OA_ARG_MAX_POOL3D_PAD_W 8 /* ints[8] */
+#define OA_ARG_MAX_POOL3D_DILATION_D 9 /* ints[9] */
+#define OA_ARG_MAX_POOL3D_DILATION_H 10 /* ints[10] */
+#define OA_ARG_MAX_POOL3D_DILATION_W 11 /* ints[11] */
+#define OA_ARG_MAX_POOL3D_CEIL_MODE 12 /* ints[12] */
+#define OA_ARG_MAX_POOL3D_NUM_INTS 13
+#define OA_ARG_MAX_POOL3D_NUM_FLOATS 0
+
+/* avg_pool3d */
+#define OA_ARG_AVG_POOL3D_KERNEL_D 0 /* ints[0] */
+#define OA_ARG_AVG_POOL3D_KERNEL_H 1 /* ints[1] */
+#define OA_ARG_AVG_POOL3D_KERNEL_W 2 /* ints[2] */
+#define OA_ARG_AVG_POOL3D_STRIDE_D 3 /* ints[3] */
+#define OA_ARG_AVG_POOL3D_STRIDE_H 4 /* ints[4] */
+#define OA_ARG_AVG_POOL3D_STRIDE_W 5 /* ints[5] */
+#define OA_ARG_AVG_POOL3D_PAD_D 6 /* ints[6] */
+#define OA_ARG_AVG_POOL3D_PAD_H 7 /* ints[7] */
+#define OA_ARG_AVG_POOL3D_PAD_W 8 /* ints[8] */
+#define OA_ARG_AVG_POOL3D_CEIL_MODE 9 /* ints[9] */
+#define OA_ARG_AVG_POOL3D_COUNT_INCLUDE_PAD 10 /* ints[10] */
+#define OA_ARG_AVG_POOL3D_DIVISOR_OVERRIDE 11 /* ints[11] */
+#define OA_ARG_AVG_POOL3D_NUM_INTS 12
+#define OA_ARG_AVG_POOL3D_NUM_FLOATS 0
+
 /* batch_norm */
 #define OA_ARG_BATCH_NORM_EPS 0 /* floats[0] */
 #define OA_ARG_BATCH_NORM_NUM_INTS 0
@@ -226,6 +259,37 @@
 #define OA_ARG_UPSAMPLE_BILINEAR2D_SCALE_W 1 /* floats[1] */
 #define OA_ARG_UPSAMPLE_BILINEAR2D_NUM_INTS 1
 #define OA_ARG_UPSAMPLE_BILINEAR2D_NUM_FLOATS 2
+
+/* upsample_nearest_nd */
+#define OA_ARG_UPSAMPLE_NEAREST_ND_EXACT 0 /* ints[0] */
+#define OA_ARG_UPSAMPLE_NEAREST_ND_SCALE_D 0 /* floats[0] */
+#define OA_ARG_UPSAMPLE_NEAREST_ND_SCALE_H 1 /* floats[1] */
+#define OA_ARG_UPSAMPLE_NEAREST_ND_SCALE_W 2 /* floats[2] */
+#define OA_ARG_UPSAMPLE_NEAREST_ND_NUM_INTS 1
+#define OA_ARG_UPSAMPLE_NEAREST_ND_NUM_FLOATS 3
+
+/* upsample_linear_nd */
+#define OA_ARG_UPSAMPLE_LINEAR_ND_ALIGN_CORNERS 0 /* ints[0] */
+#define OA_ARG_UPSAMPLE_LINEAR_ND_SCALE_D 0 /* floats[0] */
+#define OA_ARG_UPSAMPLE_LINEAR_ND_SCALE_H 1 /* floats[1] */
+#define OA_ARG_UPSAMPLE_LINEAR_ND_SCALE_W 2 /* floats[2] */
+#define OA_ARG_UPSAMPLE_LINEAR_ND_NUM_INTS 1
+#define OA_ARG_UPSAMPLE_LINEAR_ND_NUM_FLOATS 3
+
+/* upsample_bicubic2d */
+#define OA_ARG_UPSAMPLE_BICUBIC2D_ALIGN_CORNERS 0 /* ints[0] */
+#define OA_ARG_UPSAMPLE_BICUBIC2D_SCALE_H 0 /* floats[0] */
+#define OA_ARG_UPSAMPLE_BICUBIC2D_SCALE_W 1 /* floats[1] */
+#define OA_ARG_UPSAMPLE_BICUBIC2D_NUM_INTS 1
+#define OA_ARG_UPSAMPLE_BICUBIC2D_NUM_FLOATS 2
+
+/* upsample_aa2d */
+#define OA_ARG_UPSAMPLE_AA2D_MODE 0 /* ints[0] */
+#define OA_ARG_UPSAMPLE_AA2D_ALIGN_CORNERS 1 /* ints[1] */
+#define OA_ARG_UPSAMPLE_AA2D_SCALE_H 0 /* floats[0] */
+#define OA_ARG_UPSAMPLE_AA2D_SCALE_W 1 /* floats[1] */
+#define OA_ARG_UPSAMPLE_AA2D_NUM_INTS 2
+#define OA_ARG_UPSAMPLE_AA2D_NUM_FLOATS 2
 
 /* softmax */
 #define OA_ARG_SOFTMAX_DIM 0 /* ints[0] */
@@ -425,6 +489,13 @@
 #define OA_ARG_GATHER_NUM_INTS 1
 #define OA_ARG_GATHER_NUM_FLOATS 0
 
+/* embedding_bag */
+#define OA_ARG_EMBEDDING_BAG_MODE 0 /* ints[0] */
+#define OA_ARG_EMBEDDING_BAG_INCLUDE_LAST_OFFSET 1 /* ints[1] */
+#define OA_ARG_EMBEDDING_BAG_PADDING_IDX 2 /* ints[2] */
+#define OA_ARG_EMBEDDING_BAG_NUM_INTS 3
+#define OA_ARG_EMBEDDING_BAG_NUM_FLOATS 0
+
 /* index */
 #define OA_ARG_INDEX_DIMS 0 /* ints[0..] */
 #define OA_ARG_INDEX_NUM_INTS 0
@@ -470,6 +541,30 @@
 #define OA_ARG_FFT_C2R_DIMS 1 /* ints[1..] */
 #define OA_ARG_FFT_C2R_NUM_INTS 1
 #define OA_ARG_FFT_C2R_NUM_FLOATS 0
+
+/* grid_sampler_2d */
+#define OA_ARG_GRID_SAMPLER_2D_INTERPOLATION_MODE 0 /* ints[0] */
+#define OA_ARG_GRID_SAMPLER_2D_PADDING_MODE 1 /* ints[1] */
+#define OA_ARG_GRID_SAMPLER_2D_ALIGN_CORNERS 2 /* ints[2] */
+#define OA_ARG_GRID_SAMPLER_2D_NUM_INTS 3
+#define OA_ARG_GRID_SAMPLER_2D_NUM_FLOATS 0
+
+/* grid_sampler_3d */
+#define OA_ARG_GRID_SAMPLER_3D_INTERPOLATION_MODE 0 /* ints[0] */
+#define OA_ARG_GRID_SAMPLER_3D_PADDING_MODE 1 /* ints[1] */
+#define OA_ARG_GRID_SAMPLER_3D_ALIGN_CORNERS 2 /* ints[2] */
+#define OA_ARG_GRID_SAMPLER_3D_NUM_INTS 3
+#define OA_ARG_GRID_SAMPLER_3D_NUM_FLOATS 0
+
+/* cdist */
+#define OA_ARG_CDIST_P 0 /* floats[0] */
+#define OA_ARG_CDIST_NUM_INTS 0
+#define OA_ARG_CDIST_NUM_FLOATS 1
+
+/* pdist */
+#define OA_ARG_PDIST_P 0 /* floats[0] */
+#define OA_ARG_PDIST_NUM_INTS 0
+#define OA_ARG_PDIST_NUM_FLOATS 1
 
 /* sdpa */
 #define OA_ARG_SDPA_IS_CAUSAL 0 /* ints[0] */

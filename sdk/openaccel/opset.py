@@ -208,6 +208,26 @@ _op("adaptive_avg_pool2d", ("input",), family="pool",
 _op("adaptive_max_pool2d", ("input",), ("out", "indices?"), family="pool",
     doc="windows as adaptive_avg_pool2d, max and optional indices (int64, h * W + w in the input plane) as "
     "max_pool2d's")
+_op("max_pool3d", ("input",), ("out", "indices?"),
+    ints=("kernel_d", "kernel_h", "kernel_w", "stride_d", "stride_h", "stride_w", "pad_d", "pad_h", "pad_w",
+          "dilation_d", "dilation_h", "dilation_w", "ceil_mode"), dtypes=ANY - BOOL, family="pool",
+    doc="input [N, C, D, H, W] or [C, D, H, W]; pad <= kernel/2; NaN propagates (a window's last NaN is taken); "
+    "a window with no input element gives -inf (lowest for ints); indices (int64) = d*H*W + h*W + w of the max "
+    "within its plane (the first of equal maxima), an empty window's at its first position (PyTorch's "
+    "max_pool3d_with_indices)")
+_op("avg_pool3d", ("input",),
+    ints=("kernel_d", "kernel_h", "kernel_w", "stride_d", "stride_h", "stride_w", "pad_d", "pad_h", "pad_w",
+          "ceil_mode", "count_include_pad", "divisor_override"), dtypes=F32 | frozenset({"int64"}), family="pool",
+    doc="input [N, C, D, H, W] or [C, D, H, W]; divisor_override 0 = none; float32 sums in float32 in window "
+    "order then divides (PyTorch's CPU order); int64 sums wrapping and divides truncating; a window with no "
+    "input element gives 0")
+_op("adaptive_avg_pool3d", ("input",), family="pool",
+    doc="input [N, C, D, H, W] or [C, D, H, W], output size from the output tensor; window [floor(i*in/out), "
+    "ceil((i+1)*in/out)) per dim; float32 sum in window order divided by the window's depth, height and width "
+    "in turn")
+_op("adaptive_max_pool3d", ("input",), ("out", "indices?"), family="pool",
+    doc="windows as adaptive_avg_pool3d; NaN propagates (the last NaN is taken); indices "
+    "(int64) as max_pool3d's")
 _op("batch_norm", ("input", "weight?", "bias?", "running_mean", "running_var"), floats=("eps",),
     family="norm", doc="inference batch norm over dim 1 of [N, C, *]")
 _op("batch_norm_training", ("input", "weight?", "bias?"), ("out", "save_mean?", "save_invstd?"), floats=("eps",),
@@ -226,6 +246,23 @@ _op("upsample_nearest2d", ("input",), floats=("scale_h", "scale_w"), dtypes=NUM,
 _op("upsample_bilinear2d", ("input",), ints=("align_corners",), floats=("scale_h", "scale_w"),
     family="resize", doc="NCHW; source index and weights as PyTorch's area_pixel_compute_scale / "
     "compute_source_index_and_lambda, in float; scale_* 0 = not given")
+_op("upsample_nearest_nd", ("input",), ints=("exact",), floats=("scale_d", "scale_h", "scale_w"),
+    dtypes=F32 | frozenset({"uint8"}), family="resize",
+    doc="[N, C, *S] with 1 to 3 spatial dims S (the last ones' scales are read: scale_w for 1-D); PyTorch's "
+    "generic CPU kernel: src = min(floor(dst * scale), in - 1), exact: min(floor(max(scale * (dst + 0.5) - 0.5, "
+    "0) + 0.5), in - 1), scale = 1 / scale_* when given (> 0) else in / out, in float")
+_op("upsample_linear_nd", ("input",), ints=("align_corners",), floats=("scale_d", "scale_h", "scale_w"),
+    family="resize", doc="[N, C, *S] with 1 to 3 spatial dims (linear1d, trilinear3d; scales as "
+    "upsample_nearest_nd); indices and weights per dim as upsample_bilinear2d, taps combined from the first "
+    "spatial dim inward: (x0 * w0 + x1 * w1) per dim")
+_op("upsample_bicubic2d", ("input",), ints=("align_corners",), floats=("scale_h", "scale_w"), family="resize",
+    doc="NCHW; PyTorch's cubic convolution (A = -0.75) on 4 x 4 taps clamped to the border: source index "
+    "without the clamp at 0, coefficients in float, the 4 taps of each row summed in order then the rows")
+_op("upsample_aa2d", ("input",), ints=("mode", "align_corners"), floats=("scale_h", "scale_w"), family="resize",
+    doc="antialiased resize (_upsample_bilinear2d_aa, _upsample_bicubic2d_aa), NCHW: mode 0 triangle filter, "
+    "1 cubic (A = -0.5); separable as PyTorch's CPU kernel: the width pass (into scratch when both dims "
+    "change), then the height pass, each output the normalized-weight sum over the filter's support "
+    "(support scaled by the downscale factor)")
 
 # ---- softmax and reductions -------------------------------------------------------------------
 _op("softmax", ("self",), ints=("dim",), family="reduce", doc="numerically stable (max subtracted), double sums")
@@ -316,6 +353,15 @@ _op("index_select", ("self", "index"), ints=("dim", "negative_wraps"), dtypes=MO
         "the end (aten.index), 0: an error (aten.index_select)")
 _op("gather", ("self", "index"), ints=("dim",), dtypes=ANY, family="index",
     doc="out[i][j] = self[index[i][j]][j] (dim 0); index int32/int64, same ndim, range-checked at run time")
+_op("embedding_bag", ("weight", "indices", "offsets", "per_sample_weights?"),
+    ints=("mode", "include_last_offset", "padding_idx"), family="index",
+    doc="weight [V, E], indices [L] and offsets [B (+1 with include_last_offset)] int32/int64 -> [B, E]: bag b = "
+    "indices[offsets[b]:offsets[b + 1]] (the last to L, or to offsets[B] with include_last_offset); mode 0 sum "
+    "(times per_sample_weights [L]: fused multiply-add without padding_idx, as PyTorch's fbgemm path), 1 mean, "
+    "2 max (the first row, then strictly greater values); rows equal to padding_idx (-1 none) are skipped; an "
+    "empty bag gives 0; PyTorch's CPU kernel counts indices past offsets[B] in the last bag's max and mean "
+    "divisor (and sum, with padding_idx): so does this op; indices and offsets (offsets[0] = 0, "
+    "non-decreasing, <= L) are checked at run time")
 
 _op("index", ("self", "indices*"), ints=("dims*",), dtypes=ANY, family="index",
     doc="advanced indexing (aten.index.Tensor): indices[k] (int32/int64; < 0 counts from the end; range-checked "
@@ -358,6 +404,26 @@ _op("fft_c2r", ("self",), ints=("normalization", "dims*"), dtypes=C64, family="f
     doc="complex64 -> float32 backward DFT of a Hermitian signal (the inverse of fft_r2c onesided) " + _FFT_DOC
     + "; the output's last dim n, the input's n/2 + 1 (the imaginary parts of bins 0 and n/2 are ignored)")
 
+
+# ---- spatial sampling and distances -------------------------------------------------------------
+_op("grid_sampler_2d", ("input", "grid"), ints=("interpolation_mode", "padding_mode", "align_corners"),
+    family="sampling",
+    doc="input [N, C, H, W], grid [N, OH, OW, 2] (x, y in [-1, 1]) -> [N, C, OH, OW]; interpolation 0 bilinear, "
+    "1 nearest (round half to even), 2 bicubic (A = -0.75, padding applied per tap); padding 0 zeros, 1 border, "
+    "2 reflection; PyTorch's vectorized CPU kernel in float: unnormalize (x + 1) * (W - 1) / 2 (align_corners) or "
+    "(x + 1) * W / 2 - 0.5, clip to [0, W - 1] (NaN -> 0), reflect about the borders (or the half-pixel edges); "
+    "taps outside the input read 0")
+_op("grid_sampler_3d", ("input", "grid"), ints=("interpolation_mode", "padding_mode", "align_corners"),
+    family="sampling",
+    doc="input [N, C, D, H, W], grid [N, OD, OH, OW, 3] (x, y, z) -> [N, C, OD, OH, OW]; interpolation 0 "
+    "trilinear, 1 nearest; padding as grid_sampler_2d; PyTorch's scalar CPU kernel: ((x + 1) / 2) * (W - 1) or "
+    "((x + 1) * W - 1) / 2, clip (NaN -> W - 1), reflect by fmod; corners outside the input are skipped")
+_op("cdist", ("x1", "x2"), floats=("p",), family="distance",
+    doc="x1 [*, P, M], x2 [*, R, M] with the same batch dims -> [*, P, R]: (sum |x1_i - x2_j|^p)^(1/p) summed in "
+    "double; p 0 counts nonzero differences, inf takes the max |difference| (NaN skipped, as PyTorch's "
+    "scalar max)")
+_op("pdist", ("self",), floats=("p",), family="distance",
+    doc="self [N, M] -> [N (N - 1) / 2]: the cdist of rows i < j in row-major order; inf: NaN propagates")
 
 # ---- attention (kept as one op: the exporter asks to_edge to preserve SDPA) ---------------------
 _op("sdpa", ("query", "key", "value", "attn_mask?"), ints=("is_causal", "gqa_groups"), floats=("scale",),

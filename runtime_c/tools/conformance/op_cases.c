@@ -24,6 +24,9 @@ const char *const k_ops[] = {
     "acos", "asin", "atan", "tan", "sinh", "cosh", "asinh", "acosh", "atanh", "log2", "log10", "exp2", "erfc",
     "erfinv", "erfcx", "ndtri", "lgamma", "digamma", "i0", "i0e", "i1", "i1e", "polygamma", "atan2", "copysign",
     "hypot", "nextafter", "fft_r2c", "fft_c2c", "fft_c2r",
+    "max_pool3d", "avg_pool3d", "adaptive_avg_pool3d", "adaptive_max_pool3d", "grid_sampler_2d", "grid_sampler_3d",
+    "cdist", "pdist", "embedding_bag", "upsample_nearest_nd", "upsample_linear_nd", "upsample_bicubic2d",
+    "upsample_aa2d",
 };
 const size_t k_n_ops = sizeof k_ops / sizeof k_ops[0];
 

@@ -27,7 +27,7 @@ from ..targets import get_target
 from . import pipeline
 from .dynamic import check_data_independent, check_static_inputs
 from .fx_import import import_program, source_of
-from .lower import no_kernel_error, rules_outside_core, supported_edge_ops
+from .lower import edge_ops_to_keep, no_kernel_error, rules_outside_core, supported_edge_ops
 from .pipeline import ExportContext, ExportOptions, Progress, run_pipeline
 from .placement import CPU, load_profiles
 from .verify import verify
@@ -84,6 +84,8 @@ def _edge_config(check: bool) -> Any:
                 aten.reflection_pad1d.default, aten.reflection_pad2d.default, aten.reflection_pad3d.default,
                 aten.replication_pad1d.default, aten.replication_pad2d.default, aten.replication_pad3d.default,
                 aten._pad_circular.default]
+    # and the ops the rules keep whole (lower.keep_whole: the 1-D / 3-D / bicubic resizes)
+    preserve += [op for op in edge_ops_to_keep() if op not in preserve]
     # Ops outside core ATen that torch.export writes and openaccel runs (the verifier would refuse
     # them): every non-core op with a lowering rule, Tensor.unfold (a strided view read as a copy),
     # scatter(reduce="add" / "multiply").

@@ -23,9 +23,14 @@ RULES: dict[str, Rule] = {}
 # Ops the runtime deliberately does not run, each with the reason a user reads in the export error
 # and in docs/ops.md's coverage table (a random op, a data-dependent output size, ...).
 REFUSED: dict[str, str] = {}
+# Edge ops that to_edge must keep whole instead of decomposing (keep_whole): ops whose core-ATen
+# decomposition is slower than their one kernel or lowers to ops the runtime lacks (a 3-D resize
+# becomes a gather with three index tensors).
+KEPT_WHOLE: list[str] = []
 
 _MODULES = ("elementwise", "binary", "matmul", "conv", "pool", "norm", "reduce", "shape", "index", "scatter",
-            "resize", "attention", "quant", "sort", "math", "fft", "refused")
+            "resize", "attention", "quant", "sort", "math", "fft", "refused", "pool3d", "sampling", "distance",
+            "embedding_bag")
 
 
 def rule(*names: str) -> Callable[[Rule], Rule]:
@@ -50,6 +55,29 @@ def refusal(name: str) -> str | None:
     if not RULES:
         _load_rules()
     return REFUSED.get(name)
+
+
+def keep_whole(*names: str) -> None:
+    """Ask to_edge not to decompose these edge ops (each must also have a rule)."""
+    for n in names:
+        if n not in KEPT_WHOLE:
+            KEPT_WHOLE.append(n)
+
+
+def _aten_overload(name: str) -> Any:
+    """torch.ops.aten.<op>.<overload> for an edge op name "aten.<op>.<overload>", else None."""
+    parts = name.split(".")
+    if len(parts) != 3 or parts[0] != "aten":
+        return None
+    packet = getattr(torch.ops.aten, parts[1], None)
+    return getattr(packet, parts[2], None) if packet is not None else None
+
+
+def edge_ops_to_keep() -> list[Any]:
+    """The aten overloads to_edge should preserve (keep_whole), as EdgeCompileConfig.preserve_ops wants them."""
+    if not RULES:
+        _load_rules()
+    return [op for op in map(_aten_overload, KEPT_WHOLE) if op is not None]
 
 
 def _load_rules() -> None:
