@@ -34,20 +34,40 @@ extern const oa_q8_isa_t oa_q8_portable_isa;
 #if defined(OA_BUILT_AVX2)
 extern const oa_q8_isa_t oa_q8_avx2_isa;
 #endif
+#if defined(OA_BUILT_AVX_VNNI)
+extern const oa_q8_isa_t oa_q8_avx_vnni_isa;
+#endif
+#if defined(OA_BUILT_AVX512)
+extern const oa_q8_isa_t oa_q8_avx512_isa;
+#endif
+#if defined(OA_BUILT_AVX512_VNNI)
+extern const oa_q8_isa_t oa_q8_avx512_vnni_isa;
+#endif
 #if defined(OA_BUILT_NEON)
 extern const oa_q8_isa_t oa_q8_neon_isa;
 extern const oa_q8_isa_t *oa_q8_neon_sdot_isa(void);
 #endif
 
-const oa_q8_isa_t *oa_q8_isa(int32_t id, int32_t dotprod) {
-  (void)dotprod;
+const oa_q8_isa_t *oa_q8_isa(int32_t id, int32_t dot) {
+  (void)dot;
   switch (id) {
     case OA_ISA_PORTABLE: return &oa_q8_portable_isa;
 #if defined(OA_BUILT_AVX2)
-    case OA_ISA_AVX2: return &oa_q8_avx2_isa;
+    case OA_ISA_AVX2:
+#if defined(OA_BUILT_AVX_VNNI)
+      if (dot) return &oa_q8_avx_vnni_isa;
+#endif
+      return &oa_q8_avx2_isa;
+#endif
+#if defined(OA_BUILT_AVX512)
+    case OA_ISA_AVX512:
+#if defined(OA_BUILT_AVX512_VNNI)
+      if (dot) return &oa_q8_avx512_vnni_isa;
+#endif
+      return &oa_q8_avx512_isa;
 #endif
 #if defined(OA_BUILT_NEON)
-    case OA_ISA_NEON: return dotprod && oa_q8_neon_sdot_isa() ? oa_q8_neon_sdot_isa() : &oa_q8_neon_isa;
+    case OA_ISA_NEON: return dot && oa_q8_neon_sdot_isa() ? oa_q8_neon_sdot_isa() : &oa_q8_neon_isa;
 #endif
     default: return NULL;
   }
@@ -76,41 +96,47 @@ static oa_status_t check_requant(const oa_op_call_t *call, oa_diag_t *diag) {
 
 /* ---- packing (opt/quant.h layouts) ---------------------------------------------------------- */
 
-/* One packed panel of `nr` columns, [kp / KG][nr][KG] of T: value(q, j) = src[koff[q] + cb[j]]
+/* One packed panel of `nr` columns, [kp / KG][nr][KG] of T: value(q, j) = V(src[koff[q] + cb[j]])
  * (koff NULL: q, each column contiguous in k) for q < k, j < nc; zero past them. */
-#define Q8_DEFINE_PACK(NAME, T, KG)                                                                         \
+#define Q8_DEFINE_PACK(NAME, T, KG, V)                                                                          \
   static void NAME(const int8_t *src, const int64_t *koff, int64_t k, int64_t kp, const int64_t *cb, int32_t nc, \
-                   int32_t nr, T *dst) {                                                                    \
-    if (nc < nr || kp > k) memset(dst, 0, (size_t)(kp * nr) * sizeof(T));                                   \
-    if (!koff) {                                                                                            \
-      for (int32_t j = 0; j < nc; j++) {                                                                    \
-        const int8_t *s = src + cb[j];                                                                      \
-        T *d = dst + j * KG;                                                                                \
-        for (int64_t q = 0; q < k; q++) d[(q / KG) * nr * KG + q % KG] = (T)s[q];                           \
-      }                                                                                                     \
-      return;                                                                                               \
-    }                                                                                                       \
-    int contiguous = 1;                                                                                     \
-    for (int32_t j = 1; j < nc; j++) contiguous &= cb[j] == cb[0] + j;                                      \
-    for (int64_t q = 0; q < k; q++) {                                                                       \
-      T *d = dst + (q / KG) * nr * KG + q % KG;                                                             \
-      if (contiguous) {                                                                                     \
-        const int8_t *s = src + koff[q] + cb[0];                                                            \
-        for (int32_t j = 0; j < nc; j++) d[j * KG] = (T)s[j];                                               \
-      } else {                                                                                              \
-        const int8_t *s = src + koff[q];                                                                    \
-        for (int32_t j = 0; j < nc; j++) d[j * KG] = (T)s[cb[j]];                                           \
-      }                                                                                                     \
-    }                                                                                                       \
+                   int32_t nr, T *dst) {                                                                        \
+    if (nc < nr || kp > k) memset(dst, 0, (size_t)(kp * nr) * sizeof(T));                                       \
+    if (!koff) {                                                                                                \
+      for (int32_t j = 0; j < nc; j++) {                                                                        \
+        const int8_t *s = src + cb[j];                                                                          \
+        T *d = dst + j * KG;                                                                                    \
+        for (int64_t q = 0; q < k; q++) d[(q / KG) * nr * KG + q % KG] = V(T, s[q]);                            \
+      }                                                                                                         \
+      return;                                                                                                   \
+    }                                                                                                           \
+    int contiguous = 1;                                                                                         \
+    for (int32_t j = 1; j < nc; j++) contiguous &= cb[j] == cb[0] + j;                                          \
+    for (int64_t q = 0; q < k; q++) {                                                                           \
+      T *d = dst + (q / KG) * nr * KG + q % KG;                                                                 \
+      if (contiguous) {                                                                                         \
+        const int8_t *s = src + koff[q] + cb[0];                                                                \
+        for (int32_t j = 0; j < nc; j++) d[j * KG] = V(T, s[j]);                                                \
+      } else {                                                                                                  \
+        const int8_t *s = src + koff[q];                                                                        \
+        for (int32_t j = 0; j < nc; j++) d[j * KG] = V(T, s[cb[j]]);                                            \
+      }                                                                                                         \
+    }                                                                                                           \
   }
-Q8_DEFINE_PACK(pack_w1, int16_t, 1)
-Q8_DEFINE_PACK(pack_w2, int16_t, 2)
-Q8_DEFINE_PACK(pack_b4, int8_t, 4)
+#define Q8_RAW(T, v) ((T)(v))
+#define Q8_XOR(T, v) ((T)((uint8_t)(v) ^ 0x80u))
+Q8_DEFINE_PACK(pack_w1, int16_t, 1, Q8_RAW)
+Q8_DEFINE_PACK(pack_w2, int16_t, 2, Q8_RAW)
+Q8_DEFINE_PACK(pack_b4, int8_t, 4, Q8_RAW)
+Q8_DEFINE_PACK(pack_u4, uint8_t, 4, Q8_XOR)
 
-static void pack(const oa_q8_isa_t *isa, const int8_t *src, const int64_t *koff, int64_t k, int64_t kp,
+/* A tiles (`b` 0: W, raw) and B panels (`b` 1: the activations, x ^ 0x80 for u8 tables) */
+static void pack(const oa_q8_isa_t *isa, int b, const int8_t *src, const int64_t *koff, int64_t k, int64_t kp,
                  const int64_t *cb, int32_t nc, int32_t nr, void *dst) {
-  if (isa->wide && isa->kg == 1) pack_w1(src, koff, k, kp, cb, nc, nr, (int16_t *)dst);
+  if (b && isa->pack) isa->pack(src, koff, k, kp, cb, nc, nr, dst);
+  else if (isa->wide && isa->kg == 1) pack_w1(src, koff, k, kp, cb, nc, nr, (int16_t *)dst);
   else if (isa->wide) pack_w2(src, koff, k, kp, cb, nc, nr, (int16_t *)dst);
+  else if (b && isa->u8) pack_u4(src, koff, k, kp, cb, nc, nr, (uint8_t *)dst);
   else pack_b4(src, koff, k, kp, cb, nc, nr, (int8_t *)dst);
 }
 
@@ -225,7 +251,7 @@ typedef struct q8_ctx {
   const int8_t *w;
   const int64_t *corr, *koff;
   uint8_t *apack;
-  const int16_t *x16;
+  const void *xg; /* the GEMV's x: int16 x - zp, or uint8 x ^ 0x80 (u8 tables) */
   const int32_t *bias, *mult, *shift;
   int32_t mone, zin, zout, lo, hi;
   int8_t *y;
@@ -264,7 +290,7 @@ static void gemm_task(const q8_ctx_t *x, int64_t t, uint8_t *slot) {
       const int64_t p = j + c;
       cb[c] = x->path == P_GEMM ? (p / q->ow) * q->sh * q->wp + (p % q->ow) * q->sw : p * q->k;
     }
-    pack(isa, src, x->path == P_GEMM ? x->koff : NULL, q->k, l->kp, cb, nc, nr,
+    pack(isa, 1, src, x->path == P_GEMM ? x->koff : NULL, q->k, l->kp, cb, nc, nr,
          bblk + ((j - j0) / nr) * l->kp * nr * eb);
   }
   for (int64_t i = r0; i < r1; i += mr) {
@@ -317,7 +343,7 @@ static void gemv_task(const q8_ctx_t *x, int64_t t, uint8_t *slot) {
   const q8_geo_t *q = &x->q;
   const int64_t n0 = t * Q8_GEMV_NB, nb = oa_min64(Q8_GEMV_NB, q->rows - n0);
   int32_t *acc = (int32_t *)slot;
-  x->isa->gemv(q->cols, nb, q->k, x->x16, x->w + n0 * q->k, acc);
+  x->isa->gemv(q->cols, nb, q->k, x->xg, x->w + n0 * q->k, acc);
   for (int64_t i = 0; i < q->cols; i++)
     for (int64_t j = 0; j < nb; j++) {
       const int64_t c = n0 + j, mc = x->mone ? 0 : c;
@@ -339,7 +365,7 @@ static void pack_a_fn(void *ctx, int64_t t0, int64_t t1) {
   for (int64_t t = t0; t < t1; t++) {
     const int64_t g = t / per, i = (t % per) * mr;
     const int32_t m = (int32_t)oa_min64(mr, q->rows - i);
-    pack(x->isa, x->w + (g * q->rows + i) * q->k, NULL, q->k, x->l.kp, cb, m, mr, x->apack + t * x->l.a_tile_bytes);
+    pack(x->isa, 0, x->w + (g * q->rows + i) * q->k, NULL, q->k, x->l.kp, cb, m, mr, x->apack + t * x->l.a_tile_bytes);
   }
 }
 
@@ -363,16 +389,24 @@ static void slots_fn(void *ctx, int64_t s0, int64_t s1) {
   }
 }
 
-/* corr[c] = bias[c] - zin * sum_k w[c][k] (zin 0: the bias alone) */
-static void corrections(int64_t rows, int64_t k, const int8_t *w, const int32_t *bias, int64_t zin, int64_t *corr) {
-  for (int64_t c = 0; c < rows; c++) {
-    int64_t s = 0;
-    if (zin) {
-      const int8_t *wr = w + c * k;
-      for (int64_t q = 0; q < k; q++) s += wr[q];
+/* corr[c] = bias[c] - zin * sum_k w[c][k] (zin 0: the bias alone); u8 tables feed x + 128 to the
+ * GEMM and the GEMV: zin + 128 (`shifted`) */
+static void corrections(const oa_q8_isa_t *isa, int64_t rows, int64_t k, const int8_t *w, const int32_t *bias,
+                        int64_t zin, int shifted, int64_t *corr) {
+  if (shifted && isa->u8) zin += 128;
+  if (zin && isa->wsum) {
+    isa->wsum(rows, k, w, corr);
+  } else {
+    for (int64_t c = 0; c < rows; c++) {
+      int64_t s = 0;
+      if (zin) {
+        const int8_t *wr = w + c * k;
+        for (int64_t q = 0; q < k; q++) s += wr[q];
+      }
+      corr[c] = s;
     }
-    corr[c] = (bias ? bias[c] : 0) - zin * s;
   }
+  for (int64_t c = 0; c < rows; c++) corr[c] = (bias ? bias[c] : 0) - zin * corr[c];
 }
 
 static oa_status_t finish_plan(oa_op_plan_t *plan, const oa_q8_isa_t *isa, int32_t path, const q8_geo_t *q,
@@ -385,7 +419,12 @@ static oa_status_t finish_plan(oa_op_plan_t *plan, const oa_q8_isa_t *isa, int32
 }
 
 static oa_status_t begin(oa_op_plan_t *plan, const oa_kernel_env_t *env, int32_t id, const oa_q8_isa_t **isa) {
-  const int32_t dot = env && env->features ? env->features->dotprod != 0 : 0;
+  const oa_cpu_features_t *f = env ? env->features : NULL;
+  const int32_t vnni = f && (env->isas & OA_CPU_ISA_VNNI) != 0;
+  int32_t dot = 0;
+  if (id == OA_ISA_NEON) dot = f && f->dotprod;
+  else if (id == OA_ISA_AVX512) dot = vnni && f->avx512_vnni;
+  else if (id == OA_ISA_AVX2) dot = vnni && f->avx_vnni;
   *isa = oa_q8_isa(id, dot);
   if (!*isa) return OA_ERR_UNSUPPORTED;
   memset(plan->params, 0, sizeof plan->params);
@@ -435,10 +474,10 @@ oa_status_t oa_opt_conv2d_q8_run(const oa_op_call_t *call, const oa_op_plan_t *p
   int64_t *corr = (int64_t *)(s + x.l.off_corr);
   const int8_t *in = (const int8_t *)call->inputs[0]->data;
   if (x.path == P_DW) {
-    corrections(q->cout, q->kh * q->kw, x.w, x.bias, 0, corr); /* the plane holds x - zp */
+    corrections(x.isa, q->cout, q->kh * q->kw, x.w, x.bias, 0, 0, corr); /* the plane holds x - zp */
     x.src = in;
   } else {
-    corrections(q->cout, q->k, x.w, x.bias, x.zin, corr);
+    corrections(x.isa, q->cout, q->k, x.w, x.bias, x.zin, 1, corr);
     int64_t *koff = (int64_t *)(s + x.l.off_koff);
     x.plane = q->hp * q->wp; /* hp, wp: h, w without padding */
     x.src = in;
@@ -496,18 +535,55 @@ oa_status_t oa_opt_linear_q8_run(const oa_op_call_t *call, const oa_op_plan_t *p
   x.slots = s + x.l.off_slots;
   x.src = (const int8_t *)call->inputs[0]->data;
   int64_t *corr = (int64_t *)(s + x.l.off_corr);
-  if (x.path == P_GEMV) {
-    corrections(q->rows, q->k, x.w, x.bias, 0, corr); /* x16 holds x - zp */
+  if (x.path == P_GEMV && x.isa->u8) { /* x ^ 0x80 = x + 128 as uint8 */
+    corrections(x.isa, q->rows, q->k, x.w, x.bias, x.zin, 1, corr);
+    uint8_t *xu = (uint8_t *)(s + x.l.off_koff);
+    for (int64_t i = 0; i < q->cols * q->k; i++) xu[i] = (uint8_t)((uint8_t)x.src[i] ^ 0x80u);
+    x.xg = xu;
+  } else if (x.path == P_GEMV) {
+    corrections(x.isa, q->rows, q->k, x.w, x.bias, 0, 0, corr); /* x16 holds x - zp */
     int16_t *x16 = (int16_t *)(s + x.l.off_koff);
     for (int64_t i = 0; i < q->cols * q->k; i++) x16[i] = (int16_t)(x.src[i] - x.zin);
-    x.x16 = x16;
+    x.xg = x16;
   } else {
-    corrections(q->rows, q->k, x.w, x.bias, x.zin, corr);
+    corrections(x.isa, q->rows, q->k, x.w, x.bias, x.zin, 1, corr);
   }
   x.corr = corr;
   run_tasks(&x, env ? env->pool : NULL, s);
   return OA_OK;
 }
 
-OA_OPT_SHARED(conv2d_q8, OA_DT_I8)
-OA_OPT_SHARED(linear_q8, OA_DT_I8)
+/* OA_OPT_SHARED (isa.h), except that a plan on a table with a name of its own (the VNNI tiles inside
+ * the avx512 / avx2 variants) is named after it ("avx512_vnni", "avx_vnni"), so tools and tests see
+ * which tile ran. */
+#define Q8_OPT(op)                                                                                              \
+  oa_status_t oa_opt_##op##_prepare(const oa_op_call_t *call, const oa_kernel_env_t *env, oa_op_plan_t *plan,  \
+                                    oa_diag_t *diag);                                                          \
+  static const oa_kernel_t op##_variants[OA_ISA_COUNT] = {                                                     \
+      {#op, "portable", OA_DT_I8, oa_opt_##op##_prepare, oa_opt_##op##_run},                                   \
+      {#op, "avx2", OA_DT_I8, oa_opt_##op##_prepare, OA_IF_AVX2(oa_opt_##op##_run)},                           \
+      {#op, "neon", OA_DT_I8, oa_opt_##op##_prepare, OA_IF_NEON(oa_opt_##op##_run)},                           \
+      {#op, "avx512", OA_DT_I8, oa_opt_##op##_prepare, OA_IF_AVX512(oa_opt_##op##_run)},                       \
+      {#op, "rvv", OA_DT_I8, oa_opt_##op##_prepare, OA_IF_RVV(oa_opt_##op##_run)},                             \
+  };                                                                                                           \
+  static const oa_kernel_t op##_named[] = {                                                                    \
+      {#op, "avx512_vnni", OA_DT_I8, oa_opt_##op##_prepare, oa_opt_##op##_run},                                \
+      {#op, "avx_vnni", OA_DT_I8, oa_opt_##op##_prepare, oa_opt_##op##_run},                                   \
+  };                                                                                                           \
+  oa_status_t oa_opt_##op##_prepare(const oa_op_call_t *call, const oa_kernel_env_t *env, oa_op_plan_t *plan,  \
+                                    oa_diag_t *diag) {                                                         \
+    (void)diag;                                                                                                \
+    const oa_status_t st = oa_isa_pick(op##_variants, oa_opt_##op##_prepare_isa, call, env, plan);            \
+    if (st == OA_OK) plan->kernel = named(plan, op##_named, sizeof op##_named / sizeof op##_named[0]);         \
+    return st;                                                                                                 \
+  }
+
+static const void *named(const oa_op_plan_t *plan, const oa_kernel_t *kernels, size_t n) {
+  const oa_q8_isa_t *isa = oa_q8_isa((int32_t)plan->params[Q_ISA], (int32_t)plan->params[Q_DOT]);
+  for (size_t i = 0; isa && isa->variant && i < n; i++)
+    if (!strcmp(kernels[i].variant, isa->variant)) return &kernels[i];
+  return plan->kernel;
+}
+
+Q8_OPT(conv2d_q8)
+Q8_OPT(linear_q8)

@@ -12,7 +12,12 @@
  * Operands are packed by the driver into the layout of the ISA: K is padded with zeros to a
  * multiple of kg and split into groups of kg consecutive k; an A tile (MR rows of W, rows past
  * the matrix zero) is [kp / kg][MR][kg], a B panel (NR columns, columns past the matrix zero) is
- * [kp / kg][NR][kg], of int16 (wide) or int8 elements. */
+ * [kp / kg][NR][kg], of int16 (wide) or int8 elements.
+ *
+ * x86 VNNI (vpdpbusd: unsigned bytes times signed bytes) takes the activations as unsigned bytes
+ * x + 128 (x ^ 0x80; the table's `u8`): B panels and the GEMV's x hold x ^ 0x80 (padding past K
+ * still 0), so every sum gains 128 * sum_k W[c][k], which the driver folds into the correction:
+ * corr[c] = bias[c] - (input_zp + 128) * sum_k W[c][k]. |w| * 255 <= 2^15, K <= 65536: still exact. */
 #ifndef OA_KERNELS_OPT_QUANT_H
 #define OA_KERNELS_OPT_QUANT_H
 
@@ -22,8 +27,8 @@
 
 /* K the kernels take: |sum of K products| <= K * 2^14 < 2^31 (raw), K * 255 * 128 < 2^31 (x - zp) */
 #define OA_Q8_K_MAX ((int64_t)1 << 16)
-#define OA_Q8_MR_MAX 8
-#define OA_Q8_NR_MAX 16
+#define OA_Q8_MR_MAX 16
+#define OA_Q8_NR_MAX 64
 
 /* c[i * nr + j] = sum_k a[k][i] * b[k][j] over kp (a multiple of kg) for the whole MR x NR tile */
 typedef void (*oa_q8_gemm_fn)(int64_t kp, const void *a, const void *b, int32_t *c);
@@ -42,8 +47,16 @@ typedef void (*oa_q8_dw_fn)(const int16_t *rows, int64_t ld, const int8_t *w, in
                             int64_t dh, int64_t dw, int64_t n, int32_t *acc);
 
 /* GEMV for a few rows: acc[i * n + j] = sum_k w[j * k + q] * x[i * k + q], x = (input - input_zp)
- * as int16 (|product| <= 255 * 128), W [n][k] int8 in place. */
-typedef void (*oa_q8_gemv_fn)(int64_t m, int64_t n, int64_t k, const int16_t *x, const int8_t *w, int32_t *acc);
+ * as int16 (|product| <= 255 * 128), or input ^ 0x80 as uint8 (u8 tables), W [n][k] int8 in place. */
+typedef void (*oa_q8_gemv_fn)(int64_t m, int64_t n, int64_t k, const void *x, const int8_t *w, int32_t *acc);
+
+/* Pack one B panel (the driver's layout above, u8 tables: x ^ 0x80, padding 0): value(q, j) =
+ * src[koff[q] + cb[j]] (koff NULL: src[cb[j] + q]) for q < k, j < nc; zero past them. */
+typedef void (*oa_q8_pack_fn)(const int8_t *src, const int64_t *koff, int64_t k, int64_t kp, const int64_t *cb,
+                              int32_t nc, int32_t nr, void *dst);
+
+/* sums[c] = sum_k w[c * k + q] for c < rows */
+typedef void (*oa_q8_wsum_fn)(int64_t rows, int64_t k, const int8_t *w, int64_t *sums);
 
 typedef struct oa_q8_isa {
   const char *name;
@@ -55,18 +68,35 @@ typedef struct oa_q8_isa {
   oa_q8_requant_fn requant;
   oa_q8_dw_fn dw;
   oa_q8_gemv_fn gemv;
+  int32_t u8;           /* B and the GEMV's x are x ^ 0x80 (VNNI), the correction counts 128 more */
+  oa_q8_pack_fn pack;   /* or NULL: the driver's portable packing */
+  oa_q8_wsum_fn wsum;   /* or NULL: the driver's loop */
+  const char *variant;  /* the plan's kernel name when it differs from the ISA's (VNNI), or NULL */
 } oa_q8_isa_t;
 
-/* The table of ISA `id` (isa.h), NULL when this build does not have it; `dotprod`: the CPU has
- * the Arm dot-product instructions (the NEON table then uses the sdot tile where built). */
-const oa_q8_isa_t *oa_q8_isa(int32_t id, int32_t dotprod);
+/* The table of ISA `id` (isa.h), NULL when this build does not have it; `dot`: use the ISA's int8
+ * dot-product extension where built: NEON sdot (the CPU has dotprod), AVX-512 VNNI (avx512_vnni),
+ * AVX2 with AVX-VNNI (avx_vnni); the caller checks the CPU and OA_CPU_ISA_VNNI. */
+const oa_q8_isa_t *oa_q8_isa(int32_t id, int32_t dot);
 
 /* Portable instances (arch/portable/quant.c), also the other ISAs' fall-backs. */
 void oa_q8_portable_requant(const int32_t *acc, int64_t n, int64_t corr, int32_t mult, int32_t shift, int32_t zp,
                             int32_t lo, int32_t hi, int8_t *y);
 void oa_q8_portable_dw(const int16_t *rows, int64_t ld, const int8_t *w, int64_t kh, int64_t kw, int64_t sw,
                        int64_t dh, int64_t dw, int64_t n, int32_t *acc);
-void oa_q8_portable_gemv(int64_t m, int64_t n, int64_t k, const int16_t *x, const int8_t *w, int32_t *acc);
+void oa_q8_portable_gemv(int64_t m, int64_t n, int64_t k, const void *x, const int8_t *w, int32_t *acc);
+
+/* x86 instances the VNNI tables share with the plain ones (arch/x86/avx2/quant.c,
+ * arch/x86/avx512/quant.c; AVX-512 instances only run where env->isas has OA_CPU_ISA_AVX512). */
+void oa_q8_avx2_requant(const int32_t *acc, int64_t n, int64_t corr, int32_t mult, int32_t shift, int32_t zp,
+                        int32_t lo, int32_t hi, int8_t *y);
+void oa_q8_avx2_dw(const int16_t *rows, int64_t ld, const int8_t *w, int64_t kh, int64_t kw, int64_t sw,
+                   int64_t dh, int64_t dw, int64_t n, int32_t *acc);
+void oa_q8_avx512_requant(const int32_t *acc, int64_t n, int64_t corr, int32_t mult, int32_t shift, int32_t zp,
+                          int32_t lo, int32_t hi, int8_t *y);
+void oa_q8_avx512_dw(const int16_t *rows, int64_t ld, const int8_t *w, int64_t kh, int64_t kw, int64_t sw,
+                     int64_t dh, int64_t dw, int64_t n, int32_t *acc);
+void oa_q8_avx512_wsum(int64_t rows, int64_t k, const int8_t *w, int64_t *sums);
 
 /* The depthwise row in plain C, for each ISA file to compile with its own flags: blocks of 16
  * outputs whose sums stay in registers over all taps (the compiler vectorises the block). */

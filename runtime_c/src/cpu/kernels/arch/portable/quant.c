@@ -29,7 +29,8 @@ void oa_q8_portable_dw(const int16_t *rows, int64_t ld, const int8_t *w, int64_t
   oa_q8_dw_generic(rows, ld, w, kh, kw, sw, dh, dw, n, acc);
 }
 
-void oa_q8_portable_gemv(int64_t m, int64_t n, int64_t k, const int16_t *x, const int8_t *w, int32_t *acc) {
+void oa_q8_portable_gemv(int64_t m, int64_t n, int64_t k, const void *x_, const int8_t *w, int32_t *acc) {
+  const int16_t *x = (const int16_t *)x_;
   for (int64_t i = 0; i < m; i++) {
     const int16_t *xr = x + i * k;
     for (int64_t j = 0; j < n; j++) {
@@ -42,4 +43,4 @@ void oa_q8_portable_gemv(int64_t m, int64_t n, int64_t k, const int16_t *x, cons
 }
 
 const oa_q8_isa_t oa_q8_portable_isa = {"portable", 4, 8, 1, 1, q8_portable_gemm_4x8, NULL, oa_q8_portable_requant,
-                                        oa_q8_portable_dw, oa_q8_portable_gemv};
+                                        oa_q8_portable_dw, oa_q8_portable_gemv, 0, NULL, NULL, NULL};

@@ -143,7 +143,8 @@ static inline int32x4_t dot8(int32x4_t s, const int8_t *w, const int16_t *x) {
   return vmlal_s16(s, vget_high_s16(wv), vget_high_s16(xv));
 }
 
-static void q8_neon_gemv(int64_t m, int64_t n, int64_t k, const int16_t *x, const int8_t *w, int32_t *acc) {
+static void q8_neon_gemv(int64_t m, int64_t n, int64_t k, const void *x_, const int8_t *w, int32_t *acc) {
+  const int16_t *x = (const int16_t *)x_;
   const int64_t k8 = k / 8 * 8;
   for (int64_t i = 0; i < m; i++) {
     const int16_t *xr = x + i * k;
@@ -175,11 +176,12 @@ static void q8_neon_gemv(int64_t m, int64_t n, int64_t k, const int16_t *x, cons
   }
 }
 
-const oa_q8_isa_t oa_q8_neon_isa = {"neon", MR, 8, 1, 1, q8_neon_gemm, NULL, q8_neon_requant, q8_neon_dw, q8_neon_gemv};
+const oa_q8_isa_t oa_q8_neon_isa = {"neon", MR, 8, 1, 1, q8_neon_gemm, NULL, q8_neon_requant, q8_neon_dw, q8_neon_gemv,
+                                    0, NULL, NULL, NULL};
 
 #if defined(__aarch64__)
 static const oa_q8_isa_t q8_neon_sdot_isa = {"neon", 8, 8, 4, 0, q8_neon_gemm_sdot, NULL, q8_neon_requant, q8_neon_dw,
-                                             q8_neon_gemv};
+                                             q8_neon_gemv, 0, NULL, NULL, NULL};
 const oa_q8_isa_t *oa_q8_neon_sdot_isa(void) { return &q8_neon_sdot_isa; }
 #else
 const oa_q8_isa_t *oa_q8_neon_sdot_isa(void) { return NULL; }

@@ -129,7 +129,7 @@ static inline __m128i lo32(__m256i v) {
   return _mm256_castsi256_si128(_mm256_permutevar8x32_epi32(v, _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6)));
 }
 
-static void q8_avx2_requant(const int32_t *acc, int64_t n, int64_t corr, int32_t mult, int32_t shift, int32_t zp,
+void oa_q8_avx2_requant(const int32_t *acc, int64_t n, int64_t corr, int32_t mult, int32_t shift, int32_t zp,
                             int32_t lo, int32_t hi, int8_t *y) {
   rq_t r;
   r.corr = _mm256_set1_epi64x(corr);
@@ -159,7 +159,7 @@ static inline __m256i wpair(const int8_t *w, int64_t j, int64_t kw) {
   return _mm256_set1_epi32((int32_t)((uint32_t)lo | ((uint32_t)hi << 16)));
 }
 
-static void q8_avx2_dw(const int16_t *rows, int64_t ld, const int8_t *w, int64_t kh, int64_t kw, int64_t sw,
+void oa_q8_avx2_dw(const int16_t *rows, int64_t ld, const int8_t *w, int64_t kh, int64_t kw, int64_t sw,
                        int64_t dh, int64_t dw, int64_t n, int32_t *acc) {
   if (sw > 2) {
     oa_q8_dw_generic(rows, ld, w, kh, kw, sw, dh, dw, n, acc);
@@ -209,7 +209,8 @@ static inline int32_t hsum(__m256i v) {
 }
 
 /* 4 W rows at a time against one x row; (x - zp) * w <= 255 * 128: madd pairs exact */
-static void q8_avx2_gemv(int64_t m, int64_t n, int64_t k, const int16_t *x, const int8_t *w, int32_t *acc) {
+static void q8_avx2_gemv(int64_t m, int64_t n, int64_t k, const void *x_, const int8_t *w, int32_t *acc) {
+  const int16_t *x = (const int16_t *)x_;
   const int64_t k16 = k / 16 * 16;
   for (int64_t i = 0; i < m; i++) {
     const int16_t *xr = x + i * k;
@@ -241,5 +242,5 @@ static void q8_avx2_gemv(int64_t m, int64_t n, int64_t k, const int16_t *x, cons
   }
 }
 
-const oa_q8_isa_t oa_q8_avx2_isa = {"avx2", 6, 16, 2, 1, q8_avx2_gemm_6x16, q8_avx2_gemm_rows_6x16, q8_avx2_requant, q8_avx2_dw,
-                                    q8_avx2_gemv};
+const oa_q8_isa_t oa_q8_avx2_isa = {"avx2", 6, 16, 2, 1, q8_avx2_gemm_6x16, q8_avx2_gemm_rows_6x16, oa_q8_avx2_requant, oa_q8_avx2_dw,
+                                    q8_avx2_gemv, 0, NULL, NULL, NULL};

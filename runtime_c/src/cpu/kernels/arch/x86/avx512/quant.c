@@ -1,0 +1,264 @@
+/* AVX-512 int8 micro-kernels (opt/quant.h) for CPUs without VNNI (Skylake-SP), and the parts the
+ * VNNI table (quant_vnni.c) shares: the requantization on 16 lanes, the depthwise rows and the
+ * weight row sums.
+ *   GEMM: 8 x 32 tile on int16 pairs of consecutive k (kg 2), vpmaddwd + vpaddd (exact: two
+ *         products of at most 2^14), 16 zmm accumulators, 2 B vectors, one broadcast of an A pair
+ *         per row; its twin reads W in place (pairs broadcast as 2 bytes and sign-extended).
+ *   requant: the rule of quant_rule.h on 8 int64 lanes (twice per 16 outputs), the last partial
+ *         vector masked (no scalar tail: depthwise rows of 7 or 14 outputs are common).
+ * Compiled with -mavx512f -mavx512bw -mavx512dq -mavx512vl -mfma; only called when env->isas has
+ * OA_CPU_ISA_AVX512. */
+#if defined(__x86_64__) && defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512DQ__) && \
+    defined(__AVX512VL__)
+#include <immintrin.h>
+#include <string.h>
+
+#include "kernels/opt/quant.h"
+
+#define MR 8
+
+static inline __m512i bcast_pair(const int16_t *a) {
+  int32_t v;
+  memcpy(&v, a, sizeof v);
+  return _mm512_set1_epi32(v);
+}
+
+#define Q8_MADD(acc, x, b) acc = _mm512_add_epi32(acc, _mm512_madd_epi16(x, b))
+
+/* A [kp/2][8][2], B [kp/2][32][2] int16 */
+static void q8_avx512_gemm_8x32(int64_t kp, const void *a_, const void *b_, int32_t *c) {
+  const int16_t *a = (const int16_t *)a_, *b = (const int16_t *)b_;
+  __m512i c00 = _mm512_setzero_si512(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00;
+  __m512i c40 = c00, c41 = c00, c50 = c00, c51 = c00, c60 = c00, c61 = c00, c70 = c00, c71 = c00;
+  for (int64_t q = 0; q < kp; q += 2, a += 2 * MR, b += 64) {
+    const __m512i b0 = _mm512_loadu_si512((const void *)b), b1 = _mm512_loadu_si512((const void *)(b + 32));
+    __m512i x = bcast_pair(a);
+    Q8_MADD(c00, x, b0), Q8_MADD(c01, x, b1);
+    x = bcast_pair(a + 2), Q8_MADD(c10, x, b0), Q8_MADD(c11, x, b1);
+    x = bcast_pair(a + 4), Q8_MADD(c20, x, b0), Q8_MADD(c21, x, b1);
+    x = bcast_pair(a + 6), Q8_MADD(c30, x, b0), Q8_MADD(c31, x, b1);
+    x = bcast_pair(a + 8), Q8_MADD(c40, x, b0), Q8_MADD(c41, x, b1);
+    x = bcast_pair(a + 10), Q8_MADD(c50, x, b0), Q8_MADD(c51, x, b1);
+    x = bcast_pair(a + 12), Q8_MADD(c60, x, b0), Q8_MADD(c61, x, b1);
+    x = bcast_pair(a + 14), Q8_MADD(c70, x, b0), Q8_MADD(c71, x, b1);
+  }
+  __m512i *o = (__m512i *)c;
+  _mm512_storeu_si512(o + 0, c00), _mm512_storeu_si512(o + 1, c01), _mm512_storeu_si512(o + 2, c10);
+  _mm512_storeu_si512(o + 3, c11), _mm512_storeu_si512(o + 4, c20), _mm512_storeu_si512(o + 5, c21);
+  _mm512_storeu_si512(o + 6, c30), _mm512_storeu_si512(o + 7, c31), _mm512_storeu_si512(o + 8, c40);
+  _mm512_storeu_si512(o + 9, c41), _mm512_storeu_si512(o + 10, c50), _mm512_storeu_si512(o + 11, c51);
+  _mm512_storeu_si512(o + 12, c60), _mm512_storeu_si512(o + 13, c61), _mm512_storeu_si512(o + 14, c70);
+  _mm512_storeu_si512(o + 15, c71);
+}
+
+/* (w[k], w[k+1]) of one row as an int16 pair in every lane; an odd last k pairs with 0 */
+static inline __m512i wpair8(const int8_t *w, int64_t q, int64_t k) {
+  if (q + 1 < k) {
+    int16_t v;
+    memcpy(&v, w + q, sizeof v);
+    return _mm512_cvtepi8_epi16(_mm256_set1_epi16(v));
+  }
+  return _mm512_set1_epi32((uint16_t)(int16_t)w[q]);
+}
+
+/* The 8x32 tile reading W in place: rows w + i * ldw (i < mr; the rows past mr repeat the last) */
+static void q8_avx512_gemm_rows_8x32(int64_t k, const int8_t *w, int64_t ldw, int32_t mr, const void *b_,
+                                     int32_t *c) {
+  const int16_t *b = (const int16_t *)b_;
+  const int8_t *r[MR];
+  for (int i = 0; i < MR; i++) r[i] = w + (i < mr ? i : mr - 1) * ldw;
+  __m512i c00 = _mm512_setzero_si512(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00;
+  __m512i c40 = c00, c41 = c00, c50 = c00, c51 = c00, c60 = c00, c61 = c00, c70 = c00, c71 = c00;
+  for (int64_t q = 0; q < k; q += 2, b += 64) {
+    const __m512i b0 = _mm512_loadu_si512((const void *)b), b1 = _mm512_loadu_si512((const void *)(b + 32));
+    __m512i x = wpair8(r[0], q, k);
+    Q8_MADD(c00, x, b0), Q8_MADD(c01, x, b1);
+    x = wpair8(r[1], q, k), Q8_MADD(c10, x, b0), Q8_MADD(c11, x, b1);
+    x = wpair8(r[2], q, k), Q8_MADD(c20, x, b0), Q8_MADD(c21, x, b1);
+    x = wpair8(r[3], q, k), Q8_MADD(c30, x, b0), Q8_MADD(c31, x, b1);
+    x = wpair8(r[4], q, k), Q8_MADD(c40, x, b0), Q8_MADD(c41, x, b1);
+    x = wpair8(r[5], q, k), Q8_MADD(c50, x, b0), Q8_MADD(c51, x, b1);
+    x = wpair8(r[6], q, k), Q8_MADD(c60, x, b0), Q8_MADD(c61, x, b1);
+    x = wpair8(r[7], q, k), Q8_MADD(c70, x, b0), Q8_MADD(c71, x, b1);
+  }
+  __m512i *o = (__m512i *)c;
+  _mm512_storeu_si512(o + 0, c00), _mm512_storeu_si512(o + 1, c01), _mm512_storeu_si512(o + 2, c10);
+  _mm512_storeu_si512(o + 3, c11), _mm512_storeu_si512(o + 4, c20), _mm512_storeu_si512(o + 5, c21);
+  _mm512_storeu_si512(o + 6, c30), _mm512_storeu_si512(o + 7, c31), _mm512_storeu_si512(o + 8, c40);
+  _mm512_storeu_si512(o + 9, c41), _mm512_storeu_si512(o + 10, c50), _mm512_storeu_si512(o + 11, c51);
+  _mm512_storeu_si512(o + 12, c60), _mm512_storeu_si512(o + 13, c61), _mm512_storeu_si512(o + 14, c70);
+  _mm512_storeu_si512(o + 15, c71);
+}
+
+/* ---- requantization --------------------------------------------------------------------------- */
+
+typedef struct rq {
+  __m512i corr, mult, i32lo, i32hi, rlo, rhi, zp, bias, one; /* bias: 2^(n-1) - 1 */
+  __m128i n;
+  int32_t shift;
+} rq_t;
+
+/* 8 outputs: the rule of quant_rule.h on int64 lanes (|v| <= 2^31, mult < 2^31: |p| < 2^62) */
+static inline __m128i rq8(const rq_t *r, __m256i acc) {
+  __m512i v = _mm512_add_epi64(_mm512_cvtepi32_epi64(acc), r->corr);
+  v = _mm512_min_epi64(_mm512_max_epi64(v, r->i32lo), r->i32hi); /* sat_int32 */
+  __m512i p = _mm512_mul_epi32(v, r->mult);                        /* exact: both fit int32 */
+  if (r->shift) {                                                  /* round half to even on |p| */
+    const __mmask8 neg = _mm512_cmplt_epi64_mask(p, _mm512_setzero_si512());
+    const __m512i u = _mm512_abs_epi64(p);
+    const __m512i odd = _mm512_and_si512(_mm512_srl_epi64(u, r->n), r->one);
+    const __m512i q = _mm512_srl_epi64(_mm512_add_epi64(_mm512_add_epi64(u, r->bias), odd), r->n);
+    p = _mm512_mask_sub_epi64(q, neg, _mm512_setzero_si512(), q);
+  }
+  p = _mm512_min_epi64(_mm512_max_epi64(p, r->rlo), r->rhi); /* clamp before the zero point */
+  return _mm512_cvtepi64_epi8(_mm512_add_epi64(p, r->zp));    /* in [-128, 127]: exact */
+}
+
+void oa_q8_avx512_requant(const int32_t *acc, int64_t n, int64_t corr, int32_t mult, int32_t shift, int32_t zp,
+                          int32_t lo, int32_t hi, int8_t *y) {
+  rq_t r;
+  r.corr = _mm512_set1_epi64(corr);
+  r.mult = _mm512_set1_epi64(mult);
+  r.i32lo = _mm512_set1_epi64(INT32_MIN), r.i32hi = _mm512_set1_epi64(INT32_MAX);
+  r.rlo = _mm512_set1_epi64((int64_t)lo - zp), r.rhi = _mm512_set1_epi64((int64_t)hi - zp);
+  r.zp = _mm512_set1_epi64(zp);
+  r.one = _mm512_set1_epi64(1);
+  r.shift = shift;
+  r.n = _mm_cvtsi32_si128(shift);
+  r.bias = _mm512_set1_epi64(shift ? ((int64_t)1 << (shift - 1)) - 1 : 0);
+  int64_t j = 0;
+  for (; j + 16 <= n; j += 16) {
+    const __m512i a = _mm512_loadu_si512((const void *)(acc + j));
+    const __m128i lo8 = rq8(&r, _mm512_castsi512_si256(a)), hi8 = rq8(&r, _mm512_extracti64x4_epi64(a, 1));
+    _mm_storeu_si128((__m128i *)(y + j), _mm_unpacklo_epi64(lo8, hi8));
+  }
+  if (j < n) {
+    const __mmask16 m = (__mmask16)((1u << (n - j)) - 1u);
+    const __m512i a = _mm512_maskz_loadu_epi32(m, acc + j);
+    const __m128i lo8 = rq8(&r, _mm512_castsi512_si256(a)), hi8 = rq8(&r, _mm512_extracti64x4_epi64(a, 1));
+    _mm_mask_storeu_epi8(y + j, m, _mm_unpacklo_epi64(lo8, hi8));
+  }
+}
+
+/* ---- depthwise -------------------------------------------------------------------------------- */
+
+/* Depthwise rows, 16 outputs per zmm: taps in pairs (j, j + 1) through vpmaddwd, as the AVX2
+ * kernel (arch/x86/avx2/quant.c) with twice the lanes: stride 1 interleaves the two taps' values
+ * (the lanes come out in the order of _mm512_unpack*, undone once at the end), stride 2 with
+ * dilation 1 has them adjacent already. |w * (x - zp)| <= 128 * 255: each pair sum is exact. */
+static inline __m512i dw_wpair(const int8_t *w, int64_t j, int64_t kw) {
+  const int32_t lo = (uint16_t)(int16_t)w[j], hi = j + 1 < kw ? (uint16_t)(int16_t)w[j + 1] : 0;
+  return _mm512_set1_epi32((int32_t)((uint32_t)lo | ((uint32_t)hi << 16)));
+}
+
+void oa_q8_avx512_dw(const int16_t *rows, int64_t ld, const int8_t *w, int64_t kh, int64_t kw, int64_t sw,
+                     int64_t dh, int64_t dw, int64_t n, int32_t *acc) {
+  if (sw > 2) {
+    oa_q8_dw_generic(rows, ld, w, kh, kw, sw, dh, dw, n, acc);
+    return;
+  }
+  /* stride 1: unpacklo/hi of two 32-value rows give, per 128-bit lane L, outputs 8L..8L+3 (lo) and
+   * 8L+4..8L+7 (hi) of 16-value halves: the sums land in lane order (0-3, 8-11, 16-19, 24-27 | ...)
+   * for 32 outputs in two vectors; here 16 outputs: x0, x1 = 16 values each (ymm), widened */
+  const __m512i order = _mm512_setr_epi64(0, 1, 4, 5, 2, 3, 6, 7);
+  const int64_t n16 = n / 16 * 16;
+  for (int64_t o = 0; o < n16; o += 16) {
+    __m512i a = _mm512_setzero_si512();
+    for (int64_t i = 0; i < kh; i++) {
+      const int16_t *r = rows + i * dh * ld + o * sw;
+      const int8_t *wr = w + i * kw;
+      if (sw == 1) {
+        for (int64_t j = 0; j < kw; j += 2) {
+          const __m256i x0 = _mm256_loadu_si256((const __m256i *)(r + j * dw));
+          const __m256i x1 = j + 1 < kw ? _mm256_loadu_si256((const __m256i *)(r + (j + 1) * dw)) : x0;
+          /* [lo(lane0) outputs 0-3, lo(lane1) 8-11 | hi(lane0) 4-7, hi(lane1) 12-15] */
+          const __m512i xv = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_unpacklo_epi16(x0, x1)),
+                                                _mm256_unpackhi_epi16(x0, x1), 1);
+          a = _mm512_add_epi32(a, _mm512_madd_epi16(xv, dw_wpair(wr, j, kw)));
+        }
+      } else if (dw == 1) { /* stride 2: the pair's values are adjacent */
+        for (int64_t j = 0; j < kw; j += 2) {
+          const __m512i xv = _mm512_loadu_si512((const void *)(r + j));
+          a = _mm512_add_epi32(a, _mm512_madd_epi16(xv, dw_wpair(wr, j, kw)));
+        }
+      } else {
+        for (int64_t j = 0; j < kw; j++) {
+          const __m512i xv = _mm512_loadu_si512((const void *)(r + j * dw));
+          a = _mm512_add_epi32(a, _mm512_madd_epi16(xv, _mm512_set1_epi32((uint16_t)(int16_t)wr[j])));
+        }
+      }
+    }
+    /* stride 1: 128-bit blocks hold outputs 0-3, 8-11, 4-7, 12-15 */
+    if (sw == 1) a = _mm512_permutexvar_epi64(order, a);
+    _mm512_storeu_si512((void *)(acc + o), a);
+  }
+  if (n16 < n) oa_q8_dw_generic(rows + n16 * sw, ld, w, kh, kw, sw, dh, dw, n - n16, acc + n16);
+}
+
+/* ---- GEMV (int16 x - zp) ---------------------------------------------------------------------- */
+
+static inline __m512i dot32(const int8_t *w, const int16_t *x) {
+  const __m512i wv = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)w));
+  return _mm512_madd_epi16(wv, _mm512_loadu_si512((const void *)x));
+}
+
+static void q8_avx512_gemv(int64_t m, int64_t n, int64_t k, const void *x_, const int8_t *w, int32_t *acc) {
+  const int16_t *x = (const int16_t *)x_;
+  const int64_t k32 = k / 32 * 32;
+  for (int64_t i = 0; i < m; i++) {
+    const int16_t *xr = x + i * k;
+    int64_t j = 0;
+    for (; j + 4 <= n; j += 4) {
+      const int8_t *w0 = w + j * k, *w1 = w0 + k, *w2 = w1 + k, *w3 = w2 + k;
+      __m512i s0 = _mm512_setzero_si512(), s1 = s0, s2 = s0, s3 = s0;
+      for (int64_t q = 0; q < k32; q += 32) {
+        s0 = _mm512_add_epi32(s0, dot32(w0 + q, xr + q));
+        s1 = _mm512_add_epi32(s1, dot32(w1 + q, xr + q));
+        s2 = _mm512_add_epi32(s2, dot32(w2 + q, xr + q));
+        s3 = _mm512_add_epi32(s3, dot32(w3 + q, xr + q));
+      }
+      int32_t t0 = _mm512_reduce_add_epi32(s0), t1 = _mm512_reduce_add_epi32(s1);
+      int32_t t2 = _mm512_reduce_add_epi32(s2), t3 = _mm512_reduce_add_epi32(s3);
+      for (int64_t q = k32; q < k; q++) {
+        t0 += (int32_t)w0[q] * xr[q], t1 += (int32_t)w1[q] * xr[q];
+        t2 += (int32_t)w2[q] * xr[q], t3 += (int32_t)w3[q] * xr[q];
+      }
+      acc[i * n + j] = t0, acc[i * n + j + 1] = t1, acc[i * n + j + 2] = t2, acc[i * n + j + 3] = t3;
+    }
+    for (; j < n; j++) {
+      const int8_t *wr = w + j * k;
+      __m512i s = _mm512_setzero_si512();
+      for (int64_t q = 0; q < k32; q += 32) s = _mm512_add_epi32(s, dot32(wr + q, xr + q));
+      int32_t t = _mm512_reduce_add_epi32(s);
+      for (int64_t q = k32; q < k; q++) t += (int32_t)wr[q] * xr[q];
+      acc[i * n + j] = t;
+    }
+  }
+}
+
+/* ---- weight row sums -------------------------------------------------------------------------- */
+
+/* sum of a row through vpsadbw on w ^ 0x80 (unsigned, 8 bytes per int64 lane): sum(w) =
+ * sum(w ^ 0x80) - 128 * k; the last partial vector masked (masked-off bytes load 0 and count
+ * as 0x80 after the xor, subtracted with the rest). */
+void oa_q8_avx512_wsum(int64_t rows, int64_t k, const int8_t *w, int64_t *sums) {
+  const __m512i flip = _mm512_set1_epi8((char)0x80), zero = _mm512_setzero_si512();
+  const int64_t k64 = k / 64 * 64;
+  const __mmask64 tail = k > k64 ? (~(__mmask64)0) >> (64 - (k - k64)) : 0;
+  for (int64_t c = 0; c < rows; c++) {
+    const int8_t *wr = w + c * k;
+    __m512i s = zero;
+    for (int64_t q = 0; q < k64; q += 64)
+      s = _mm512_add_epi64(s, _mm512_sad_epu8(_mm512_xor_si512(_mm512_loadu_si512((const void *)(wr + q)), flip), zero));
+    if (tail)
+      s = _mm512_add_epi64(s, _mm512_sad_epu8(_mm512_xor_si512(_mm512_maskz_loadu_epi8(tail, wr + k64), flip), zero));
+    sums[c] = _mm512_reduce_add_epi64(s) - 128 * (k64 + (tail ? 64 : 0));
+  }
+}
+
+const oa_q8_isa_t oa_q8_avx512_isa = {"avx512", MR, 32, 2, 1, q8_avx512_gemm_8x32, q8_avx512_gemm_rows_8x32,
+                                      oa_q8_avx512_requant, oa_q8_avx512_dw, q8_avx512_gemv, 0, NULL,
+                                      oa_q8_avx512_wsum, NULL};
+#else
+typedef int oa_q8_avx512_unused_t; /* not an AVX-512 build of this file */
+#endif
