@@ -21,7 +21,11 @@
 #include "kernels/opt/quant.h"
 
 enum { Q_ISA, Q_PATH, Q_THREADS, Q_DOT };
-enum { P_GEMM = 1, P_DW, P_GEMV, P_LGEMM };
+enum { P_GEMM = 1, P_DW, P_GEMV, P_LGEMM, P_DWF };
+
+/* depthwise in float (P_DWF): kernels of at most this many taps have exact float sums
+ * (taps * 255 * 128 < 2^24) */
+#define Q8_DWF_TAPS_MAX 514
 
 /* bytes of a B column block kept in L2 while every row tile passes over it */
 #define Q8_B_BLOCK_BYTES ((int64_t)192 * 1024)
@@ -145,6 +149,7 @@ static void pack(const oa_q8_isa_t *isa, int b, const int8_t *src, const int64_t
 typedef struct q8_geo {
   int64_t n, cin, h, w, cout, kh, kw, oh, ow, g, sh, sw, ph, pw, dh, dw;
   int64_t cin_g, cout_g, hp, wp; /* hp, wp: the zero-point-padded input plane */
+  int64_t vw;                    /* P_DWF: the float depthwise kernel's vector width */
   int64_t rows, cols, k;         /* GEMM per (image, group): rows = C_out/groups, cols = pixels; linear: N, M */
 } q8_geo_t;
 
@@ -176,6 +181,7 @@ typedef struct q8_layout {
   int64_t a_tiles, a_tile_bytes; /* A packed once per run: g * ceil(rows / MR) tiles */
   int32_t a_in_place;             /* the ISA's gemm_rows reads W in place instead */
   int64_t s_b, s_a, s_acc, s_cb, s_out;                             /* offsets inside a slot */
+  int64_t pad_h, pad_w, s_wf;                                       /* P_DWF: the float plane */
 } q8_layout_t;
 
 static void layout(const oa_q8_isa_t *isa, int32_t path, const q8_geo_t *q, int32_t pad, int32_t threads,
@@ -222,6 +228,17 @@ static void layout(const oa_q8_isa_t *isa, int32_t path, const q8_geo_t *q, int3
     slot = oa_cap_add(slot, up64(nr * 8));
     l->s_out = slot;
     slot = oa_cap_add(slot, up64(nr));
+  } else if (path == P_DWF) {
+    /* the float plane (x - zp, zero padding) as the float depthwise kernel wants it (opt/conv.c's
+     * dw_pad_dims: every vector of a row reads inside it), its float output, converted in place
+     * to the int32 sums, and the taps as floats */
+    l->tasks = q->n * q->cin;
+    const int64_t vw = oa_max64(1, q->vw), nvec = oa_cdiv(q->ow, vw);
+    l->pad_w = (nvec * vw - 1) * q->sw + (q->kw - 1) * q->dw + 2;
+    l->pad_h = (q->oh - 1) * q->sh + (q->kh - 1) * q->dh + 1;
+    l->s_acc = up64(oa_cap_mul(oa_cap_mul(l->pad_h, l->pad_w), 4));
+    l->s_wf = oa_cap_add(l->s_acc, up64(oa_cap_mul(oa_cap_mul(q->oh, q->ow), 4)));
+    slot = oa_cap_add(l->s_wf, up64(oa_cap_mul(q->kh * q->kw, 4)));
   } else if (path == P_DW) {
     l->tasks = q->n * q->cin;
     /* the plane (+ slack: the stride-2 vector rows read one element past the last one they use) */
@@ -256,6 +273,7 @@ typedef struct q8_ctx {
   int32_t mone, zin, zout, lo, hi;
   int8_t *y;
   uint8_t *slots;
+  oa_dw_fn fdw; /* P_DWF: the ISA's float depthwise plane */
 } q8_ctx_t;
 
 static inline void finish_row(const q8_ctx_t *x, const int32_t *acc, int64_t n, int64_t c, int8_t *y) {
@@ -338,6 +356,39 @@ static void dw_task(const q8_ctx_t *x, int64_t t, uint8_t *slot) {
   }
 }
 
+/* One depthwise plane in float (P_DWF): the float depthwise kernel of the ISA (opt.h) sums
+ * integers below 2^24 in magnitude (|w * (x - zp)| <= 128 * 255, at most Q8_DWF_TAPS_MAX taps):
+ * every float sum is exact, in any order, fused or not, so its output converts to the exact int32
+ * sums; then the plane is requantized in one call. `fresh`: the slot's first plane (the padding
+ * is zeroed once, the interior rewritten per plane). */
+static void dwf_task(const q8_ctx_t *x, int64_t t, uint8_t *slot, int fresh) {
+  const q8_geo_t *q = &x->q;
+  const q8_layout_t *l = &x->l;
+  const int64_t c = t % q->cin, taps = q->kh * q->kw, n = q->oh * q->ow;
+  float *pad = (float *)(void *)slot, *wf = (float *)(void *)(slot + l->s_wf);
+  float *out = (float *)(void *)(slot + l->s_acc);
+  const int8_t *xp = x->src + t * q->h * q->w;
+  if (fresh) memset(pad, 0, (size_t)(l->pad_h * l->pad_w) * sizeof(float));
+  const int64_t r1 = oa_min64(q->ph + q->h, l->pad_h), c0 = oa_min64(q->pw, l->pad_w);
+  const int64_t cn = oa_min64(q->pw + q->w, l->pad_w) - c0;
+  const float zin = (float)x->zin;
+  for (int64_t r = q->ph; r < r1; r++) {
+    float *d = pad + r * l->pad_w + c0;
+    const int8_t *s = xp + (r - q->ph) * q->w;
+    for (int64_t j = 0; j < cn; j++) d[j] = (float)s[j] - zin;
+  }
+  for (int64_t k = 0; k < taps; k++) wf[k] = (float)x->w[c * taps + k];
+  oa_dw_plane_t p;
+  memset(&p, 0, sizeof p);
+  p.pad = pad, p.pad_w = l->pad_w, p.w = wf;
+  p.kh = q->kh, p.kw = q->kw, p.sh = q->sh, p.sw = q->sw, p.dh = q->dh, p.dw = q->dw;
+  p.oh = q->oh, p.ow = q->ow, p.out = out;
+  x->fdw(&p);
+  int32_t *acc = (int32_t *)(void *)out; /* in place: each float read before its int32 is written */
+  for (int64_t i = 0; i < n; i++) acc[i] = (int32_t)out[i];
+  finish_row(x, acc, n, c, x->y + t * n);
+}
+
 /* One block of Q8_GEMV_NB outputs of every row. */
 static void gemv_task(const q8_ctx_t *x, int64_t t, uint8_t *slot) {
   const q8_geo_t *q = &x->q;
@@ -382,7 +433,8 @@ static void slots_fn(void *ctx, int64_t s0, int64_t s1) {
   for (int64_t s = s0; s < s1; s++) {
     uint8_t *slot = x->slots + s * x->l.slot_bytes;
     for (int64_t t = s; t < x->l.tasks; t += x->l.slots) {
-      if (x->path == P_DW) dw_task(x, t, slot);
+      if (x->path == P_DWF) dwf_task(x, t, slot, t == s);
+      else if (x->path == P_DW) dw_task(x, t, slot);
       else if (x->path == P_GEMV) gemv_task(x, t, slot);
       else gemm_task(x, t, slot);
     }
@@ -445,7 +497,11 @@ static oa_status_t oa_opt_conv2d_q8_prepare_isa(const oa_op_call_t *call, const 
   q8_geo_t q;
   conv_geo(call, &q);
   if (q.k > OA_Q8_K_MAX || q.n * q.cout * q.cols == 0) return OA_ERR_UNSUPPORTED;
-  if (q.g == q.cin && q.g == q.cout) return finish_plan(plan, isa, P_DW, &q, 0);
+  if (q.g == q.cin && q.g == q.cout) {
+    const oa_opt_isa_t *f = oa_opt_isa(id);
+    q.vw = f ? f->vw : 0;
+    return finish_plan(plan, isa, f && f->dw && q.kh * q.kw <= Q8_DWF_TAPS_MAX ? P_DWF : P_DW, &q, 0);
+  }
   return finish_plan(plan, isa, P_GEMM, &q, q.ph || q.pw);
 }
 
@@ -458,6 +514,11 @@ oa_status_t oa_opt_conv2d_q8_run(const oa_op_call_t *call, const oa_op_plan_t *p
   x.isa = oa_q8_isa((int32_t)plan->params[Q_ISA], (int32_t)plan->params[Q_DOT]);
   x.path = (int32_t)plan->params[Q_PATH];
   conv_geo(call, &x.q);
+  if (x.path == P_DWF) {
+    const oa_opt_isa_t *f = oa_opt_isa((int32_t)plan->params[Q_ISA]);
+    x.q.vw = f->vw;
+    x.fdw = f->dw;
+  }
   const q8_geo_t *q = &x.q;
   const int32_t pad = x.path == P_GEMM && (q->ph || q->pw);
   layout(x.isa, x.path, q, pad, (int32_t)plan->params[Q_THREADS], &x.l);
@@ -473,7 +534,7 @@ oa_status_t oa_opt_conv2d_q8_run(const oa_op_call_t *call, const oa_op_plan_t *p
   x.slots = s + x.l.off_slots;
   int64_t *corr = (int64_t *)(s + x.l.off_corr);
   const int8_t *in = (const int8_t *)call->inputs[0]->data;
-  if (x.path == P_DW) {
+  if (x.path == P_DW || x.path == P_DWF) {
     corrections(x.isa, q->cout, q->kh * q->kw, x.w, x.bias, 0, 0, corr); /* the plane holds x - zp */
     x.src = in;
   } else {
@@ -587,3 +648,124 @@ static const void *named(const oa_op_plan_t *plan, const oa_kernel_t *kernels, s
 
 Q8_OPT(conv2d_q8)
 Q8_OPT(linear_q8)
+
+/* ---- add_q8, quantize, dequantize -------------------------------------------------------------
+ * Elementwise, on the table's vector instances (the same rule, bit for bit: the reference kernel's
+ * integer rule for add_q8, its float32 operations in its order for quantize / dequantize). add_q8
+ * takes same-shape operands only (both inputs as many elements as the output: no broadcast),
+ * others run the reference kernel. Threads take blocks of Q8_EW_BLOCK elements. */
+
+#define Q8_EW_BLOCK ((int64_t)32768)
+
+typedef struct q8_ew {
+  const oa_q8_isa_t *isa;
+  int32_t op; /* 0 add_q8, 1 quantize, 2 dequantize */
+  const void *a, *b;
+  void *y;
+  int64_t n;
+  oa_q8_add_t add;
+  float inv, zp, lo, hi, scale;
+  int32_t izp, u8;
+} q8_ew_t;
+
+static void ew_fn(void *ctx, int64_t t0, int64_t t1) {
+  const q8_ew_t *e = (const q8_ew_t *)ctx;
+  const int64_t i0 = t0 * Q8_EW_BLOCK, i1 = oa_min64(t1 * Q8_EW_BLOCK, e->n), n = i1 - i0;
+  if (n <= 0) return;
+  if (e->op == 0)
+    e->isa->add((const int8_t *)e->a + i0, (const int8_t *)e->b + i0, n, &e->add, (int8_t *)e->y + i0);
+  else if (e->op == 1)
+    e->isa->quantize((const float *)e->a + i0, n, e->inv, e->zp, e->lo, e->hi, (uint8_t *)e->y + i0);
+  else
+    e->isa->dequantize((const uint8_t *)e->a + i0, n, e->u8, e->izp, e->scale, (float *)e->y + i0);
+}
+
+static void ew_run(q8_ew_t *e, const oa_kernel_env_t *env) {
+  oa_parallel_for(env ? env->pool : NULL, oa_cdiv(e->n, Q8_EW_BLOCK), 1, ew_fn, e);
+}
+
+static oa_status_t ew_begin(oa_op_plan_t *plan, int32_t id, int32_t op) {
+  const oa_q8_isa_t *isa = oa_q8_isa(id, 0);
+  if (!isa || (op == 0 && !isa->add) || (op == 1 && !isa->quantize) || (op == 2 && !isa->dequantize))
+    return OA_ERR_UNSUPPORTED;
+  memset(plan->params, 0, sizeof plan->params);
+  plan->scratch_bytes = 0;
+  plan->params[Q_ISA] = id;
+  return OA_OK;
+}
+
+static oa_status_t oa_opt_add_q8_prepare_isa(const oa_op_call_t *call, const oa_kernel_env_t *env,
+                                             oa_op_plan_t *plan, int32_t id) {
+  (void)env;
+  const int64_t n = call->outputs[0]->numel;
+  if (call->inputs[0]->numel != n || call->inputs[1]->numel != n) return OA_ERR_UNSUPPORTED;
+  return ew_begin(plan, id, 0);
+}
+
+oa_status_t oa_opt_add_q8_run(const oa_op_call_t *call, const oa_op_plan_t *plan, void *scratch,
+                              const oa_kernel_env_t *env, oa_diag_t *diag) {
+  (void)scratch;
+  (void)diag;
+  q8_ew_t e;
+  memset(&e, 0, sizeof e);
+  e.isa = oa_q8_isa((int32_t)plan->params[Q_ISA], 0);
+  e.a = call->inputs[0]->data, e.b = call->inputs[1]->data, e.y = call->outputs[0]->data;
+  e.n = call->outputs[0]->numel;
+  e.add.za = (int32_t)iarg(call, OA_ARG_ADD_Q8_SELF_ZP), e.add.zb = (int32_t)iarg(call, OA_ARG_ADD_Q8_OTHER_ZP);
+  e.add.ma = (int32_t)iarg(call, OA_ARG_ADD_Q8_SELF_MULTIPLIER);
+  e.add.mb = (int32_t)iarg(call, OA_ARG_ADD_Q8_OTHER_MULTIPLIER);
+  e.add.shift = (int32_t)iarg(call, OA_ARG_ADD_Q8_SHIFT), e.add.zo = (int32_t)iarg(call, OA_ARG_ADD_Q8_OUTPUT_ZP);
+  e.add.lo = (int32_t)iarg(call, OA_ARG_ADD_Q8_ACT_MIN), e.add.hi = (int32_t)iarg(call, OA_ARG_ADD_Q8_ACT_MAX);
+  ew_run(&e, env);
+  return OA_OK;
+}
+
+static oa_status_t oa_opt_quantize_prepare_isa(const oa_op_call_t *call, const oa_kernel_env_t *env,
+                                               oa_op_plan_t *plan, int32_t id) {
+  (void)call;
+  (void)env;
+  return ew_begin(plan, id, 1);
+}
+
+oa_status_t oa_opt_quantize_run(const oa_op_call_t *call, const oa_op_plan_t *plan, void *scratch,
+                                const oa_kernel_env_t *env, oa_diag_t *diag) {
+  (void)scratch;
+  (void)diag;
+  q8_ew_t e;
+  memset(&e, 0, sizeof e);
+  e.isa = oa_q8_isa((int32_t)plan->params[Q_ISA], 0);
+  e.op = 1;
+  e.a = call->inputs[0]->data, e.y = call->outputs[0]->data, e.n = call->outputs[0]->numel;
+  e.inv = (float)(1.0 / call->floats[OA_ARG_QUANTIZE_SCALE]); /* as the reference kernel */
+  e.zp = (float)iarg(call, OA_ARG_QUANTIZE_ZERO_POINT);
+  e.lo = (float)iarg(call, OA_ARG_QUANTIZE_QMIN), e.hi = (float)iarg(call, OA_ARG_QUANTIZE_QMAX);
+  ew_run(&e, env);
+  return OA_OK;
+}
+
+static oa_status_t oa_opt_dequantize_prepare_isa(const oa_op_call_t *call, const oa_kernel_env_t *env,
+                                                 oa_op_plan_t *plan, int32_t id) {
+  (void)call;
+  (void)env;
+  return ew_begin(plan, id, 2);
+}
+
+oa_status_t oa_opt_dequantize_run(const oa_op_call_t *call, const oa_op_plan_t *plan, void *scratch,
+                                  const oa_kernel_env_t *env, oa_diag_t *diag) {
+  (void)scratch;
+  (void)diag;
+  q8_ew_t e;
+  memset(&e, 0, sizeof e);
+  e.isa = oa_q8_isa((int32_t)plan->params[Q_ISA], 0);
+  e.op = 2;
+  e.a = call->inputs[0]->data, e.y = call->outputs[0]->data, e.n = call->outputs[0]->numel;
+  e.u8 = call->inputs[0]->dtype == OA_DTYPE_UINT8;
+  e.izp = (int32_t)iarg(call, OA_ARG_DEQUANTIZE_ZERO_POINT);
+  e.scale = (float)call->floats[OA_ARG_DEQUANTIZE_SCALE];
+  ew_run(&e, env);
+  return OA_OK;
+}
+
+OA_OPT_SHARED(add_q8, OA_DT_I8)
+OA_OPT_SHARED(quantize, OA_DT_F32)
+OA_OPT_SHARED(dequantize, OA_DT_I8 | OA_DT_U8)

@@ -21,6 +21,7 @@
 #ifndef OA_KERNELS_OPT_QUANT_H
 #define OA_KERNELS_OPT_QUANT_H
 
+#include <math.h>
 #include <stdint.h>
 
 #include "kernels/quant_rule.h"
@@ -58,6 +59,19 @@ typedef void (*oa_q8_pack_fn)(const int8_t *src, const int64_t *koff, int64_t k,
 /* sums[c] = sum_k w[c * k + q] for c < rows */
 typedef void (*oa_q8_wsum_fn)(int64_t rows, int64_t k, const int8_t *w, int64_t *sums);
 
+/* add_q8 on same-shape operands: y[i] = the rule of docs/quantization.md ("add_q8") */
+typedef struct oa_q8_add {
+  int32_t za, zb, ma, mb, shift, zo, lo, hi; /* input zero points, multipliers, shift, output */
+} oa_q8_add_t;
+typedef void (*oa_q8_add_fn)(const int8_t *a, const int8_t *b, int64_t n, const oa_q8_add_t *p, int8_t *y);
+
+/* quantize: y[i] = clamp(round_half_even(x[i] * inv) + zp, lo, hi) in float32, NaN -> zp, exactly
+ * as the reference kernel (the rounded value clamped to +-1e9 first); y int8, or uint8 (lo >= 0:
+ * the low byte of the value either way) */
+typedef void (*oa_q8_quantize_fn)(const float *x, int64_t n, float inv, float zp, float lo, float hi, void *y);
+/* dequantize: y[i] = (float)(x[i] - zp) * scale, x int8 (u8 0) or uint8 (u8 1) */
+typedef void (*oa_q8_dequantize_fn)(const void *x, int64_t n, int32_t u8, int32_t zp, float scale, float *y);
+
 typedef struct oa_q8_isa {
   const char *name;
   int32_t mr, nr;  /* tile */
@@ -72,6 +86,9 @@ typedef struct oa_q8_isa {
   oa_q8_pack_fn pack;   /* or NULL: the driver's portable packing */
   oa_q8_wsum_fn wsum;   /* or NULL: the driver's loop */
   const char *variant;  /* the plan's kernel name when it differs from the ISA's (VNNI), or NULL */
+  oa_q8_add_fn add;     /* the elementwise int8 ops (or NULL: the reference kernels run) */
+  oa_q8_quantize_fn quantize;
+  oa_q8_dequantize_fn dequantize;
 } oa_q8_isa_t;
 
 /* The table of ISA `id` (isa.h), NULL when this build does not have it; `dot`: use the ISA's int8
@@ -85,6 +102,9 @@ void oa_q8_portable_requant(const int32_t *acc, int64_t n, int64_t corr, int32_t
 void oa_q8_portable_dw(const int16_t *rows, int64_t ld, const int8_t *w, int64_t kh, int64_t kw, int64_t sw,
                        int64_t dh, int64_t dw, int64_t n, int32_t *acc);
 void oa_q8_portable_gemv(int64_t m, int64_t n, int64_t k, const void *x, const int8_t *w, int32_t *acc);
+void oa_q8_portable_add(const int8_t *a, const int8_t *b, int64_t n, const oa_q8_add_t *p, int8_t *y);
+void oa_q8_portable_quantize(const float *x, int64_t n, float inv, float zp, float lo, float hi, void *y);
+void oa_q8_portable_dequantize(const void *x, int64_t n, int32_t u8, int32_t zp, float scale, float *y);
 
 /* x86 instances the VNNI tables share with the plain ones (arch/x86/avx2/quant.c,
  * arch/x86/avx512/quant.c; AVX-512 instances only run where env->isas has OA_CPU_ISA_AVX512). */
@@ -97,6 +117,31 @@ void oa_q8_avx512_requant(const int32_t *acc, int64_t n, int64_t corr, int32_t m
 void oa_q8_avx512_dw(const int16_t *rows, int64_t ld, const int8_t *w, int64_t kh, int64_t kw, int64_t sw,
                      int64_t dh, int64_t dw, int64_t n, int32_t *acc);
 void oa_q8_avx512_wsum(int64_t rows, int64_t k, const int8_t *w, int64_t *sums);
+void oa_q8_avx2_add(const int8_t *a, const int8_t *b, int64_t n, const oa_q8_add_t *p, int8_t *y);
+void oa_q8_avx2_quantize(const float *x, int64_t n, float inv, float zp, float lo, float hi, void *y);
+void oa_q8_avx2_dequantize(const void *x, int64_t n, int32_t u8, int32_t zp, float scale, float *y);
+void oa_q8_avx512_add(const int8_t *a, const int8_t *b, int64_t n, const oa_q8_add_t *p, int8_t *y);
+void oa_q8_avx512_quantize(const float *x, int64_t n, float inv, float zp, float lo, float hi, void *y);
+void oa_q8_avx512_dequantize(const void *x, int64_t n, int32_t u8, int32_t zp, float scale, float *y);
+
+/* The elementwise rules in plain C (the portable instances, the SIMD ones' tails). */
+static inline int8_t oa_q8_add1(int8_t a, int8_t b, const oa_q8_add_t *p) {
+  const int64_t pa = ((int64_t)a - p->za) * p->ma, pb = ((int64_t)b - p->zb) * p->mb;
+  return q8_finish(q8_round_shift(pa + pb, p->shift), p->zo, p->lo, p->hi);
+}
+static inline float oa_q8_quantize1(float x, float inv, float zp, float lo, float hi) {
+  const float v = x * inv;
+  float q;
+  if (v != v) {
+    q = zp;
+  } else {
+    float r = nearbyintf(v);
+    if (r > 1e9f) r = 1e9f;
+    if (r < -1e9f) r = -1e9f;
+    q = r + zp;
+  }
+  return q < lo ? lo : (q > hi ? hi : q);
+}
 
 /* The depthwise row in plain C, for each ISA file to compile with its own flags: blocks of 16
  * outputs whose sums stay in registers over all taps (the compiler vectorises the block). */

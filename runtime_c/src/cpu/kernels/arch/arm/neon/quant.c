@@ -176,12 +176,17 @@ static void q8_neon_gemv(int64_t m, int64_t n, int64_t k, const void *x_, const 
   }
 }
 
-const oa_q8_isa_t oa_q8_neon_isa = {"neon", MR, 8, 1, 1, q8_neon_gemm, NULL, q8_neon_requant, q8_neon_dw, q8_neon_gemv,
-                                    0, NULL, NULL, NULL};
+const oa_q8_isa_t oa_q8_neon_isa = {.name = "neon", .mr = MR, .nr = 8, .kg = 1, .wide = 1, .gemm = q8_neon_gemm,
+                                    .requant = q8_neon_requant, .dw = q8_neon_dw, .gemv = q8_neon_gemv,
+                                    .add = oa_q8_portable_add, .quantize = oa_q8_portable_quantize,
+                                    .dequantize = oa_q8_portable_dequantize};
 
 #if defined(__aarch64__)
-static const oa_q8_isa_t q8_neon_sdot_isa = {"neon", 8, 8, 4, 0, q8_neon_gemm_sdot, NULL, q8_neon_requant, q8_neon_dw,
-                                             q8_neon_gemv, 0, NULL, NULL, NULL};
+static const oa_q8_isa_t q8_neon_sdot_isa = {.name = "neon", .mr = 8, .nr = 8, .kg = 4, .wide = 0,
+                                             .gemm = q8_neon_gemm_sdot, .requant = q8_neon_requant,
+                                             .dw = q8_neon_dw, .gemv = q8_neon_gemv, .add = oa_q8_portable_add,
+                                             .quantize = oa_q8_portable_quantize,
+                                             .dequantize = oa_q8_portable_dequantize};
 const oa_q8_isa_t *oa_q8_neon_sdot_isa(void) { return &q8_neon_sdot_isa; }
 #else
 const oa_q8_isa_t *oa_q8_neon_sdot_isa(void) { return NULL; }

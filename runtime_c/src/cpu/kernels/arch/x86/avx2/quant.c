@@ -195,6 +195,79 @@ void oa_q8_avx2_dw(const int16_t *rows, int64_t ld, const int8_t *w, int64_t kh,
   if (n8 < n) oa_q8_dw_generic(rows + n8 * sw, ld, w, kh, kw, sw, dh, dw, n - n8, acc + n8);
 }
 
+/* ---- add_q8, quantize, dequantize ------------------------------------------------------------- */
+
+/* add_q8 on 8 lanes: the products (a - za) * ma, (b - zb) * mb as int64 on the even and the odd
+ * int32 lanes (vpmuldq), |p| < 2^41. AVX2 has no 64-bit arithmetic shift: for shift <= 41 the sum
+ * is offset by 2^42 (a multiple of 2^shift, so floor and parity are unchanged) and shifted
+ * logically; shift >= 42 rounds every |p| < 2^41 to 0. Then clamp to [lo - zo, hi - zo], zo. */
+static inline __m256i add_round(__m256i p, __m256i off, __m256i half, __m256i one, __m128i n, __m256i back) {
+  const __m256i u = _mm256_add_epi64(p, off);
+  const __m256i odd = _mm256_and_si256(_mm256_srl_epi64(u, n), one);
+  return _mm256_sub_epi64(_mm256_srl_epi64(_mm256_add_epi64(_mm256_add_epi64(u, half), odd), n), back);
+}
+
+void oa_q8_avx2_add(const int8_t *a, const int8_t *b, int64_t n, const oa_q8_add_t *p, int8_t *y) {
+  int64_t i = 0;
+  if (p->shift <= 41) {
+    const __m256i za = _mm256_set1_epi32(p->za), zb = _mm256_set1_epi32(p->zb);
+    const __m256i ma = _mm256_set1_epi64x(p->ma), mb = _mm256_set1_epi64x(p->mb);
+    const __m256i rlo = _mm256_set1_epi64x((int64_t)p->lo - p->zo), rhi = _mm256_set1_epi64x((int64_t)p->hi - p->zo);
+    const __m256i zo = _mm256_set1_epi32(p->zo), one = _mm256_set1_epi64x(p->shift ? 1 : 0); /* shift 0: exact */
+    const __m256i off = _mm256_set1_epi64x((int64_t)1 << 42), back = _mm256_set1_epi64x((int64_t)1 << (42 - p->shift));
+    const __m256i half = _mm256_set1_epi64x(p->shift ? ((int64_t)1 << (p->shift - 1)) - 1 : 0);
+    const __m128i sh = _mm_cvtsi32_si128(p->shift);
+    for (; i + 8 <= n; i += 8) {
+      const __m256i av = _mm256_sub_epi32(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(a + i))), za);
+      const __m256i bv = _mm256_sub_epi32(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(b + i))), zb);
+      __m256i pe = _mm256_add_epi64(_mm256_mul_epi32(av, ma), _mm256_mul_epi32(bv, mb));
+      __m256i po = _mm256_add_epi64(_mm256_mul_epi32(_mm256_srli_epi64(av, 32), ma),
+                                    _mm256_mul_epi32(_mm256_srli_epi64(bv, 32), mb));
+      pe = min64(max64(add_round(pe, off, half, one, sh, back), rlo), rhi);
+      po = min64(max64(add_round(po, off, half, one, sh, back), rlo), rhi);
+      const __m256i q = _mm256_add_epi32(_mm256_blend_epi32(pe, _mm256_slli_epi64(po, 32), 0xaa), zo);
+      const __m128i w16 = _mm_packs_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));
+      _mm_storel_epi64((__m128i *)(y + i), _mm_packs_epi16(w16, w16)); /* in [-128, 127]: exact */
+    }
+  }
+  for (; i < n; i++) y[i] = oa_q8_add1(a[i], b[i], p);
+}
+
+/* quantize on 8 lanes, the reference kernel's operations in its order (vroundps to nearest even:
+ * nearbyintf in the default rounding mode) */
+void oa_q8_avx2_quantize(const float *x, int64_t n, float inv, float zp, float lo, float hi, void *y) {
+  const __m256 vinv = _mm256_set1_ps(inv), vzp = _mm256_set1_ps(zp), vlo = _mm256_set1_ps(lo);
+  const __m256 vhi = _mm256_set1_ps(hi), big = _mm256_set1_ps(1e9f), nbig = _mm256_set1_ps(-1e9f);
+  uint8_t *yp = (uint8_t *)y;
+  const int u8 = lo >= 0.0f && hi > 127.0f;
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 v = _mm256_mul_ps(_mm256_loadu_ps(x + i), vinv);
+    const __m256 nan = _mm256_cmp_ps(v, v, _CMP_UNORD_Q);
+    __m256 r = _mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    r = _mm256_min_ps(_mm256_max_ps(r, nbig), big);
+    __m256 q = _mm256_blendv_ps(_mm256_add_ps(r, vzp), vzp, nan);
+    q = _mm256_min_ps(_mm256_max_ps(q, vlo), vhi);
+    const __m256i qi = _mm256_cvttps_epi32(q);
+    const __m128i w16 = _mm_packs_epi32(_mm256_castsi256_si128(qi), _mm256_extracti128_si256(qi, 1));
+    _mm_storel_epi64((__m128i *)(yp + i), u8 ? _mm_packus_epi16(w16, w16) : _mm_packs_epi16(w16, w16));
+  }
+  for (; i < n; i++) yp[i] = (uint8_t)(int32_t)oa_q8_quantize1(x[i], inv, zp, lo, hi);
+}
+
+void oa_q8_avx2_dequantize(const void *x, int64_t n, int32_t u8, int32_t zp, float scale, float *y) {
+  const __m256i vzp = _mm256_set1_epi32(zp);
+  const __m256 vs = _mm256_set1_ps(scale);
+  const uint8_t *xp = (const uint8_t *)x;
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i b = _mm_loadl_epi64((const __m128i *)(xp + i));
+    const __m256i q = u8 ? _mm256_cvtepu8_epi32(b) : _mm256_cvtepi8_epi32(b);
+    _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(q, vzp)), vs));
+  }
+  for (; i < n; i++) y[i] = (float)((u8 ? (int32_t)xp[i] : (int32_t)(int8_t)xp[i]) - zp) * scale;
+}
+
 /* 16 k of a W row against 16 int16 of x: 8 int32 partial sums */
 static inline __m256i dot16(const int8_t *w, const int16_t *x) {
   const __m256i wv = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)w));
@@ -242,5 +315,7 @@ static void q8_avx2_gemv(int64_t m, int64_t n, int64_t k, const void *x_, const 
   }
 }
 
-const oa_q8_isa_t oa_q8_avx2_isa = {"avx2", 6, 16, 2, 1, q8_avx2_gemm_6x16, q8_avx2_gemm_rows_6x16, oa_q8_avx2_requant, oa_q8_avx2_dw,
-                                    q8_avx2_gemv, 0, NULL, NULL, NULL};
+const oa_q8_isa_t oa_q8_avx2_isa = {.name = "avx2", .mr = 6, .nr = 16, .kg = 2, .wide = 1, .gemm = q8_avx2_gemm_6x16,
+                                    .gemm_rows = q8_avx2_gemm_rows_6x16, .requant = oa_q8_avx2_requant,
+                                    .dw = oa_q8_avx2_dw, .gemv = q8_avx2_gemv, .add = oa_q8_avx2_add,
+                                    .quantize = oa_q8_avx2_quantize, .dequantize = oa_q8_avx2_dequantize};

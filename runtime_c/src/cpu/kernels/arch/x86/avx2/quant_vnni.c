@@ -200,9 +200,12 @@ static void q8_avxvnni_wsum(int64_t rows, int64_t k, const int8_t *w, int64_t *s
   }
 }
 
-const oa_q8_isa_t oa_q8_avx_vnni_isa = {"avx_vnni",         MR,         NR, 4, 0, q8_avxvnni_gemm, q8_avxvnni_gemm_rows,
-                                        oa_q8_avx2_requant, oa_q8_avx2_dw, q8_avxvnni_gemv, 1, q8_avxvnni_pack,
-                                        q8_avxvnni_wsum,    "avx_vnni"};
+const oa_q8_isa_t oa_q8_avx_vnni_isa = {.name = "avx_vnni", .mr = MR, .nr = NR, .kg = 4, .wide = 0,
+                                        .gemm = q8_avxvnni_gemm, .gemm_rows = q8_avxvnni_gemm_rows,
+                                        .requant = oa_q8_avx2_requant, .dw = oa_q8_avx2_dw,
+                                        .gemv = q8_avxvnni_gemv, .u8 = 1, .pack = q8_avxvnni_pack,
+                                        .wsum = q8_avxvnni_wsum, .variant = "avx_vnni", .add = oa_q8_avx2_add,
+                                        .quantize = oa_q8_avx2_quantize, .dequantize = oa_q8_avx2_dequantize};
 #else
 typedef int oa_q8_avx_vnni_unused_t; /* not an AVX-VNNI build of this file */
 #endif

@@ -92,51 +92,75 @@ static void q8_avx512_gemm_rows_8x32(int64_t k, const int8_t *w, int64_t ldw, in
 
 /* ---- requantization --------------------------------------------------------------------------- */
 
+/* The rule of quant_rule.h on 16 outputs. Fast path (corr fits int32): v = acc + corr in int32
+ * lanes (a wrapped sum is detected, (acc ^ v) & (corr ^ v) < 0, and that vector takes the exact
+ * path below), the products v * mult as int64 on the even and the odd lanes (vpmuldq), the
+ * rounding on the signed product: for n >= 1, round_half_even(p / 2^n) =
+ * (p + 2^(n-1) - 1 + ((p >> n) & 1)) >> n with arithmetic shifts (floor(p / 2^n) = p >> n; the
+ * tie goes up exactly when that quotient is odd, which is ties-to-even on either sign), then the
+ * clamp to [lo - zp, hi - zp] in int64, the zero point and the narrowing in int32. Exact path:
+ * the same on int64 lanes with sat_int32 first. */
 typedef struct rq {
-  __m512i corr, mult, i32lo, i32hi, rlo, rhi, zp, bias, one; /* bias: 2^(n-1) - 1 */
-  __m128i n;
-  int32_t shift;
+  __m512i corr64, corr32, mult, i32lo, i32hi, rlo, rhi, zp64, zp32, bias, one, n;
+  int32_t shift, fast;
 } rq_t;
 
-/* 8 outputs: the rule of quant_rule.h on int64 lanes (|v| <= 2^31, mult < 2^31: |p| < 2^62) */
-static inline __m128i rq8(const rq_t *r, __m256i acc) {
-  __m512i v = _mm512_add_epi64(_mm512_cvtepi32_epi64(acc), r->corr);
-  v = _mm512_min_epi64(_mm512_max_epi64(v, r->i32lo), r->i32hi); /* sat_int32 */
-  __m512i p = _mm512_mul_epi32(v, r->mult);                        /* exact: both fit int32 */
-  if (r->shift) {                                                  /* round half to even on |p| */
-    const __mmask8 neg = _mm512_cmplt_epi64_mask(p, _mm512_setzero_si512());
-    const __m512i u = _mm512_abs_epi64(p);
-    const __m512i odd = _mm512_and_si512(_mm512_srl_epi64(u, r->n), r->one);
-    const __m512i q = _mm512_srl_epi64(_mm512_add_epi64(_mm512_add_epi64(u, r->bias), odd), r->n);
-    p = _mm512_mask_sub_epi64(q, neg, _mm512_setzero_si512(), q);
+static inline __m512i rq_round(const rq_t *r, __m512i p) {
+  if (!r->shift) return p;
+  const __m512i odd = _mm512_and_si512(_mm512_srav_epi64(p, r->n), r->one);
+  return _mm512_srav_epi64(_mm512_add_epi64(_mm512_add_epi64(p, r->bias), odd), r->n);
+}
+
+/* 8 outputs on int64 lanes, with sat_int32 (any corr) */
+static inline __m128i rq8_exact(const rq_t *r, __m256i acc) {
+  __m512i v = _mm512_add_epi64(_mm512_cvtepi32_epi64(acc), r->corr64);
+  v = _mm512_min_epi64(_mm512_max_epi64(v, r->i32lo), r->i32hi);
+  __m512i p = rq_round(r, _mm512_mul_epi32(v, r->mult)); /* exact: both fit int32, |p| < 2^62 */
+  p = _mm512_min_epi64(_mm512_max_epi64(p, r->rlo), r->rhi);
+  return _mm512_cvtepi64_epi8(_mm512_add_epi64(p, r->zp64)); /* in [-128, 127] */
+}
+
+static inline __m128i rq16(const rq_t *r, __m512i acc) {
+  if (r->fast) {
+    const __m512i v = _mm512_add_epi32(acc, r->corr32);
+    /* sign of (acc ^ v) & (corr ^ v): the int32 sum wrapped */
+    const __mmask16 wrapped = _mm512_movepi32_mask(_mm512_ternarylogic_epi32(acc, v, r->corr32, 0x24));
+    if (!wrapped) {
+      __m512i pe = rq_round(r, _mm512_mul_epi32(v, r->mult));
+      __m512i po = rq_round(r, _mm512_mul_epi32(_mm512_srli_epi64(v, 32), r->mult));
+      pe = _mm512_min_epi64(_mm512_max_epi64(pe, r->rlo), r->rhi);
+      po = _mm512_min_epi64(_mm512_max_epi64(po, r->rlo), r->rhi);
+      const __m512i q = _mm512_mask_blend_epi32((__mmask16)0xaaaa, pe, _mm512_slli_epi64(po, 32));
+      return _mm512_cvtepi32_epi8(_mm512_add_epi32(q, r->zp32));
+    }
   }
-  p = _mm512_min_epi64(_mm512_max_epi64(p, r->rlo), r->rhi); /* clamp before the zero point */
-  return _mm512_cvtepi64_epi8(_mm512_add_epi64(p, r->zp));    /* in [-128, 127]: exact */
+  const __m128i lo8 = rq8_exact(r, _mm512_castsi512_si256(acc)), hi8 = rq8_exact(r, _mm512_extracti64x4_epi64(acc, 1));
+  return _mm_unpacklo_epi64(lo8, hi8);
+}
+
+static void rq_init(rq_t *r, int64_t corr, int32_t mult, int32_t shift, int32_t zp, int32_t lo, int32_t hi) {
+  r->corr64 = _mm512_set1_epi64(corr);
+  r->fast = corr >= INT32_MIN && corr <= INT32_MAX;
+  r->corr32 = _mm512_set1_epi32(r->fast ? (int32_t)corr : 0);
+  r->mult = _mm512_set1_epi64(mult);
+  r->i32lo = _mm512_set1_epi64(INT32_MIN), r->i32hi = _mm512_set1_epi64(INT32_MAX);
+  r->rlo = _mm512_set1_epi64((int64_t)lo - zp), r->rhi = _mm512_set1_epi64((int64_t)hi - zp);
+  r->zp64 = _mm512_set1_epi64(zp), r->zp32 = _mm512_set1_epi32(zp);
+  r->one = _mm512_set1_epi64(1);
+  r->shift = shift;
+  r->n = _mm512_set1_epi64(shift);
+  r->bias = _mm512_set1_epi64(shift ? ((int64_t)1 << (shift - 1)) - 1 : 0);
 }
 
 void oa_q8_avx512_requant(const int32_t *acc, int64_t n, int64_t corr, int32_t mult, int32_t shift, int32_t zp,
                           int32_t lo, int32_t hi, int8_t *y) {
   rq_t r;
-  r.corr = _mm512_set1_epi64(corr);
-  r.mult = _mm512_set1_epi64(mult);
-  r.i32lo = _mm512_set1_epi64(INT32_MIN), r.i32hi = _mm512_set1_epi64(INT32_MAX);
-  r.rlo = _mm512_set1_epi64((int64_t)lo - zp), r.rhi = _mm512_set1_epi64((int64_t)hi - zp);
-  r.zp = _mm512_set1_epi64(zp);
-  r.one = _mm512_set1_epi64(1);
-  r.shift = shift;
-  r.n = _mm_cvtsi32_si128(shift);
-  r.bias = _mm512_set1_epi64(shift ? ((int64_t)1 << (shift - 1)) - 1 : 0);
+  rq_init(&r, corr, mult, shift, zp, lo, hi);
   int64_t j = 0;
-  for (; j + 16 <= n; j += 16) {
-    const __m512i a = _mm512_loadu_si512((const void *)(acc + j));
-    const __m128i lo8 = rq8(&r, _mm512_castsi512_si256(a)), hi8 = rq8(&r, _mm512_extracti64x4_epi64(a, 1));
-    _mm_storeu_si128((__m128i *)(y + j), _mm_unpacklo_epi64(lo8, hi8));
-  }
+  for (; j + 16 <= n; j += 16) _mm_storeu_si128((__m128i *)(y + j), rq16(&r, _mm512_loadu_si512((const void *)(acc + j))));
   if (j < n) {
     const __mmask16 m = (__mmask16)((1u << (n - j)) - 1u);
-    const __m512i a = _mm512_maskz_loadu_epi32(m, acc + j);
-    const __m128i lo8 = rq8(&r, _mm512_castsi512_si256(a)), hi8 = rq8(&r, _mm512_extracti64x4_epi64(a, 1));
-    _mm_mask_storeu_epi8(y + j, m, _mm_unpacklo_epi64(lo8, hi8));
+    _mm_mask_storeu_epi8(y + j, m, rq16(&r, _mm512_maskz_loadu_epi32(m, acc + j)));
   }
 }
 
@@ -236,6 +260,60 @@ static void q8_avx512_gemv(int64_t m, int64_t n, int64_t k, const void *x_, cons
   }
 }
 
+/* ---- add_q8, quantize, dequantize ------------------------------------------------------------- */
+
+/* add_q8 on 16 lanes: (a - za) * ma + (b - zb) * mb as int64 on the even and the odd int32 lanes
+ * (|p| < 2^41), the signed rounding of rq_round, clamp, zero point */
+void oa_q8_avx512_add(const int8_t *a, const int8_t *b, int64_t n, const oa_q8_add_t *p, int8_t *y) {
+  const __m512i za = _mm512_set1_epi32(p->za), zb = _mm512_set1_epi32(p->zb);
+  const __m512i ma = _mm512_set1_epi64(p->ma), mb = _mm512_set1_epi64(p->mb);
+  const __m512i zo = _mm512_set1_epi32(p->zo);
+  rq_t r;
+  rq_init(&r, 0, 0, p->shift, p->zo, p->lo, p->hi);
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1u);
+    const __m512i av = _mm512_sub_epi32(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(m, a + i)), za);
+    const __m512i bv = _mm512_sub_epi32(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(m, b + i)), zb);
+    __m512i pe = _mm512_add_epi64(_mm512_mul_epi32(av, ma), _mm512_mul_epi32(bv, mb));
+    __m512i po = _mm512_add_epi64(_mm512_mul_epi32(_mm512_srli_epi64(av, 32), ma),
+                                  _mm512_mul_epi32(_mm512_srli_epi64(bv, 32), mb));
+    pe = _mm512_min_epi64(_mm512_max_epi64(rq_round(&r, pe), r.rlo), r.rhi);
+    po = _mm512_min_epi64(_mm512_max_epi64(rq_round(&r, po), r.rlo), r.rhi);
+    const __m512i q = _mm512_mask_blend_epi32((__mmask16)0xaaaa, pe, _mm512_slli_epi64(po, 32));
+    _mm_mask_storeu_epi8(y + i, m, _mm512_cvtepi32_epi8(_mm512_add_epi32(q, zo)));
+  }
+}
+
+/* quantize on 16 lanes, the operations of the reference kernel in the same order (vrndscaleps
+ * rounds to nearest even as nearbyintf does in the default rounding mode) */
+void oa_q8_avx512_quantize(const float *x, int64_t n, float inv, float zp, float lo, float hi, void *y) {
+  const __m512 vinv = _mm512_set1_ps(inv), vzp = _mm512_set1_ps(zp), vlo = _mm512_set1_ps(lo);
+  const __m512 vhi = _mm512_set1_ps(hi), big = _mm512_set1_ps(1e9f), nbig = _mm512_set1_ps(-1e9f);
+  uint8_t *yp = (uint8_t *)y;
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1u);
+    const __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), vinv);
+    const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+    __m512 r = _mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    r = _mm512_min_ps(_mm512_max_ps(r, nbig), big);
+    __m512 q = _mm512_mask_mov_ps(_mm512_add_ps(r, vzp), nan, vzp);
+    q = _mm512_min_ps(_mm512_max_ps(q, vlo), vhi);
+    _mm_mask_storeu_epi8(yp + i, m, _mm512_cvtepi32_epi8(_mm512_cvttps_epi32(q)));
+  }
+}
+
+void oa_q8_avx512_dequantize(const void *x, int64_t n, int32_t u8, int32_t zp, float scale, float *y) {
+  const __m512i vzp = _mm512_set1_epi32(zp);
+  const __m512 vs = _mm512_set1_ps(scale);
+  const uint8_t *xp = (const uint8_t *)x;
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1u);
+    const __m128i b = _mm_maskz_loadu_epi8(m, xp + i);
+    const __m512i q = u8 ? _mm512_cvtepu8_epi32(b) : _mm512_cvtepi8_epi32(b);
+    _mm512_mask_storeu_ps(y + i, m, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(q, vzp)), vs));
+  }
+}
+
 /* ---- weight row sums -------------------------------------------------------------------------- */
 
 /* sum of a row through vpsadbw on w ^ 0x80 (unsigned, 8 bytes per int64 lane): sum(w) =
@@ -256,9 +334,11 @@ void oa_q8_avx512_wsum(int64_t rows, int64_t k, const int8_t *w, int64_t *sums) 
   }
 }
 
-const oa_q8_isa_t oa_q8_avx512_isa = {"avx512", MR, 32, 2, 1, q8_avx512_gemm_8x32, q8_avx512_gemm_rows_8x32,
-                                      oa_q8_avx512_requant, oa_q8_avx512_dw, q8_avx512_gemv, 0, NULL,
-                                      oa_q8_avx512_wsum, NULL};
+const oa_q8_isa_t oa_q8_avx512_isa = {.name = "avx512", .mr = MR, .nr = 32, .kg = 2, .wide = 1,
+                                      .gemm = q8_avx512_gemm_8x32, .gemm_rows = q8_avx512_gemm_rows_8x32,
+                                      .requant = oa_q8_avx512_requant, .dw = oa_q8_avx512_dw,
+                                      .gemv = q8_avx512_gemv, .wsum = oa_q8_avx512_wsum, .add = oa_q8_avx512_add,
+                                      .quantize = oa_q8_avx512_quantize, .dequantize = oa_q8_avx512_dequantize};
 #else
 typedef int oa_q8_avx512_unused_t; /* not an AVX-512 build of this file */
 #endif

@@ -214,10 +214,13 @@ static void q8_vnni_gemv(int64_t m, int64_t n, int64_t k, const void *x_, const 
   }
 }
 
-const oa_q8_isa_t oa_q8_avx512_vnni_isa = {"avx512_vnni",      Q8V_MR,           Q8V_NR,       4, 0,
-                                           q8_vnni_gemm,       q8_vnni_gemm_rows, oa_q8_avx512_requant,
-                                           oa_q8_avx512_dw,    q8_vnni_gemv,     1,            q8_vnni_pack,
-                                           oa_q8_avx512_wsum,  "avx512_vnni"};
+const oa_q8_isa_t oa_q8_avx512_vnni_isa = {.name = "avx512_vnni", .mr = Q8V_MR, .nr = Q8V_NR, .kg = 4, .wide = 0,
+                                           .gemm = q8_vnni_gemm, .gemm_rows = q8_vnni_gemm_rows,
+                                           .requant = oa_q8_avx512_requant, .dw = oa_q8_avx512_dw,
+                                           .gemv = q8_vnni_gemv, .u8 = 1, .pack = q8_vnni_pack,
+                                           .wsum = oa_q8_avx512_wsum, .variant = "avx512_vnni",
+                                           .add = oa_q8_avx512_add, .quantize = oa_q8_avx512_quantize,
+                                           .dequantize = oa_q8_avx512_dequantize};
 #else
 typedef int oa_q8_avx512_vnni_unused_t; /* not an AVX512-VNNI build of this file */
 #endif
