@@ -62,10 +62,14 @@ class Case:
     args: dict[str, Any] = field(default_factory=dict)
 
 
-def _qparams(rng: np.random.Generator, n: int, k: int, per_channel: bool, extreme: bool) -> tuple[np.ndarray, ...]:
+def _qparams(rng: np.random.Generator, n: int, k: int, per_channel: bool, extreme: bool | str) -> tuple[np.ndarray, ...]:
     """multipliers in [2^30, 2^31) and shifts that put typical sums near the int8 range; `extreme`
-    mixes in shift 0 and 62, multiplier 0 and 2^31 - 1"""
+    mixes in shift 0 and 62, multiplier 0 and 2^31 - 1; "ties": multiplier 2^20 and a shift that
+    divides by a power of two near the sums' spread, so that exact ties (round half to even)
+    occur about once in 100 * sqrt(K) outputs"""
     c = n if per_channel else 1
+    if extreme == "ties":
+        return np.full(c, 1 << 20, np.int32), np.full(c, 20 + round(math.log2(92 * math.sqrt(k))), np.int32)
     mult = rng.integers(1 << 30, 1 << 31, c, dtype=np.int64)
     base = round(math.log2(6000.0 * math.sqrt(k))) + 24
     shift = rng.integers(base - 2, base + 3, c, dtype=np.int64)
@@ -101,7 +105,7 @@ def _bias(rng: np.random.Generator, n: int, k: int, kind: str) -> np.ndarray | N
 
 def conv(n: int, c: int, h: int, w: int, o: int, kh: int, kw: int, stride: Any = 1, pad: Any = 0, dil: Any = 1,
          groups: int = 1, per_channel: bool = True, zin: int | None = None, zout: int | None = None,
-         act: tuple[int, int] = (-128, 127), bias: str = "rand", extreme: bool = False, seed: int = 0) -> Case:
+         act: tuple[int, int] = (-128, 127), bias: str = "rand", extreme: bool | str = False, seed: int = 0) -> Case:
     s, p, d = (t if isinstance(t, tuple) else (t, t) for t in (stride, pad, dil))
     rng = np.random.default_rng(seed)
     x = _int8(rng, (n, c, h, w))
@@ -113,14 +117,14 @@ def conv(n: int, c: int, h: int, w: int, o: int, kh: int, kw: int, stride: Any =
     oh = (h + 2 * p[0] - d[0] * (kh - 1) - 1) // s[0] + 1
     ow = (w + 2 * p[1] - d[1] * (kw - 1) - 1) // s[1] + 1
     name = (f"conv_{n}x{c}x{h}x{w}_o{o}_k{kh}x{kw}_s{s[0]}{s[1]}_p{p[0]}{p[1]}_d{d[0]}{d[1]}_g{groups}"
-            f"_{'pc' if per_channel else 'pt'}_z{zi}_{zo}_a{act[0]}_{act[1]}_{bias}{'_x' if extreme else ''}")
+            f"_{'pc' if per_channel else 'pt'}_z{zi}_{zo}_a{act[0]}_{act[1]}_{bias}{'_x' if extreme is True else '_t' if extreme else ''}")
     args = dict(stride_h=s[0], stride_w=s[1], pad_h=p[0], pad_w=p[1], dilation_h=d[0], dilation_w=d[1],
                 groups=groups, input_zp=zi, output_zp=zo, act_min=act[0], act_max=act[1])
     return Case(name, "conv2d_q8", x, wt, _bias(rng, o, k, bias), mult, shift, (n, o, oh, ow), args)
 
 
 def linear(lead: tuple[int, ...], k: int, nout: int, per_channel: bool = True, zin: int | None = None,
-           zout: int | None = None, act: tuple[int, int] = (-128, 127), bias: str = "rand", extreme: bool = False,
+           zout: int | None = None, act: tuple[int, int] = (-128, 127), bias: str = "rand", extreme: bool | str = False,
            seed: int = 0) -> Case:
     rng = np.random.default_rng(seed)
     x = _int8(rng, (*lead, k))
@@ -129,7 +133,7 @@ def linear(lead: tuple[int, ...], k: int, nout: int, per_channel: bool = True, z
     zi = int(rng.integers(-128, 128)) if zin is None else zin
     zo = int(rng.integers(-20, 20)) if zout is None else zout
     name = (f"linear_{'x'.join(map(str, lead))}_k{k}_n{nout}_{'pc' if per_channel else 'pt'}_z{zi}_{zo}"
-            f"_a{act[0]}_{act[1]}_{bias}{'_x' if extreme else ''}")
+            f"_a{act[0]}_{act[1]}_{bias}{'_x' if extreme is True else '_t' if extreme else ''}")
     args = dict(input_zp=zi, output_zp=zo, act_min=act[0], act_max=act[1])
     return Case(name, "linear_q8", x, w, _bias(rng, nout, k, bias), mult, shift, (*lead, nout), args)
 
@@ -165,6 +169,9 @@ def conv_cases() -> list[Case]:
         conv(1, 6, 9, 40, 10, 3, 3, stride=2, pad=1),                      # stride-2 runs across rows
         conv(1, 5, 6, 70, 9, 3, 3, pad=1),                                 # rows wider than the tiles
         conv(2, 7, 11, 9, 19, 5, 5, stride=2, pad=3, zin=127),             # 5x5 / 2, padding > stride
+        conv(1, 3, 20, 23, 12, 3, 3, pad=1, extreme="ties"),              # exact ties of the rounding
+        conv(1, 16, 14, 14, 24, 1, 1, extreme="ties", per_channel=False),
+        conv(1, 8, 15, 16, 9, 3, 3, stride=2, pad=1, extreme="ties"),
     ]
     # every cout and pixel count around the tiles (1..9, 13, 17, 31, 33)
     for i, (o, hw) in enumerate([(1, 1), (2, 2), (3, 3), (4, 5), (5, 7), (6, 9), (7, 13), (8, 17), (9, 31),
@@ -192,6 +199,8 @@ def dw_cases() -> list[Case]:
         c(1, 2, 7, 30, 2, 5, 5, stride=2, pad=2, groups=2),
         c(1, 2, 7, 27, 2, 5, 5, pad=2, groups=2),
         c(1, 2, 6, 29, 2, 3, 4, pad=(1, 3), dil=(1, 3), groups=2),
+        c(1, 6, 20, 20, 6, 3, 3, pad=1, groups=6, extreme="ties"),       # exact ties of the rounding
+        c(1, 5, 21, 22, 5, 3, 3, stride=2, pad=1, groups=5, extreme="ties"),
     ]
 
 
@@ -217,6 +226,8 @@ def linear_cases() -> list[Case]:
         linear((1,), 130, 5, zin=-128),           # GEMV: 64-k vectors + 2
         linear((3,), 2306, 9),
         linear((40,), 2305, 20, zin=127),
+        linear((1,), 64, 200, extreme="ties"),    # exact ties of the rounding
+        linear((64,), 48, 40, extreme="ties"),
     ]
     return cs
 
