@@ -151,7 +151,28 @@ typedef struct q8_geo {
   int64_t cin_g, cout_g, hp, wp; /* hp, wp: the zero-point-padded input plane */
   int64_t vw;                    /* P_DWF: the float depthwise kernel's vector width */
   int64_t rows, cols, k;         /* GEMM per (image, group): rows = C_out/groups, cols = pixels; linear: N, M */
+  int64_t npix;                  /* conv: output pixels per plane (oh * ow) */
+  /* grid columns (u8 tables with a packer, strides 1-2): the input is split into sh * sw phase
+   * planes of hq x wq (phase (a, b) holds padded pixel (y sh + a, x sw + b)); GEMM column
+   * c = oy * wq + ox reads phase-plane element c + (i dh / sh) wq + j dw / sw for tap (i, j): every
+   * B row is a contiguous byte run, the columns ox >= ow are computed and dropped */
+  int64_t grid, hq, wq, chan; /* chan: bytes of one channel's phase planes */
 } q8_geo_t;
+
+/* grid columns for this table and conv (q8_geo_t); narrower outputs would compute too many dropped
+ * columns (7 wide: 2 of 9) and copy out too many short runs */
+#ifndef Q8_GRID_MIN_OW
+#define Q8_GRID_MIN_OW 12
+#endif
+/* grid columns for this table and conv (q8_geo_t) */
+static void grid_geo(const oa_q8_isa_t *isa, int32_t path, q8_geo_t *q) {
+  q->grid = 0;
+  if (path != P_GEMM || !isa->u8 || !isa->pack || q->sh > 2 || q->sw > 2 || q->ow < Q8_GRID_MIN_OW) return;
+  q->grid = 1;
+  q->hq = oa_cdiv(q->hp, q->sh), q->wq = oa_cdiv(q->wp, q->sw);
+  q->chan = q->sh * q->sw * q->hq * q->wq;
+  q->cols = (q->oh - 1) * q->wq + q->ow;
+}
 
 static void conv_geo(const oa_op_call_t *call, q8_geo_t *q) {
   const oa_tensor_t *x = call->inputs[0], *w = call->inputs[1], *y = call->outputs[0];
@@ -164,6 +185,7 @@ static void conv_geo(const oa_op_call_t *call, q8_geo_t *q) {
   q->cin_g = q->cin / q->g, q->cout_g = q->cout / q->g;
   q->hp = q->h + 2 * q->ph, q->wp = q->w + 2 * q->pw;
   q->rows = q->cout_g, q->cols = q->oh * q->ow, q->k = q->cin_g * q->kh * q->kw;
+  q->npix = q->oh * q->ow;
 }
 
 static void linear_geo(const oa_op_call_t *call, q8_geo_t *q) {
@@ -210,7 +232,8 @@ static void layout(const oa_q8_isa_t *isa, int32_t path, const q8_geo_t *q, int3
     l->off_koff = shared;
     shared = oa_cap_add(shared, up64(oa_cap_mul(path == P_GEMM ? q->k : 0, 8)));
     l->off_pad = shared;
-    if (pad) shared = oa_cap_add(shared, up64(oa_cap_mul(oa_cap_mul(q->n * q->cin, q->hp), q->wp)));
+    if (pad)
+      shared = oa_cap_add(shared, up64(oa_cap_mul(q->n * q->cin, q->grid ? q->chan : oa_cap_mul(q->hp, q->wp))));
     /* the weights are packed once per run (not per column block: small pixel counts would pay
      * for it once per block) */
     /* packing W costs O(rows * K) per run, the products O(rows * K * columns): with few columns
@@ -222,12 +245,12 @@ static void layout(const oa_q8_isa_t *isa, int32_t path, const q8_geo_t *q, int3
     shared = oa_cap_add(shared, up64(oa_cap_mul(l->a_tiles, l->a_tile_bytes)));
     l->s_b = 0;
     slot = up64(oa_cap_mul(oa_cap_mul(l->kp, nc), eb));
-    l->s_acc = slot;
-    slot = oa_cap_add(slot, up64(mr * nr * 4));
+    l->s_acc = slot; /* the MR x nc sums of a column block, requantized row by row */
+    slot = oa_cap_add(slot, up64(oa_cap_mul(mr * 4, nc)));
     l->s_cb = slot;
     slot = oa_cap_add(slot, up64(nr * 8));
     l->s_out = slot;
-    slot = oa_cap_add(slot, up64(nr));
+    slot = oa_cap_add(slot, up64(nc));
   } else if (path == P_DWF) {
     /* the float plane (x - zp, zero padding) as the float depthwise kernel wants it (opt/conv.c's
      * dw_pad_dims: every vector of a row reads inside it), its float output, converted in place
@@ -281,20 +304,22 @@ static inline void finish_row(const q8_ctx_t *x, const int32_t *acc, int64_t n, 
   x->isa->requant(acc, n, x->corr[c], x->mult[mc], x->shift[mc], x->zout, x->lo, x->hi, y);
 }
 
-/* One GEMM task: column block cb x row block rb of image b, group g. */
+/* One GEMM task: column block cb x row block rb of image b, group g. The block's panels are
+ * packed first; then per tile of MR rows the micro-kernel fills the MR x nc sums panel by panel
+ * and each row is requantized at once (grid columns: into `out`, then the runs of real pixels). */
 static void gemm_task(const q8_ctx_t *x, int64_t t, uint8_t *slot) {
   const oa_q8_isa_t *isa = x->isa;
   const q8_geo_t *q = &x->q;
   const q8_layout_t *l = &x->l;
   const int32_t mr = isa->mr, nr = isa->nr;
-  const int64_t eb = isa->wide ? 2 : 1;
+  const int64_t eb = isa->wide ? 2 : 1, ldc = l->nc;
   const int64_t rb = t % l->n_rb, cbk = (t / l->n_rb) % l->n_cb, bg = t / (l->n_rb * l->n_cb);
   const int64_t b = bg / q->g, g = bg % q->g;
   const int64_t r0 = rb * l->mc, r1 = oa_min64(r0 + l->mc, q->rows);
-  const int64_t j0 = cbk * l->nc, j1 = oa_min64(j0 + l->nc, q->cols);
+  const int64_t j0 = cbk * l->nc, j1 = oa_min64(j0 + l->nc, q->cols), ncols = j1 - j0;
   uint8_t *bblk = slot + l->s_b;
-  int32_t *acc = (int32_t *)(slot + l->s_acc);
-  int64_t *cb = (int64_t *)(slot + l->s_cb);
+  int32_t *acc = (int32_t *)(void *)(slot + l->s_acc);
+  int64_t *cb = (int64_t *)(void *)(slot + l->s_cb);
   int8_t *out = (int8_t *)(slot + l->s_out);
   const int8_t *src;
   if (x->path == P_GEMM)
@@ -306,7 +331,9 @@ static void gemm_task(const q8_ctx_t *x, int64_t t, uint8_t *slot) {
     const int32_t nc = (int32_t)oa_min64(nr, j1 - j);
     for (int32_t c = 0; c < nc; c++) {
       const int64_t p = j + c;
-      cb[c] = x->path == P_GEMM ? (p / q->ow) * q->sh * q->wp + (p % q->ow) * q->sw : p * q->k;
+      if (x->path != P_GEMM) cb[c] = p * q->k;
+      else if (q->grid) cb[c] = p;
+      else cb[c] = (p / q->ow) * q->sh * q->wp + (p % q->ow) * q->sw;
     }
     pack(isa, 1, src, x->path == P_GEMM ? x->koff : NULL, q->k, l->kp, cb, nc, nr,
          bblk + ((j - j0) / nr) * l->kp * nr * eb);
@@ -316,20 +343,32 @@ static void gemm_task(const q8_ctx_t *x, int64_t t, uint8_t *slot) {
     const int64_t c0 = g * q->cout_g + i;
     const uint8_t *atile = l->a_in_place ? NULL : x->apack + (g * oa_cdiv(q->rows, mr) + i / mr) * l->a_tile_bytes;
     for (int64_t j = j0; j < j1; j += nr) {
-      const int32_t nc = (int32_t)oa_min64(nr, j1 - j);
       const uint8_t *panel = bblk + ((j - j0) / nr) * l->kp * nr * eb;
       if (l->a_in_place)
-        isa->gemm_rows(q->k, x->w + c0 * q->k, q->k, m, panel, acc);
+        isa->gemm_rows(q->k, x->w + c0 * q->k, q->k, m, panel, acc + (j - j0), ldc);
       else
-        isa->gemm(l->kp, atile, panel, acc);
-      for (int32_t r = 0; r < m; r++) {
-        const int64_t c = c0 + r;
-        if (x->path == P_GEMM) {
-          finish_row(x, acc + r * nr, nc, c, x->y + ((b * q->cout + c) * q->cols + j));
-        } else { /* linear: C[n][m] stored as y[m][n] */
-          finish_row(x, acc + r * nr, nc, c, out);
-          for (int32_t u = 0; u < nc; u++) x->y[(j + u) * q->rows + c] = out[u];
+        isa->gemm(l->kp, atile, panel, acc + (j - j0), ldc);
+    }
+    for (int32_t r = 0; r < m; r++) {
+      const int64_t c = c0 + r;
+      int8_t *yc = x->y + (b * q->cout + c) * q->npix;
+      if (x->path == P_GEMM && (!q->grid || q->wq == q->ow)) { /* grid columns without dropped ones: pixels */
+        finish_row(x, acc + r * ldc, ncols, c, yc + j0);
+      } else if (x->path == P_GEMM) { /* grid columns: the runs ox < ow of each grid row */
+        finish_row(x, acc + r * ldc, ncols, c, out);
+        for (int64_t p = j0; p < j1;) {
+          const int64_t oy = p / q->wq, ox = p % q->wq;
+          if (ox >= q->ow) {
+            p += q->wq - ox;
+            continue;
+          }
+          const int64_t run = oa_min64(q->ow - ox, j1 - p);
+          memcpy(yc + oy * q->ow + ox, out + (p - j0), (size_t)run);
+          p += run;
         }
+      } else { /* linear: C[n][m] stored as y[m][n] */
+        finish_row(x, acc + r * ldc, ncols, c, out);
+        for (int64_t u = 0; u < ncols; u++) x->y[(j0 + u) * q->rows + c] = out[u];
       }
     }
   }
@@ -489,6 +528,48 @@ static oa_status_t begin(oa_op_plan_t *plan, const oa_kernel_env_t *env, int32_t
 
 /* ---- conv2d_q8 ------------------------------------------------------------------------------ */
 
+/* the GEMM reads a copy of the input: padded with input_zp, or split into phase planes */
+static int32_t conv_copies_input(const q8_geo_t *q) {
+  return q->ph || q->pw || (q->grid && (q->sh > 1 || q->sw > 1));
+}
+
+/* d[x] = s[2 x], x < n (the compiler vectorizes it: no aliasing) */
+static void even_bytes(int8_t *restrict d, const int8_t *restrict s, int64_t n) {
+  for (int64_t x = 0; x < n; x++) d[x] = s[2 * x];
+}
+
+/* The phase planes of grid columns (q8_geo_t), input_zp outside the input: only the phases some
+ * tap reads are written (a 1x1 stride-2 conv reads one of four). */
+static void phase_planes(const q8_geo_t *q, const int8_t *in, int8_t zin, int8_t *p) {
+  int used[2][2] = {{0, 0}, {0, 0}};
+  for (int64_t i = 0; i < q->kh; i++)
+    for (int64_t j = 0; j < q->kw; j++) used[i * q->dh % q->sh][j * q->dw % q->sw] = 1;
+  const int64_t hw = q->hq * q->wq;
+  for (int64_t c = 0; c < q->n * q->cin; c++) {
+    const int8_t *xc = in + c * q->h * q->w;
+    for (int64_t a = 0; a < q->sh; a++)
+      for (int64_t bb = 0; bb < q->sw; bb++) {
+        if (!used[a][bb]) continue;
+        int8_t *pl = p + c * q->chan + (a * q->sw + bb) * hw;
+        memset(pl, zin, (size_t)hw);
+        for (int64_t y = 0; y < q->hq; y++) {
+          const int64_t r = y * q->sh + a - q->ph; /* input row */
+          if (r < 0 || r >= q->h) continue;
+          const int8_t *xr = xc + r * q->w;
+          int8_t *d = pl + y * q->wq;
+          /* columns x with 0 <= x sw + bb - pw < w */
+          const int64_t x0 = oa_max64(0, oa_cdiv(q->pw - bb, q->sw));
+          const int64_t x1 = oa_min64(q->wq, oa_cdiv(q->w + q->pw - bb, q->sw));
+          if (q->sw == 1) {
+            if (x1 > x0) memcpy(d + x0, xr + x0 - q->pw + bb, (size_t)(x1 - x0));
+          } else if (x1 > x0) {
+            even_bytes(d + x0, xr + x0 * 2 + bb - q->pw, x1 - x0);
+          }
+        }
+      }
+  }
+}
+
 static oa_status_t oa_opt_conv2d_q8_prepare_isa(const oa_op_call_t *call, const oa_kernel_env_t *env,
                                                 oa_op_plan_t *plan, int32_t id) {
   const oa_q8_isa_t *isa;
@@ -502,7 +583,8 @@ static oa_status_t oa_opt_conv2d_q8_prepare_isa(const oa_op_call_t *call, const 
     q.vw = f ? f->vw : 0;
     return finish_plan(plan, isa, f && f->dw && q.kh * q.kw <= Q8_DWF_TAPS_MAX ? P_DWF : P_DW, &q, 0);
   }
-  return finish_plan(plan, isa, P_GEMM, &q, q.ph || q.pw);
+  grid_geo(isa, P_GEMM, &q);
+  return finish_plan(plan, isa, P_GEMM, &q, conv_copies_input(&q));
 }
 
 oa_status_t oa_opt_conv2d_q8_run(const oa_op_call_t *call, const oa_op_plan_t *plan, void *scratch,
@@ -519,8 +601,9 @@ oa_status_t oa_opt_conv2d_q8_run(const oa_op_call_t *call, const oa_op_plan_t *p
     x.q.vw = f->vw;
     x.fdw = f->dw;
   }
+  grid_geo(x.isa, x.path, &x.q);
   const q8_geo_t *q = &x.q;
-  const int32_t pad = x.path == P_GEMM && (q->ph || q->pw);
+  const int32_t pad = x.path == P_GEMM && conv_copies_input(q);
   layout(x.isa, x.path, q, pad, (int32_t)plan->params[Q_THREADS], &x.l);
   uint8_t *s = (uint8_t *)scratch;
   const oa_tensor_t *tb = call->inputs[2];
@@ -542,7 +625,11 @@ oa_status_t oa_opt_conv2d_q8_run(const oa_op_call_t *call, const oa_op_plan_t *p
     int64_t *koff = (int64_t *)(s + x.l.off_koff);
     x.plane = q->hp * q->wp; /* hp, wp: h, w without padding */
     x.src = in;
-    if (pad) { /* a copy of the input padded with input_zp: padding adds nothing after the correction */
+    if (q->grid && pad) { /* phase planes, input_zp outside */
+      phase_planes(q, in, (int8_t)x.zin, (int8_t *)(s + x.l.off_pad));
+      x.src = (const int8_t *)(s + x.l.off_pad);
+      x.plane = q->chan;
+    } else if (pad) { /* a copy of the input padded with input_zp: padding adds nothing after the correction */
       int8_t *p = (int8_t *)(s + x.l.off_pad);
       memset(p, (int)(int8_t)x.zin, (size_t)(q->n * q->cin * q->hp * q->wp));
       for (int64_t c = 0; c < q->n * q->cin; c++)
@@ -552,7 +639,13 @@ oa_status_t oa_opt_conv2d_q8_run(const oa_op_call_t *call, const oa_op_plan_t *p
     }
     for (int64_t ic = 0, k = 0; ic < q->cin_g; ic++)
       for (int64_t i = 0; i < q->kh; i++)
-        for (int64_t j = 0; j < q->kw; j++) koff[k++] = ic * x.plane + i * q->dh * q->wp + j * q->dw;
+        for (int64_t j = 0; j < q->kw; j++) {
+          if (q->grid) /* phase plane (i dh % sh, j dw % sw), shifted by (i dh / sh, j dw / sw) */
+            koff[k++] = ic * x.plane + ((i * q->dh % q->sh) * q->sw + j * q->dw % q->sw) * q->hq * q->wq +
+                        (i * q->dh / q->sh) * q->wq + j * q->dw / q->sw;
+          else
+            koff[k++] = ic * x.plane + i * q->dh * q->wp + j * q->dw;
+        }
     x.koff = koff;
   }
   x.corr = corr;

@@ -31,12 +31,13 @@
 #define OA_Q8_MR_MAX 16
 #define OA_Q8_NR_MAX 64
 
-/* c[i * nr + j] = sum_k a[k][i] * b[k][j] over kp (a multiple of kg) for the whole MR x NR tile */
-typedef void (*oa_q8_gemm_fn)(int64_t kp, const void *a, const void *b, int32_t *c);
+/* c[i * ldc + j] = sum_k a[k][i] * b[k][j] over kp (a multiple of kg) for the whole MR x NR tile */
+typedef void (*oa_q8_gemm_fn)(int64_t kp, const void *a, const void *b, int32_t *c, int64_t ldc);
 
 /* The same reading W in place: rows w + i * ldw (i < mr; rows past mr are not read), k int8
  * each (B packed with K padded to kg) */
-typedef void (*oa_q8_gemm_rows_fn)(int64_t k, const int8_t *w, int64_t ldw, int32_t mr, const void *b, int32_t *c);
+typedef void (*oa_q8_gemm_rows_fn)(int64_t k, const int8_t *w, int64_t ldw, int32_t mr, const void *b, int32_t *c,
+                                   int64_t ldc);
 
 /* y[j] = q8_requant(corr + acc[j], mult, shift, zp, lo, hi) for j < n (one output row) */
 typedef void (*oa_q8_requant_fn)(const int32_t *acc, int64_t n, int64_t corr, int32_t mult, int32_t shift,

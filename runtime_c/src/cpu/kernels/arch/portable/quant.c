@@ -6,7 +6,7 @@
 #include "kernels/opt/quant.h"
 
 /* A [kp][4], B [kp][8] int16 (kg 1) */
-static void q8_portable_gemm_4x8(int64_t kp, const void *a_, const void *b_, int32_t *c) {
+static void q8_portable_gemm_4x8(int64_t kp, const void *a_, const void *b_, int32_t *c, int64_t ldc) {
   const int16_t *a = (const int16_t *)a_, *b = (const int16_t *)b_;
   int32_t acc[4][8] = {{0}};
   for (int64_t q = 0; q < kp; q++, a += 4, b += 8) {
@@ -16,7 +16,7 @@ static void q8_portable_gemm_4x8(int64_t kp, const void *a_, const void *b_, int
     }
   }
   for (int i = 0; i < 4; i++)
-    for (int j = 0; j < 8; j++) c[i * 8 + j] = acc[i][j];
+    for (int j = 0; j < 8; j++) c[i * ldc + j] = acc[i][j];
 }
 
 void oa_q8_portable_requant(const int32_t *acc, int64_t n, int64_t corr, int32_t mult, int32_t shift, int32_t zp,

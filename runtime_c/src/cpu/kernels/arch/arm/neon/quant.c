@@ -19,7 +19,7 @@
 #if defined(__aarch64__)
 #define MR 8
 /* A [kp][8], B [kp][8] int16 */
-static void q8_neon_gemm(int64_t kp, const void *a_, const void *b_, int32_t *c) {
+static void q8_neon_gemm(int64_t kp, const void *a_, const void *b_, int32_t *c, int64_t ldc) {
   const int16_t *a = (const int16_t *)a_, *b = (const int16_t *)b_;
   int32x4_t acc[8][2];
   for (int i = 0; i < 8; i++) acc[i][0] = acc[i][1] = vdupq_n_s32(0);
@@ -33,14 +33,14 @@ static void q8_neon_gemm(int64_t kp, const void *a_, const void *b_, int32_t *c)
 #undef ROW
   }
   for (int i = 0; i < 8; i++) {
-    vst1q_s32(c + i * 8, acc[i][0]);
-    vst1q_s32(c + i * 8 + 4, acc[i][1]);
+    vst1q_s32(c + i * ldc, acc[i][0]);
+    vst1q_s32(c + i * ldc + 4, acc[i][1]);
   }
 }
 
 /* A [kp/4][8][4], B [kp/4][8][4] int8 (raw values) */
 __attribute__((target("arch=armv8.2-a+dotprod"))) static void q8_neon_gemm_sdot(int64_t kp, const void *a_,
-                                                                               const void *b_, int32_t *c) {
+                                                                               const void *b_, int32_t *c, int64_t ldc) {
   const int8_t *a = (const int8_t *)a_, *b = (const int8_t *)b_;
   int32x4_t acc[8][2];
   for (int i = 0; i < 8; i++) acc[i][0] = acc[i][1] = vdupq_n_s32(0);
@@ -53,14 +53,14 @@ __attribute__((target("arch=armv8.2-a+dotprod"))) static void q8_neon_gemm_sdot(
 #undef ROW
   }
   for (int i = 0; i < 8; i++) {
-    vst1q_s32(c + i * 8, acc[i][0]);
-    vst1q_s32(c + i * 8 + 4, acc[i][1]);
+    vst1q_s32(c + i * ldc, acc[i][0]);
+    vst1q_s32(c + i * ldc + 4, acc[i][1]);
   }
 }
 #else
 #define MR 4
 /* A [kp][4], B [kp][8] int16 */
-static void q8_neon_gemm(int64_t kp, const void *a_, const void *b_, int32_t *c) {
+static void q8_neon_gemm(int64_t kp, const void *a_, const void *b_, int32_t *c, int64_t ldc) {
   const int16_t *a = (const int16_t *)a_, *b = (const int16_t *)b_;
   int32x4_t acc[4][2];
   for (int i = 0; i < 4; i++) acc[i][0] = acc[i][1] = vdupq_n_s32(0);
@@ -75,8 +75,8 @@ static void q8_neon_gemm(int64_t kp, const void *a_, const void *b_, int32_t *c)
 #undef ROW
   }
   for (int i = 0; i < 4; i++) {
-    vst1q_s32(c + i * 8, acc[i][0]);
-    vst1q_s32(c + i * 8 + 4, acc[i][1]);
+    vst1q_s32(c + i * ldc, acc[i][0]);
+    vst1q_s32(c + i * ldc + 4, acc[i][1]);
   }
 }
 #endif

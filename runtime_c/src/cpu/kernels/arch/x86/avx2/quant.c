@@ -17,7 +17,11 @@ static inline __m256i bcast_pair(const int16_t *a) {
 }
 
 /* A [kp/2][6][2], B [kp/2][16][2] int16 */
-static void q8_avx2_gemm_6x16(int64_t kp, const void *a_, const void *b_, int32_t *c) {
+static inline void store_row(int32_t *c, __m256i v0, __m256i v1) {
+  _mm256_storeu_si256((__m256i *)c, v0), _mm256_storeu_si256((__m256i *)(c + 8), v1);
+}
+
+static void q8_avx2_gemm_6x16(int64_t kp, const void *a_, const void *b_, int32_t *c, int64_t ldc) {
   const int16_t *a = (const int16_t *)a_, *b = (const int16_t *)b_;
   __m256i c00 = _mm256_setzero_si256(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
   __m256i c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
@@ -42,13 +46,8 @@ static void q8_avx2_gemm_6x16(int64_t kp, const void *a_, const void *b_, int32_
     c50 = _mm256_add_epi32(c50, _mm256_madd_epi16(x, b0));
     c51 = _mm256_add_epi32(c51, _mm256_madd_epi16(x, b1));
   }
-  __m256i *o = (__m256i *)c;
-  _mm256_storeu_si256(o + 0, c00), _mm256_storeu_si256(o + 1, c01);
-  _mm256_storeu_si256(o + 2, c10), _mm256_storeu_si256(o + 3, c11);
-  _mm256_storeu_si256(o + 4, c20), _mm256_storeu_si256(o + 5, c21);
-  _mm256_storeu_si256(o + 6, c30), _mm256_storeu_si256(o + 7, c31);
-  _mm256_storeu_si256(o + 8, c40), _mm256_storeu_si256(o + 9, c41);
-  _mm256_storeu_si256(o + 10, c50), _mm256_storeu_si256(o + 11, c51);
+  store_row(c, c00, c01), store_row(c + ldc, c10, c11), store_row(c + 2 * ldc, c20, c21);
+  store_row(c + 3 * ldc, c30, c31), store_row(c + 4 * ldc, c40, c41), store_row(c + 5 * ldc, c50, c51);
 }
 
 /* The 6x16 tile reading the weights in place (no A packing: for small pixel counts or linear
@@ -61,7 +60,8 @@ static inline __m256i wpair8(const int8_t *w) {
   return _mm256_cvtepi8_epi16(_mm_set1_epi16(v));
 }
 
-static void q8_avx2_gemm_rows_6x16(int64_t k, const int8_t *w, int64_t ldw, int32_t mr, const void *b_, int32_t *c) {
+static void q8_avx2_gemm_rows_6x16(int64_t k, const int8_t *w, int64_t ldw, int32_t mr, const void *b_, int32_t *c,
+                                   int64_t ldc) {
   const int16_t *b = (const int16_t *)b_;
   const int8_t *w0 = w, *w1 = w + (mr > 1 ? 1 : 0) * ldw, *w2 = w + (mr > 2 ? 2 : mr - 1) * ldw;
   const int8_t *w3 = w + (mr > 3 ? 3 : mr - 1) * ldw, *w4 = w + (mr > 4 ? 4 : mr - 1) * ldw;
@@ -89,13 +89,8 @@ static void q8_avx2_gemm_rows_6x16(int64_t k, const int8_t *w, int64_t ldw, int3
     c40 = _mm256_add_epi32(c40, _mm256_madd_epi16(x4, b0)), c41 = _mm256_add_epi32(c41, _mm256_madd_epi16(x4, b1));
     c50 = _mm256_add_epi32(c50, _mm256_madd_epi16(x5, b0)), c51 = _mm256_add_epi32(c51, _mm256_madd_epi16(x5, b1));
   }
-  __m256i *o = (__m256i *)c;
-  _mm256_storeu_si256(o + 0, c00), _mm256_storeu_si256(o + 1, c01);
-  _mm256_storeu_si256(o + 2, c10), _mm256_storeu_si256(o + 3, c11);
-  _mm256_storeu_si256(o + 4, c20), _mm256_storeu_si256(o + 5, c21);
-  _mm256_storeu_si256(o + 6, c30), _mm256_storeu_si256(o + 7, c31);
-  _mm256_storeu_si256(o + 8, c40), _mm256_storeu_si256(o + 9, c41);
-  _mm256_storeu_si256(o + 10, c50), _mm256_storeu_si256(o + 11, c51);
+  store_row(c, c00, c01), store_row(c + ldc, c10, c11), store_row(c + 2 * ldc, c20, c21);
+  store_row(c + 3 * ldc, c30, c31), store_row(c + 4 * ldc, c40, c41), store_row(c + 5 * ldc, c50, c51);
 }
 
 /* max(v, lo) and min(v, hi) on int64 lanes */

@@ -46,17 +46,15 @@ static inline int32_t load_part(const int8_t *p, int64_t n) {
     x = _mm256_set1_epi32(AV4), DP(c40, b0, x), DP(c41, b1, x);                                                 \
     x = _mm256_set1_epi32(AV5), DP(c50, b0, x), DP(c51, b1, x);                                                 \
   } while (0)
+#define STORE_ROW(p, v0, v1) _mm256_storeu_si256((__m256i *)(p), v0), _mm256_storeu_si256((__m256i *)((p) + 8), v1)
 #define STORE_TILE(c)                                                                                           \
   do {                                                                                                          \
-    __m256i *o = (__m256i *)(c);                                                                                \
-    _mm256_storeu_si256(o + 0, c00), _mm256_storeu_si256(o + 1, c01), _mm256_storeu_si256(o + 2, c10);         \
-    _mm256_storeu_si256(o + 3, c11), _mm256_storeu_si256(o + 4, c20), _mm256_storeu_si256(o + 5, c21);         \
-    _mm256_storeu_si256(o + 6, c30), _mm256_storeu_si256(o + 7, c31), _mm256_storeu_si256(o + 8, c40);         \
-    _mm256_storeu_si256(o + 9, c41), _mm256_storeu_si256(o + 10, c50), _mm256_storeu_si256(o + 11, c51);       \
+    STORE_ROW(c, c00, c01), STORE_ROW(c + ldc, c10, c11), STORE_ROW(c + 2 * ldc, c20, c21);                     \
+    STORE_ROW(c + 3 * ldc, c30, c31), STORE_ROW(c + 4 * ldc, c40, c41), STORE_ROW(c + 5 * ldc, c50, c51);       \
   } while (0)
 
 /* A [kp/4][6][4] int8, B [kp/4][16][4] uint8 */
-static void q8_avxvnni_gemm(int64_t kp, const void *a_, const void *b_, int32_t *c) {
+static void q8_avxvnni_gemm(int64_t kp, const void *a_, const void *b_, int32_t *c, int64_t ldc) {
   const int8_t *a = (const int8_t *)a_;
   const uint8_t *b = (const uint8_t *)b_;
   __m256i c00 = _mm256_setzero_si256(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
@@ -68,7 +66,8 @@ static void q8_avxvnni_gemm(int64_t kp, const void *a_, const void *b_, int32_t 
 
 /* W in place: rows w + i * ldw (i < mr; the rows past mr repeat the last); the last group of a K
  * that is not a multiple of 4 is read byte by byte (nothing past a row) */
-static void q8_avxvnni_gemm_rows(int64_t k, const int8_t *w, int64_t ldw, int32_t mr, const void *b_, int32_t *c) {
+static void q8_avxvnni_gemm_rows(int64_t k, const int8_t *w, int64_t ldw, int32_t mr, const void *b_, int32_t *c,
+                                 int64_t ldc) {
   const uint8_t *b = (const uint8_t *)b_;
   const int8_t *w0 = w, *w1 = w + (mr > 1 ? 1 : 0) * ldw, *w2 = w + (mr > 2 ? 2 : mr - 1) * ldw;
   const int8_t *w3 = w + (mr > 3 ? 3 : mr - 1) * ldw, *w4 = w + (mr > 4 ? 4 : mr - 1) * ldw;

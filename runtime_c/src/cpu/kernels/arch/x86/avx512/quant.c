@@ -26,7 +26,11 @@ static inline __m512i bcast_pair(const int16_t *a) {
 #define Q8_MADD(acc, x, b) acc = _mm512_add_epi32(acc, _mm512_madd_epi16(x, b))
 
 /* A [kp/2][8][2], B [kp/2][32][2] int16 */
-static void q8_avx512_gemm_8x32(int64_t kp, const void *a_, const void *b_, int32_t *c) {
+static inline void store_row(int32_t *c, __m512i v0, __m512i v1) {
+  _mm512_storeu_si512((void *)c, v0), _mm512_storeu_si512((void *)(c + 16), v1);
+}
+
+static void q8_avx512_gemm_8x32(int64_t kp, const void *a_, const void *b_, int32_t *c, int64_t ldc) {
   const int16_t *a = (const int16_t *)a_, *b = (const int16_t *)b_;
   __m512i c00 = _mm512_setzero_si512(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00;
   __m512i c40 = c00, c41 = c00, c50 = c00, c51 = c00, c60 = c00, c61 = c00, c70 = c00, c71 = c00;
@@ -42,13 +46,9 @@ static void q8_avx512_gemm_8x32(int64_t kp, const void *a_, const void *b_, int3
     x = bcast_pair(a + 12), Q8_MADD(c60, x, b0), Q8_MADD(c61, x, b1);
     x = bcast_pair(a + 14), Q8_MADD(c70, x, b0), Q8_MADD(c71, x, b1);
   }
-  __m512i *o = (__m512i *)c;
-  _mm512_storeu_si512(o + 0, c00), _mm512_storeu_si512(o + 1, c01), _mm512_storeu_si512(o + 2, c10);
-  _mm512_storeu_si512(o + 3, c11), _mm512_storeu_si512(o + 4, c20), _mm512_storeu_si512(o + 5, c21);
-  _mm512_storeu_si512(o + 6, c30), _mm512_storeu_si512(o + 7, c31), _mm512_storeu_si512(o + 8, c40);
-  _mm512_storeu_si512(o + 9, c41), _mm512_storeu_si512(o + 10, c50), _mm512_storeu_si512(o + 11, c51);
-  _mm512_storeu_si512(o + 12, c60), _mm512_storeu_si512(o + 13, c61), _mm512_storeu_si512(o + 14, c70);
-  _mm512_storeu_si512(o + 15, c71);
+  store_row(c, c00, c01), store_row(c + ldc, c10, c11), store_row(c + 2 * ldc, c20, c21);
+  store_row(c + 3 * ldc, c30, c31), store_row(c + 4 * ldc, c40, c41), store_row(c + 5 * ldc, c50, c51);
+  store_row(c + 6 * ldc, c60, c61), store_row(c + 7 * ldc, c70, c71);
 }
 
 /* (w[k], w[k+1]) of one row as an int16 pair in every lane; an odd last k pairs with 0 */
@@ -63,7 +63,7 @@ static inline __m512i wpair8(const int8_t *w, int64_t q, int64_t k) {
 
 /* The 8x32 tile reading W in place: rows w + i * ldw (i < mr; the rows past mr repeat the last) */
 static void q8_avx512_gemm_rows_8x32(int64_t k, const int8_t *w, int64_t ldw, int32_t mr, const void *b_,
-                                     int32_t *c) {
+                                     int32_t *c, int64_t ldc) {
   const int16_t *b = (const int16_t *)b_;
   const int8_t *r[MR];
   for (int i = 0; i < MR; i++) r[i] = w + (i < mr ? i : mr - 1) * ldw;
@@ -81,13 +81,9 @@ static void q8_avx512_gemm_rows_8x32(int64_t k, const int8_t *w, int64_t ldw, in
     x = wpair8(r[6], q, k), Q8_MADD(c60, x, b0), Q8_MADD(c61, x, b1);
     x = wpair8(r[7], q, k), Q8_MADD(c70, x, b0), Q8_MADD(c71, x, b1);
   }
-  __m512i *o = (__m512i *)c;
-  _mm512_storeu_si512(o + 0, c00), _mm512_storeu_si512(o + 1, c01), _mm512_storeu_si512(o + 2, c10);
-  _mm512_storeu_si512(o + 3, c11), _mm512_storeu_si512(o + 4, c20), _mm512_storeu_si512(o + 5, c21);
-  _mm512_storeu_si512(o + 6, c30), _mm512_storeu_si512(o + 7, c31), _mm512_storeu_si512(o + 8, c40);
-  _mm512_storeu_si512(o + 9, c41), _mm512_storeu_si512(o + 10, c50), _mm512_storeu_si512(o + 11, c51);
-  _mm512_storeu_si512(o + 12, c60), _mm512_storeu_si512(o + 13, c61), _mm512_storeu_si512(o + 14, c70);
-  _mm512_storeu_si512(o + 15, c71);
+  store_row(c, c00, c01), store_row(c + ldc, c10, c11), store_row(c + 2 * ldc, c20, c21);
+  store_row(c + 3 * ldc, c30, c31), store_row(c + 4 * ldc, c40, c41), store_row(c + 5 * ldc, c50, c51);
+  store_row(c + 6 * ldc, c60, c61), store_row(c + 7 * ldc, c70, c71);
 }
 
 /* ---- requantization --------------------------------------------------------------------------- */

@@ -48,25 +48,26 @@ static inline int32_t load_part(const int8_t *p, int64_t n) {
     }                                                                                              \
   } while (0)
 
-static inline void store_tile(__m512i acc[Q8V_MR][Q8V_NV], int32_t *c) {
+static inline void store_tile(__m512i acc[Q8V_MR][Q8V_NV], int32_t *c, int64_t ldc) {
   for (int i = 0; i < Q8V_MR; i++)
-    for (int v = 0; v < Q8V_NV; v++) _mm512_storeu_si512((void *)(c + i * Q8V_NR + 16 * v), acc[i][v]);
+    for (int v = 0; v < Q8V_NV; v++) _mm512_storeu_si512((void *)(c + i * ldc + 16 * v), acc[i][v]);
 }
 
 /* A [kp/4][MR][4] int8, B [kp/4][NR][4] uint8 */
-static void q8_vnni_gemm(int64_t kp, const void *a_, const void *b_, int32_t *c) {
+static void q8_vnni_gemm(int64_t kp, const void *a_, const void *b_, int32_t *c, int64_t ldc) {
   const int8_t *a = (const int8_t *)a_;
   const uint8_t *b = (const uint8_t *)b_;
   __m512i acc[Q8V_MR][Q8V_NV];
   for (int i = 0; i < Q8V_MR; i++)
     for (int v = 0; v < Q8V_NV; v++) acc[i][v] = _mm512_setzero_si512();
   for (int64_t q = 0; q < kp; q += 4, a += 4 * Q8V_MR, b += 4 * Q8V_NR) Q8V_TILE_BODY(load32(a + 4 * i));
-  store_tile(acc, c);
+  store_tile(acc, c, ldc);
 }
 
 /* W in place: rows w + i * ldw (i < mr; the rows past mr repeat the last, their sums unused); the
  * last group of a K that is not a multiple of 4 is read byte by byte (nothing past a row) */
-static void q8_vnni_gemm_rows(int64_t k, const int8_t *w, int64_t ldw, int32_t mr, const void *b_, int32_t *c) {
+static void q8_vnni_gemm_rows(int64_t k, const int8_t *w, int64_t ldw, int32_t mr, const void *b_, int32_t *c,
+                              int64_t ldc) {
   const uint8_t *b = (const uint8_t *)b_;
   const int8_t *r[Q8V_MR];
   for (int i = 0; i < Q8V_MR; i++) r[i] = w + (i < mr ? i : mr - 1) * ldw;
@@ -77,7 +78,7 @@ static void q8_vnni_gemm_rows(int64_t k, const int8_t *w, int64_t ldw, int32_t m
   int64_t q = 0;
   for (; q < k4; q += 4, b += 4 * Q8V_NR) Q8V_TILE_BODY(load32(r[i] + q));
   if (q < k) Q8V_TILE_BODY(load_part(r[i] + q, k - q));
-  store_tile(acc, c);
+  store_tile(acc, c, ldc);
 }
 
 /* ---- B packing -------------------------------------------------------------------------------- */
@@ -128,9 +129,39 @@ static inline __m512i flip_mask(int64_t valid) {
   return _mm512_set1_epi32((int32_t)m);
 }
 
+/* A full panel of 32 consecutive input bytes per k (grid columns): per group of 4 k, 4 ymm rows
+ * unpacked within their 128-bit lanes (columns 0-3 | 16-19, 4-7 | 20-23, ...) and put in order
+ * by two lane shuffles: 128 bytes in about 20 instructions. */
+static void pack_run32(const int8_t *src, const int64_t *koff, int64_t k, int64_t kp, int64_t c0, uint8_t *dst) {
+  const __m512i flip = _mm512_set1_epi8((char)0x80);
+  int64_t q = 0;
+  for (; q < kp; q += 4, dst += 128) {
+    __m256i r[4];
+    for (int i = 0; i < 4; i++)
+      r[i] = q + i < k ? _mm256_loadu_si256((const __m256i *)(src + koff[q + i] + c0)) : _mm256_setzero_si256();
+    const __m256i t0 = _mm256_unpacklo_epi8(r[0], r[1]), t1 = _mm256_unpackhi_epi8(r[0], r[1]);
+    const __m256i t2 = _mm256_unpacklo_epi8(r[2], r[3]), t3 = _mm256_unpackhi_epi8(r[2], r[3]);
+    const __m512i a = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_unpacklo_epi16(t0, t2)),
+                                         _mm256_unpackhi_epi16(t0, t2), 1);
+    const __m512i b = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_unpacklo_epi16(t1, t3)),
+                                         _mm256_unpackhi_epi16(t1, t3), 1);
+    const __m512i f = q + 4 <= k ? flip : _mm512_and_si512(flip, flip_mask(k - q));
+    _mm512_storeu_si512((void *)dst, _mm512_xor_si512(_mm512_shuffle_i64x2(a, b, 0x88), f));
+    _mm512_storeu_si512((void *)(dst + 64), _mm512_xor_si512(_mm512_shuffle_i64x2(a, b, 0xdd), f));
+  }
+}
+
 static void q8_vnni_pack(const int8_t *src, const int64_t *koff, int64_t k, int64_t kp, const int64_t *cb,
                          int32_t nc, int32_t nr, void *dst_) {
   uint8_t *dst = (uint8_t *)dst_;
+  if (koff && nr == 32 && nc == 32 && cb[31] == cb[0] + 31) {
+    int run = 1;
+    for (int32_t j = 1; j < 31 && run; j++) run = cb[j] == cb[0] + j;
+    if (run) {
+      pack_run32(src, koff, k, kp, cb[0], dst);
+      return;
+    }
+  }
   if (!koff) { /* linear: column j is the row src + cb[j], 4 consecutive k are one dword */
     const uint32_t flip = 0x80808080u;
     const int64_t k4 = k / 4 * 4;
