@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+import torch
 from craft import Builder
 
 from openaccel import dtypes
@@ -169,6 +170,10 @@ def conv_cases() -> list[Case]:
         conv(1, 6, 9, 40, 10, 3, 3, stride=2, pad=1),                      # stride-2 runs across rows
         conv(1, 5, 6, 70, 9, 3, 3, pad=1),                                 # rows wider than the tiles
         conv(2, 7, 11, 9, 19, 5, 5, stride=2, pad=3, zin=127),             # 5x5 / 2, padding > stride
+        # grid columns (VNNI: phase planes for stride 2, outputs at least 12 wide)
+        conv(2, 6, 11, 30, 8, 3, 3, stride=(2, 1), pad=(2, 1), dil=(1, 2), groups=2),
+        conv(1, 4, 9, 33, 5, 2, 3, stride=(1, 2), pad=(0, 3)),
+        conv(1, 3, 13, 27, 6, 5, 5, stride=2, pad=5, dil=2, zin=-128),
         conv(1, 3, 20, 23, 12, 3, 3, pad=1, extreme="ties"),              # exact ties of the rounding
         conv(1, 16, 14, 14, 24, 1, 1, extreme="ties", per_channel=False),
         conv(1, 8, 15, 16, 9, 3, 3, stride=2, pad=1, extreme="ties"),
@@ -403,11 +408,12 @@ BOARD_ISA = {"qemu-aarch64": "neon", "qemu-aarch64-v82": "neon", "qemu-armv7": "
              "qemu-riscv64-v": "portable"}
 
 
-# ---- elementwise: add_q8, quantize, dequantize ------------------------------------------------------
+# ---- elementwise: add_q8, quantize, dequantize; int8 max_pool2d --------------------------------------
 # Same-shape add_q8 (a broadcast one stays on the reference kernel), quantize to int8 and uint8 with
 # NaN, infinities, -0.0, exact ties and huge values, dequantize from both; lengths around the vector
 # widths and past the threads' blocks (32768); shifts 0, 41 / 42 (the AVX2 offset's edge) and 62,
-# multipliers 0 and 2^31 - 1.
+# multipliers 0 and 2^31 - 1. int8 max_pool2d (the pooling family's int8 rows): strides 1-3,
+# padding, dilation, ceil_mode (windows past the input), rows wider than its 1024-column tiles.
 
 U8, F32 = dtypes.code_of("uint8"), dtypes.code_of("float32")
 
@@ -420,6 +426,7 @@ class EwCase:
     out_dtype: np.dtype
     args: dict[str, Any]
     optimized: bool = True  # False: the optimized kernel declines (the reference kernel runs)
+    out_shape: tuple[int, ...] | None = None  # None: the inputs' broadcast shape
 
 
 def _floats(rng: np.random.Generator, n: int, scale: float) -> np.ndarray:
@@ -457,6 +464,15 @@ def ew_cases() -> list[EwCase]:
                                                (17, 0.5, 255, (10, 200), np.uint8), (70001, 0.013, -128, (-128, 127), np.int8)]):
         cs.append(EwCase(f"quantize_{n}_{np.dtype(dt).name}_s{scale}", "quantize", [_floats(rng, n, scale)], np.dtype(dt),
                          dict(scale=scale, zero_point=zp, qmin=q[0], qmax=q[1])))
+    for shape, k, st, pad, dil, ceil in [((1, 4, 112, 112), 3, 2, 1, 1, 0), ((2, 3, 9, 11), 2, 2, 0, 1, 1),
+                                         ((1, 2, 7, 30), 3, 1, 1, 1, 0), ((1, 3, 13, 17), 3, 2, 1, 2, 1),
+                                         ((3, 10, 9), 3, 3, 1, 1, 1), ((1, 1, 3, 2100), 3, 2, 1, 1, 0),
+                                         ((1, 2, 5, 1500), 2, 1, 0, 3, 0)]:
+        x = _int8(rng, shape)
+        out = torch.nn.functional.max_pool2d(torch.zeros(shape), k, st, pad, dil, ceil_mode=bool(ceil)).shape
+        cs.append(EwCase(f"max_pool2d_{'x'.join(map(str, shape))}_k{k}_s{st}_p{pad}_d{dil}_c{ceil}", "max_pool2d", [x],
+                         np.dtype(np.int8), dict(kernel_h=k, kernel_w=k, stride_h=st, stride_w=st, pad_h=pad, pad_w=pad,
+                                                 dilation_h=dil, dilation_w=dil, ceil_mode=ceil), out_shape=tuple(out)))
     for i, (n, zp, dt) in enumerate([(1, 0, np.int8), (33, -128, np.int8), (1000, 127, np.int8), (9, 0, np.uint8),
                                      (70001, 255, np.uint8)]):
         x = _int8(rng, (n,)) if dt == np.int8 else rng.integers(0, 256, n, dtype=np.uint8)
@@ -465,13 +481,16 @@ def ew_cases() -> list[EwCase]:
     return cs
 
 
+def _ew_shape(c: EwCase) -> tuple[int, ...]:
+    return c.out_shape or tuple(np.broadcast_shapes(*[x.shape for x in c.inputs]))
+
+
 @functools.cache
 def ew_program() -> tuple[bytes, list[EwCase]]:
     cases = ew_cases()
     code = {np.dtype(np.int8): I8, np.dtype(np.uint8): U8, np.dtype(np.float32): F32}
     pool = sum((x.nbytes + 63) // 64 * 64 for c in cases for x in c.inputs)
-    pool += sum((int(np.prod(np.broadcast_shapes(*[x.shape for x in c.inputs]))) * c.out_dtype.itemsize + 63) // 64 * 64
-                for c in cases)
+    pool += sum((int(np.prod(_ew_shape(c))) * c.out_dtype.itemsize + 63) // 64 * 64 for c in cases)
     b = Builder(pool=pool)
     off = 0
     outs = []
@@ -482,7 +501,7 @@ def ew_program() -> tuple[bytes, list[EwCase]]:
             off += (x.nbytes + 63) // 64 * 64
             b.inputs.append(t)
             ins.append(t)
-        shape = np.broadcast_shapes(*[x.shape for x in c.inputs])
+        shape = _ew_shape(c)
         o = b.tensor(f"c{i}_y", shape, code[c.out_dtype], offset=off)
         off += (int(np.prod(shape)) * c.out_dtype.itemsize + 63) // 64 * 64
         outs.append(o)
