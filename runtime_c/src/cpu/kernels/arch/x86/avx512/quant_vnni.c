@@ -21,8 +21,12 @@
 
 #include "kernels/opt/quant.h"
 
-#define Q8V_MR 8
-#define Q8V_NV 2
+#ifndef Q8V_MR
+#define Q8V_MR 8 /* rows of W per tile: 1-12 */
+#endif
+#ifndef Q8V_NV
+#define Q8V_NV 2 /* zmm of 16 columns per tile: 1-3 */
+#endif
 #define Q8V_NR (16 * Q8V_NV)
 
 static inline int32_t load32(const int8_t *p) {
@@ -38,47 +42,89 @@ static inline int32_t load_part(const int8_t *p, int64_t n) {
   return (int32_t)v;
 }
 
-#define Q8V_TILE_BODY(AV)                                                                          \
-  do {                                                                                             \
-    __m512i bv[Q8V_NV];                                                                            \
-    for (int v = 0; v < Q8V_NV; v++) bv[v] = _mm512_loadu_si512((const void *)(b + 64 * v));      \
-    for (int i = 0; i < Q8V_MR; i++) {                                                             \
-      const __m512i av = _mm512_set1_epi32(AV);                                                    \
-      for (int v = 0; v < Q8V_NV; v++) acc[i][v] = _mm512_dpbusd_epi32(acc[i][v], bv[v], av);     \
-    }                                                                                              \
-  } while (0)
+/* The tile, written out per row and column vector (accumulators in named variables: an array of
+ * them made gcc copy every accumulator each step). ROWS(X) expands X(i) for the tile's rows, COLS
+ * for its vectors. */
+#define Q8V_R0(X)
+#define Q8V_R1(X) X(0)
+#define Q8V_R2(X) Q8V_R1(X) X(1)
+#define Q8V_R3(X) Q8V_R2(X) X(2)
+#define Q8V_R4(X) Q8V_R3(X) X(3)
+#define Q8V_R5(X) Q8V_R4(X) X(4)
+#define Q8V_R6(X) Q8V_R5(X) X(5)
+#define Q8V_R7(X) Q8V_R6(X) X(6)
+#define Q8V_R8(X) Q8V_R7(X) X(7)
+#define Q8V_R9(X) Q8V_R8(X) X(8)
+#define Q8V_R10(X) Q8V_R9(X) X(9)
+#define Q8V_R11(X) Q8V_R10(X) X(10)
+#define Q8V_R12(X) Q8V_R11(X) X(11)
+#define Q8V_CAT(a, b) a##b
+#define Q8V_XCAT(a, b) Q8V_CAT(a, b)
+#define ROWS(X) Q8V_XCAT(Q8V_R, Q8V_MR)(X)
 
-static inline void store_tile(__m512i acc[Q8V_MR][Q8V_NV], int32_t *c, int64_t ldc) {
-  for (int i = 0; i < Q8V_MR; i++)
-    for (int v = 0; v < Q8V_NV; v++) _mm512_storeu_si512((void *)(c + i * ldc + 16 * v), acc[i][v]);
-}
+#if Q8V_NV == 1
+#define COLS(X, i) X(i, 0)
+#elif Q8V_NV == 2
+#define COLS(X, i) X(i, 0) X(i, 1)
+#else
+#define COLS(X, i) X(i, 0) X(i, 1) X(i, 2)
+#endif
+#define ZERO1(i, v) __m512i c##i##_##v = _mm512_setzero_si512();
+#define ZERO(i) COLS(ZERO1, i)
+#define DP1(i, v) c##i##_##v = _mm512_dpbusd_epi32(c##i##_##v, b##v, a##i);
+#define STORE1(i, v) _mm512_storeu_si512((void *)(c + (i) * ldc + 16 * (v)), c##i##_##v);
+#define STORE(i) COLS(STORE1, i)
+#define LOADB1(i, v) const __m512i b##v = _mm512_loadu_si512((const void *)(b + 64 * (v)));
+/* one group of 4 k: the B vectors, then per row the broadcast of its W dword AV(i) */
+#define STEP1(i) {                                 \
+    const __m512i a##i = _mm512_set1_epi32(AV(i)); \
+    COLS(DP1, i)                                   \
+  }
+#define STEP()            \
+  do {                    \
+    COLS(LOADB1, 0)       \
+    ROWS(STEP1)           \
+  } while (0)
 
 /* A [kp/4][MR][4] int8, B [kp/4][NR][4] uint8 */
 static void q8_vnni_gemm(int64_t kp, const void *a_, const void *b_, int32_t *c, int64_t ldc) {
   const int8_t *a = (const int8_t *)a_;
   const uint8_t *b = (const uint8_t *)b_;
-  __m512i acc[Q8V_MR][Q8V_NV];
-  for (int i = 0; i < Q8V_MR; i++)
-    for (int v = 0; v < Q8V_NV; v++) acc[i][v] = _mm512_setzero_si512();
-  for (int64_t q = 0; q < kp; q += 4, a += 4 * Q8V_MR, b += 4 * Q8V_NR) Q8V_TILE_BODY(load32(a + 4 * i));
-  store_tile(acc, c, ldc);
+  ROWS(ZERO)
+#define AV(i) load32(a + 4 * (i))
+  for (int64_t q = 0; q < kp; q += 4, a += 4 * Q8V_MR, b += 4 * Q8V_NR) STEP();
+#undef AV
+  ROWS(STORE)
 }
 
-/* W in place: rows w + i * ldw (i < mr; the rows past mr repeat the last, their sums unused); the
- * last group of a K that is not a multiple of 4 is read byte by byte (nothing past a row) */
+/* W in place: rows w + i * ldw (i < mr; the rows past mr repeat the last, their sums unused). The
+ * last group of a K that is not a multiple of 4 is read byte by byte (nothing past a row), in a
+ * second call on the stored tile: a second copy of the step after the loop made gcc move every
+ * accumulator between two registers at each step of the loop. */
+#define ROWPTR(i) const int8_t *r##i = w + ((i) < mr ? (i) : mr - 1) * ldw;
+#define LOADC1(i, v) __m512i c##i##_##v = _mm512_loadu_si512((const void *)(c + (i) * ldc + 16 * (v)));
+#define LOADC(i) COLS(LOADC1, i)
+__attribute__((noinline)) static void q8_vnni_tail(int64_t q, int64_t k, const int8_t *w, int64_t ldw, int32_t mr,
+                                                  const uint8_t *b, int32_t *c, int64_t ldc) {
+  ROWS(ROWPTR)
+  ROWS(LOADC)
+#define AV(i) load_part(r##i + q, k - q)
+  STEP();
+#undef AV
+  ROWS(STORE)
+}
+
 static void q8_vnni_gemm_rows(int64_t k, const int8_t *w, int64_t ldw, int32_t mr, const void *b_, int32_t *c,
                               int64_t ldc) {
   const uint8_t *b = (const uint8_t *)b_;
-  const int8_t *r[Q8V_MR];
-  for (int i = 0; i < Q8V_MR; i++) r[i] = w + (i < mr ? i : mr - 1) * ldw;
-  __m512i acc[Q8V_MR][Q8V_NV];
-  for (int i = 0; i < Q8V_MR; i++)
-    for (int v = 0; v < Q8V_NV; v++) acc[i][v] = _mm512_setzero_si512();
+  ROWS(ROWPTR)
+  ROWS(ZERO)
   const int64_t k4 = k / 4 * 4;
-  int64_t q = 0;
-  for (; q < k4; q += 4, b += 4 * Q8V_NR) Q8V_TILE_BODY(load32(r[i] + q));
-  if (q < k) Q8V_TILE_BODY(load_part(r[i] + q, k - q));
-  store_tile(acc, c, ldc);
+#define AV(i) load32(r##i + q)
+  for (int64_t q = 0; q < k4; q += 4, b += 4 * Q8V_NR) STEP();
+#undef AV
+  ROWS(STORE)
+  if (k4 < k) q8_vnni_tail(k4, k, w, ldw, mr, b, c, ldc);
 }
 
 /* ---- B packing -------------------------------------------------------------------------------- */
