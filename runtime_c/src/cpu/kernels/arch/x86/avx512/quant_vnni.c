@@ -175,36 +175,45 @@ static inline __m512i flip_mask(int64_t valid) {
   return _mm512_set1_epi32((int32_t)m);
 }
 
-/* A full panel of 32 consecutive input bytes per k (grid columns): per group of 4 k, 4 ymm rows
- * unpacked within their 128-bit lanes (columns 0-3 | 16-19, 4-7 | 20-23, ...) and put in order
- * by two lane shuffles: 128 bytes in about 20 instructions. */
-static void pack_run32(const int8_t *src, const int64_t *koff, int64_t k, int64_t kp, int64_t c0, uint8_t *dst) {
+/* A full panel of consecutive input bytes per k (grid columns): per group of 4 k and 32 columns,
+ * 4 ymm rows unpacked within their 128-bit lanes (columns 0-3 | 16-19, 4-7 | 20-23, ...) and put
+ * in order by two lane shuffles (128 bytes in about 20 instructions); a last 16 columns by xmm. */
+static void pack_run(const int8_t *src, const int64_t *koff, int64_t k, int64_t kp, int64_t c0, int32_t nr,
+                     uint8_t *dst) {
   const __m512i flip = _mm512_set1_epi8((char)0x80);
-  int64_t q = 0;
-  for (; q < kp; q += 4, dst += 128) {
-    __m256i r[4];
-    for (int i = 0; i < 4; i++)
-      r[i] = q + i < k ? _mm256_loadu_si256((const __m256i *)(src + koff[q + i] + c0)) : _mm256_setzero_si256();
-    const __m256i t0 = _mm256_unpacklo_epi8(r[0], r[1]), t1 = _mm256_unpackhi_epi8(r[0], r[1]);
-    const __m256i t2 = _mm256_unpacklo_epi8(r[2], r[3]), t3 = _mm256_unpackhi_epi8(r[2], r[3]);
-    const __m512i a = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_unpacklo_epi16(t0, t2)),
-                                         _mm256_unpackhi_epi16(t0, t2), 1);
-    const __m512i b = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_unpacklo_epi16(t1, t3)),
-                                         _mm256_unpackhi_epi16(t1, t3), 1);
-    const __m512i f = q + 4 <= k ? flip : _mm512_and_si512(flip, flip_mask(k - q));
-    _mm512_storeu_si512((void *)dst, _mm512_xor_si512(_mm512_shuffle_i64x2(a, b, 0x88), f));
-    _mm512_storeu_si512((void *)(dst + 64), _mm512_xor_si512(_mm512_shuffle_i64x2(a, b, 0xdd), f));
+  for (int64_t q = 0; q < kp; q += 4, dst += 4 * nr) {
+    const __m512i f = q + 4 <= k ? flip : flip_mask(k - q);
+    const int8_t *s[4];
+    for (int i = 0; i < 4; i++) s[i] = q + i < k ? src + koff[q + i] + c0 : NULL;
+    int32_t u = 0;
+    for (; u + 32 <= nr; u += 32) {
+      __m256i r[4];
+      for (int i = 0; i < 4; i++) r[i] = s[i] ? _mm256_loadu_si256((const __m256i *)(s[i] + u)) : _mm256_setzero_si256();
+      const __m256i t0 = _mm256_unpacklo_epi8(r[0], r[1]), t1 = _mm256_unpackhi_epi8(r[0], r[1]);
+      const __m256i t2 = _mm256_unpacklo_epi8(r[2], r[3]), t3 = _mm256_unpackhi_epi8(r[2], r[3]);
+      const __m512i a = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_unpacklo_epi16(t0, t2)),
+                                           _mm256_unpackhi_epi16(t0, t2), 1);
+      const __m512i b = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_unpacklo_epi16(t1, t3)),
+                                           _mm256_unpackhi_epi16(t1, t3), 1);
+      _mm512_storeu_si512((void *)(dst + 4 * u), _mm512_xor_si512(_mm512_shuffle_i64x2(a, b, 0x88), f));
+      _mm512_storeu_si512((void *)(dst + 4 * u + 64), _mm512_xor_si512(_mm512_shuffle_i64x2(a, b, 0xdd), f));
+    }
+    if (u < nr) { /* 16 more */
+      __m128i r[4];
+      for (int i = 0; i < 4; i++) r[i] = s[i] ? _mm_loadu_si128((const __m128i *)(s[i] + u)) : _mm_setzero_si128();
+      _mm512_storeu_si512((void *)(dst + 4 * u), _mm512_xor_si512(interleave4(r[0], r[1], r[2], r[3]), f));
+    }
   }
 }
 
 static void q8_vnni_pack(const int8_t *src, const int64_t *koff, int64_t k, int64_t kp, const int64_t *cb,
                          int32_t nc, int32_t nr, void *dst_) {
   uint8_t *dst = (uint8_t *)dst_;
-  if (koff && nr == 32 && nc == 32 && cb[31] == cb[0] + 31) {
+  if (koff && nc == nr && nr % 16 == 0 && cb[nr - 1] == cb[0] + nr - 1) {
     int run = 1;
-    for (int32_t j = 1; j < 31 && run; j++) run = cb[j] == cb[0] + j;
+    for (int32_t j = 1; j < nr - 1 && run; j++) run = cb[j] == cb[0] + j;
     if (run) {
-      pack_run32(src, koff, k, kp, cb[0], dst);
+      pack_run(src, koff, k, kp, cb[0], nr, dst);
       return;
     }
   }
