@@ -297,11 +297,13 @@ typedef struct q8_ctx {
   int8_t *y;
   uint8_t *slots;
   oa_dw_fn fdw; /* P_DWF: the ISA's float depthwise plane */
+  int64_t abound; /* |acc| <= abound for every sum the kernels produce */
 } q8_ctx_t;
 
 static inline void finish_row(const q8_ctx_t *x, const int32_t *acc, int64_t n, int64_t c, int8_t *y) {
-  const int64_t mc = x->mone ? 0 : c;
-  x->isa->requant(acc, n, x->corr[c], x->mult[mc], x->shift[mc], x->zout, x->lo, x->hi, y);
+  const int64_t mc = x->mone ? 0 : c, corr = x->corr[c];
+  const int small = x->isa->requant_small && (corr < 0 ? -corr : corr) < ((int64_t)1 << 24) - x->abound;
+  (small ? x->isa->requant_small : x->isa->requant)(acc, n, corr, x->mult[mc], x->shift[mc], x->zout, x->lo, x->hi, y);
 }
 
 /* One GEMM task: column block cb x row block rb of image b, group g. The block's panels are
@@ -648,6 +650,8 @@ oa_status_t oa_opt_conv2d_q8_run(const oa_op_call_t *call, const oa_op_plan_t *p
         }
     x.koff = koff;
   }
+  /* |acc| <= K * 255 * 128: |x - zp| or x + 128 at most 255, |w| at most 128 */
+  x.abound = (x.path == P_DW || x.path == P_DWF ? q->kh * q->kw : q->k) * 255 * 128;
   x.corr = corr;
   run_tasks(&x, env ? env->pool : NULL, s);
   return OA_OK;
@@ -702,6 +706,7 @@ oa_status_t oa_opt_linear_q8_run(const oa_op_call_t *call, const oa_op_plan_t *p
   } else {
     corrections(x.isa, q->rows, q->k, x.w, x.bias, x.zin, 1, corr);
   }
+  x.abound = q->k * 255 * 128;
   x.corr = corr;
   run_tasks(&x, env ? env->pool : NULL, s);
   return OA_OK;

@@ -302,7 +302,8 @@ static void q8_vnni_gemv(int64_t m, int64_t n, int64_t k, const void *x_, const 
 
 const oa_q8_isa_t oa_q8_avx512_vnni_isa = {.name = "avx512_vnni", .mr = Q8V_MR, .nr = Q8V_NR, .kg = 4, .wide = 0,
                                            .gemm = q8_vnni_gemm, .gemm_rows = q8_vnni_gemm_rows,
-                                           .requant = oa_q8_avx512_requant, .dw = oa_q8_avx512_dw,
+                                           .requant = oa_q8_avx512_requant,
+                                           .requant_small = oa_q8_avx512_requant_small, .dw = oa_q8_avx512_dw,
                                            .gemv = q8_vnni_gemv, .u8 = 1, .pack = q8_vnni_pack,
                                            .wsum = oa_q8_avx512_wsum, .variant = "avx512_vnni",
                                            .add = oa_q8_avx512_add, .quantize = oa_q8_avx512_quantize,
