@@ -302,7 +302,7 @@ typedef struct q8_ctx {
 
 static inline void finish_row(const q8_ctx_t *x, const int32_t *acc, int64_t n, int64_t c, int8_t *y) {
   const int64_t mc = x->mone ? 0 : c, corr = x->corr[c];
-  const int small = x->isa->requant_small && (corr < 0 ? -corr : corr) < ((int64_t)1 << 24) - x->abound;
+  const int small = x->isa->requant_small && (corr < 0 ? -corr : corr) < ((int64_t)1 << 22) - x->abound;
   (small ? x->isa->requant_small : x->isa->requant)(acc, n, corr, x->mult[mc], x->shift[mc], x->zout, x->lo, x->hi, y);
 }
 
@@ -416,7 +416,11 @@ static void dwf_task(const q8_ctx_t *x, int64_t t, uint8_t *slot, int fresh) {
   for (int64_t r = q->ph; r < r1; r++) {
     float *d = pad + r * l->pad_w + c0;
     const int8_t *s = xp + (r - q->ph) * q->w;
-    for (int64_t j = 0; j < cn; j++) d[j] = (float)s[j] - zin;
+    if (x->isa->to_float) {
+      x->isa->to_float(s, cn, x->zin, d);
+    } else {
+      for (int64_t j = 0; j < cn; j++) d[j] = (float)s[j] - zin;
+    }
   }
   for (int64_t k = 0; k < taps; k++) wf[k] = (float)x->w[c * taps + k];
   oa_dw_plane_t p;
@@ -425,6 +429,11 @@ static void dwf_task(const q8_ctx_t *x, int64_t t, uint8_t *slot, int fresh) {
   p.kh = q->kh, p.kw = q->kw, p.sh = q->sh, p.sw = q->sw, p.dh = q->dh, p.dw = q->dw;
   p.oh = q->oh, p.ow = q->ow, p.out = out;
   x->fdw(&p);
+  const int64_t mc = x->mone ? 0 : c, corr = x->corr[c];
+  if (x->isa->requant_f32 && (corr < 0 ? -corr : corr) < ((int64_t)1 << 22) - x->abound) {
+    x->isa->requant_f32(out, n, corr, x->mult[mc], x->shift[mc], x->zout, x->lo, x->hi, x->y + t * n);
+    return;
+  }
   int32_t *acc = (int32_t *)(void *)out; /* in place: each float read before its int32 is written */
   for (int64_t i = 0; i < n; i++) acc[i] = (int32_t)out[i];
   finish_row(x, acc, n, c, x->y + t * n);

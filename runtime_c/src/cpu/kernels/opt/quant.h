@@ -43,6 +43,12 @@ typedef void (*oa_q8_gemm_rows_fn)(int64_t k, const int8_t *w, int64_t ldw, int3
 typedef void (*oa_q8_requant_fn)(const int32_t *acc, int64_t n, int64_t corr, int32_t mult, int32_t shift,
                                  int32_t zp, int32_t lo, int32_t hi, int8_t *y);
 
+/* The same from float sums that are exact integers (the float depthwise path) */
+typedef void (*oa_q8_requant_f32_fn)(const float *acc, int64_t n, int64_t corr, int32_t mult, int32_t shift,
+                                     int32_t zp, int32_t lo, int32_t hi, int8_t *y);
+/* d[j] = (float)(x[j] - zp), j < n */
+typedef void (*oa_q8_to_float_fn)(const int8_t *x, int64_t n, int32_t zp, float *d);
+
 /* Depthwise: acc[o] = sum_{i<kh, j<kw} w[i * kw + j] * rows[i * dh * ld + o * sw + j * dw], o < n,
  * over a plane of (x - input_zp) values (padding 0) whose rows are ld elements apart. */
 typedef void (*oa_q8_dw_fn)(const int16_t *rows, int64_t ld, const int8_t *w, int64_t kh, int64_t kw, int64_t sw,
@@ -81,7 +87,9 @@ typedef struct oa_q8_isa {
   oa_q8_gemm_fn gemm;
   oa_q8_gemm_rows_fn gemm_rows; /* or NULL: A is packed once per run for `gemm` */
   oa_q8_requant_fn requant;
-  oa_q8_requant_fn requant_small; /* or NULL: for |acc[j] + corr| < 2^24 (the driver's bound) */
+  oa_q8_requant_fn requant_small; /* or NULL: for |acc[j] + corr| < 2^22 (the driver's bound) */
+  oa_q8_requant_f32_fn requant_f32; /* or NULL: float sums (exact integers), |acc[j] + corr| < 2^22 */
+  oa_q8_to_float_fn to_float;       /* or NULL */
   oa_q8_dw_fn dw;
   oa_q8_gemv_fn gemv;
   int32_t u8;           /* B and the GEMV's x are x ^ 0x80 (VNNI), the correction counts 128 more */
@@ -120,6 +128,9 @@ void oa_q8_avx512_dw(const int16_t *rows, int64_t ld, const int8_t *w, int64_t k
                      int64_t dh, int64_t dw, int64_t n, int32_t *acc);
 void oa_q8_avx512_requant_small(const int32_t *acc, int64_t n, int64_t corr, int32_t mult, int32_t shift, int32_t zp,
                                 int32_t lo, int32_t hi, int8_t *y);
+void oa_q8_avx512_requant_f32(const float *acc, int64_t n, int64_t corr, int32_t mult, int32_t shift, int32_t zp,
+                              int32_t lo, int32_t hi, int8_t *y);
+void oa_q8_avx512_to_float(const int8_t *x, int64_t n, int32_t zp, float *d);
 void oa_q8_avx512_wsum(int64_t rows, int64_t k, const int8_t *w, int64_t *sums);
 void oa_q8_avx2_add(const int8_t *a, const int8_t *b, int64_t n, const oa_q8_add_t *p, int8_t *y);
 void oa_q8_avx2_quantize(const float *x, int64_t n, float inv, float zp, float lo, float hi, void *y);

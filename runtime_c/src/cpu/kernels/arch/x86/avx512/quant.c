@@ -161,32 +161,84 @@ void oa_q8_avx512_requant(const int32_t *acc, int64_t n, int64_t corr, int32_t m
   }
 }
 
-/* Requantization of sums known to be small: |acc[j] + corr| < 2^24 (the caller's bound), so
+/* Requantization of sums known to be small: |acc[j] + corr| < 2^22 (the caller's bound), so
  * v = acc + corr is exact in float32. x = float(v) * float(mult / 2^shift) is within a relative
  * 2^-22.9 of the exact v * mult / 2^shift, i.e. within 2^-12.9 when |x| <= 2^10; round(x) is then
  * the exact rule's rounding unless x lies within 2^-11 of a half-integer, and such vectors (about
  * one output in 1000, and every exact tie) take the exact path; |x| > 2^10 clamps either way (the
- * clamp bounds are within 255 of 0). About 16 operations per 16 outputs instead of 25. */
+ * clamp bounds are within 255 of 0). The rounding adds 1.5 * 2^23 (t = fma(v, m, magic) rounds
+ * v * m to an integer, ties to even, for |v * m| < 2^22), whose bits then hold the integer: minus
+ * (bits(magic) - zp) it is the result plus the zero point, narrowed with saturation and clamped.
+ * Past 2^22 (a shift so small that m > 1) the bits of t are still ordered as t for t > 0 and
+ * negative for t < 0, so the saturation gives the clamp bound the exact rule gives. */
+#define Q8_MAGIC 12582912.0f /* 1.5 * 2^23 */
+#define Q8_MAGIC_BITS 0x4b400000
+
+typedef struct rqs {
+  __m512 m, magic, near;
+  __m512i off;     /* bits(magic) - zp */
+  __m128i lo, hi;  /* act_min, act_max as int8 lanes */
+} rqs_t;
+
+static void rqs_init(rqs_t *s, int32_t mult, int32_t shift, int32_t zp, int32_t lo, int32_t hi) {
+  s->m = _mm512_set1_ps((float)ldexp((double)mult, -shift));
+  s->magic = _mm512_set1_ps(Q8_MAGIC);
+  s->near = _mm512_set1_ps(0.5f - 1.0f / 2048);
+  s->off = _mm512_set1_epi32(Q8_MAGIC_BITS - zp);
+  s->lo = _mm_set1_epi8((char)lo), s->hi = _mm_set1_epi8((char)hi);
+}
+
+/* 16 outputs from v (exact integers as floats); 0 when a lane is near a half-integer */
+static inline int rqs16(const rqs_t *s, __m512 v, __m128i *out) {
+  const __m512 t = _mm512_fmadd_ps(v, s->m, s->magic);
+  const __m512 r = _mm512_sub_ps(t, s->magic);
+  const __m512 e = _mm512_fmsub_ps(v, s->m, r); /* v m - r, one rounding */
+  if (_mm512_cmp_ps_mask(_mm512_abs_ps(e), s->near, _CMP_GE_OQ)) return 0;
+  const __m128i b = _mm512_cvtsepi32_epi8(_mm512_sub_epi32(_mm512_castps_si512(t), s->off));
+  *out = _mm_min_epi8(_mm_max_epi8(b, s->lo), s->hi);
+  return 1;
+}
+
 void oa_q8_avx512_requant_small(const int32_t *acc, int64_t n, int64_t corr, int32_t mult, int32_t shift, int32_t zp,
                                 int32_t lo, int32_t hi, int8_t *y) {
   rq_t r;
   rq_init(&r, corr, mult, shift, zp, lo, hi);
+  rqs_t s;
+  rqs_init(&s, mult, shift, zp, lo, hi);
   const __m512i vc = _mm512_set1_epi32((int32_t)corr);
-  const __m512 m = _mm512_set1_ps((float)ldexp((double)mult, -shift)), near = _mm512_set1_ps(0.5f - 1.0f / 2048);
-  const __m512 vzp = _mm512_set1_ps((float)zp), vlo = _mm512_set1_ps((float)lo), vhi = _mm512_set1_ps((float)hi);
   for (int64_t j = 0; j < n; j += 16) {
     const __mmask16 k = n - j >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - j)) - 1u);
     const __m512i a = _mm512_maskz_loadu_epi32(k, acc + j);
-    const __m512 x = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(a, vc)), m);
-    const __m512 rx = _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     __m128i b;
-    if (_mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_sub_ps(x, rx)), near, _CMP_GE_OQ)) {
-      b = rq16(&r, a);
-    } else {
-      const __m512 q = _mm512_min_ps(_mm512_max_ps(_mm512_add_ps(rx, vzp), vlo), vhi);
-      b = _mm512_cvtepi32_epi8(_mm512_cvttps_epi32(q));
-    }
+    if (!rqs16(&s, _mm512_cvtepi32_ps(_mm512_add_epi32(a, vc)), &b)) b = rq16(&r, a);
     _mm_mask_storeu_epi8(y + j, k, b);
+  }
+}
+
+/* The same from float sums (exact integers, |acc[j] + corr| < 2^22): the float depthwise path */
+void oa_q8_avx512_requant_f32(const float *acc, int64_t n, int64_t corr, int32_t mult, int32_t shift, int32_t zp,
+                              int32_t lo, int32_t hi, int8_t *y) {
+  rq_t r;
+  rq_init(&r, corr, mult, shift, zp, lo, hi);
+  rqs_t s;
+  rqs_init(&s, mult, shift, zp, lo, hi);
+  const __m512 vc = _mm512_set1_ps((float)corr);
+  for (int64_t j = 0; j < n; j += 16) {
+    const __mmask16 k = n - j >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - j)) - 1u);
+    const __m512 a = _mm512_maskz_loadu_ps(k, acc + j);
+    __m128i b;
+    if (!rqs16(&s, _mm512_add_ps(a, vc), &b)) b = rq16(&r, _mm512_cvttps_epi32(a));
+    _mm_mask_storeu_epi8(y + j, k, b);
+  }
+}
+
+/* d[j] = x[j] - zp as floats */
+void oa_q8_avx512_to_float(const int8_t *x, int64_t n, int32_t zp, float *d) {
+  const __m512i vz = _mm512_set1_epi32(zp);
+  for (int64_t j = 0; j < n; j += 16) {
+    const __mmask16 k = n - j >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - j)) - 1u);
+    const __m512i v = _mm512_sub_epi32(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(k, x + j)), vz);
+    _mm512_mask_storeu_ps(d + j, k, _mm512_cvtepi32_ps(v));
   }
 }
 
@@ -363,6 +415,7 @@ void oa_q8_avx512_wsum(int64_t rows, int64_t k, const int8_t *w, int64_t *sums) 
 const oa_q8_isa_t oa_q8_avx512_isa = {.name = "avx512", .mr = MR, .nr = 32, .kg = 2, .wide = 1,
                                       .gemm = q8_avx512_gemm_8x32, .gemm_rows = q8_avx512_gemm_rows_8x32,
                                       .requant = oa_q8_avx512_requant, .requant_small = oa_q8_avx512_requant_small,
+                                      .requant_f32 = oa_q8_avx512_requant_f32, .to_float = oa_q8_avx512_to_float,
                                       .dw = oa_q8_avx512_dw,
                                       .gemv = q8_avx512_gemv, .wsum = oa_q8_avx512_wsum, .add = oa_q8_avx512_add,
                                       .quantize = oa_q8_avx512_quantize, .dequantize = oa_q8_avx512_dequantize};
