@@ -21,7 +21,7 @@
 #include "kernels/opt/quant.h"
 
 enum { Q_ISA, Q_PATH, Q_THREADS, Q_DOT };
-enum { P_GEMM = 1, P_DW, P_GEMV, P_LGEMM, P_DWF };
+enum { P_GEMM = 1, P_DW, P_GEMV, P_LGEMM, P_DWF, P_DWP };
 
 /* depthwise in float (P_DWF): kernels of at most this many taps have exact float sums
  * (taps * 255 * 128 < 2^24) */
@@ -251,6 +251,17 @@ static void layout(const oa_q8_isa_t *isa, int32_t path, const q8_geo_t *q, int3
     slot = oa_cap_add(slot, up64(nr * 8));
     l->s_out = slot;
     slot = oa_cap_add(slot, up64(nc));
+  } else if (path == P_DWP) {
+    /* per slot: the phase planes (+ slack: grid columns past the last row read up to 64 floats
+     * on), the grid, the taps as floats; shared: the taps' offsets */
+    l->tasks = q->n * q->cin;
+    const int64_t hq = oa_cdiv(q->hp, q->sh), wq = oa_cdiv(q->wp, q->sw), taps = q->kh * q->kw;
+    l->off_koff = shared;
+    shared = oa_cap_add(shared, up64(oa_cap_mul(taps, 8)));
+    l->pad_w = oa_cap_add(oa_cap_mul(oa_cap_mul(q->sh * q->sw, hq), wq), wq + 128); /* floats */
+    l->s_acc = up64(oa_cap_mul(l->pad_w, 4));
+    l->s_wf = oa_cap_add(l->s_acc, up64(oa_cap_mul(oa_cap_add(oa_cap_mul(q->oh, wq), 64), 4)));
+    slot = oa_cap_add(l->s_wf, up64(oa_cap_mul(taps, 4)));
   } else if (path == P_DWF) {
     /* the float plane (x - zp, zero padding) as the float depthwise kernel wants it (opt/conv.c's
      * dw_pad_dims: every vector of a row reads inside it), its float output, converted in place
@@ -439,6 +450,26 @@ static void dwf_task(const q8_ctx_t *x, int64_t t, uint8_t *slot, int fresh) {
   finish_row(x, acc, n, c, x->y + t * n);
 }
 
+/* One depthwise plane through the ISA's plane kernel (P_DWP, oa_q8_dwp_t). */
+static void dwp_task(const q8_ctx_t *x, int64_t t, uint8_t *slot, int fresh) {
+  const q8_geo_t *q = &x->q;
+  const q8_layout_t *l = &x->l;
+  const int64_t c = t % q->cin, taps = q->kh * q->kw, mc = x->mone ? 0 : c;
+  float *work = (float *)(void *)slot, *wf = (float *)(void *)(slot + l->s_wf);
+  if (fresh) memset(work, 0, (size_t)l->pad_w * sizeof(float));
+  for (int64_t k = 0; k < taps; k++) wf[k] = (float)x->w[c * taps + k];
+  oa_q8_dwp_t p;
+  p.x = x->src + t * q->h * q->w;
+  p.h = q->h, p.w = q->w, p.ph = q->ph, p.pw = q->pw, p.sh = q->sh, p.sw = q->sw, p.oh = q->oh, p.ow = q->ow;
+  p.hq = oa_cdiv(q->hp, q->sh), p.wq = oa_cdiv(q->wp, q->sw);
+  p.zin = x->zin, p.taps = (int32_t)taps, p.poff = x->koff, p.wf = wf;
+  p.corr = x->corr[c], p.mult = x->mult[mc], p.shift = x->shift[mc], p.zp = x->zout, p.lo = x->lo, p.hi = x->hi;
+  p.small = (p.corr < 0 ? -p.corr : p.corr) < ((int64_t)1 << 22) - x->abound;
+  p.y = x->y + t * q->oh * q->ow;
+  p.work = work, p.grid_off = l->s_acc / 4;
+  x->isa->dwp(&p);
+}
+
 /* One block of Q8_GEMV_NB outputs of every row. */
 static void gemv_task(const q8_ctx_t *x, int64_t t, uint8_t *slot) {
   const q8_geo_t *q = &x->q;
@@ -483,7 +514,8 @@ static void slots_fn(void *ctx, int64_t s0, int64_t s1) {
   for (int64_t s = s0; s < s1; s++) {
     uint8_t *slot = x->slots + s * x->l.slot_bytes;
     for (int64_t t = s; t < x->l.tasks; t += x->l.slots) {
-      if (x->path == P_DWF) dwf_task(x, t, slot, t == s);
+      if (x->path == P_DWP) dwp_task(x, t, slot, t == s);
+      else if (x->path == P_DWF) dwf_task(x, t, slot, t == s);
       else if (x->path == P_DW) dw_task(x, t, slot);
       else if (x->path == P_GEMV) gemv_task(x, t, slot);
       else gemm_task(x, t, slot);
@@ -592,6 +624,8 @@ static oa_status_t oa_opt_conv2d_q8_prepare_isa(const oa_op_call_t *call, const 
   if (q.g == q.cin && q.g == q.cout) {
     const oa_opt_isa_t *f = oa_opt_isa(id);
     q.vw = f ? f->vw : 0;
+    if (isa->dwp && q.sh <= 2 && q.sw <= 2 && q.kh * q.kw <= OA_Q8_DWP_TAPS_MAX)
+      return finish_plan(plan, isa, P_DWP, &q, 0);
     return finish_plan(plan, isa, f && f->dw && q.kh * q.kw <= Q8_DWF_TAPS_MAX ? P_DWF : P_DW, &q, 0);
   }
   grid_geo(isa, P_GEMM, &q);
@@ -628,9 +662,18 @@ oa_status_t oa_opt_conv2d_q8_run(const oa_op_call_t *call, const oa_op_plan_t *p
   x.slots = s + x.l.off_slots;
   int64_t *corr = (int64_t *)(s + x.l.off_corr);
   const int8_t *in = (const int8_t *)call->inputs[0]->data;
-  if (x.path == P_DW || x.path == P_DWF) {
+  if (x.path == P_DW || x.path == P_DWF || x.path == P_DWP) {
     corrections(x.isa, q->cout, q->kh * q->kw, x.w, x.bias, 0, 0, corr); /* the plane holds x - zp */
     x.src = in;
+    if (x.path == P_DWP) { /* tap (i, j): phase plane (i dh % sh, j dw % sw), shifted (i dh / sh, j dw / sw) */
+      int64_t *poff = (int64_t *)(s + x.l.off_koff);
+      const int64_t hq = oa_cdiv(q->hp, q->sh), wq = oa_cdiv(q->wp, q->sw);
+      for (int64_t i = 0, t = 0; i < q->kh; i++)
+        for (int64_t j = 0; j < q->kw; j++, t++)
+          poff[t] = ((i * q->dh % q->sh) * q->sw + j * q->dw % q->sw) * hq * wq + (i * q->dh / q->sh) * wq +
+                    j * q->dw / q->sw;
+      x.koff = poff;
+    }
   } else {
     corrections(x.isa, q->cout, q->k, x.w, x.bias, x.zin, 1, corr);
     int64_t *koff = (int64_t *)(s + x.l.off_koff);
@@ -660,7 +703,7 @@ oa_status_t oa_opt_conv2d_q8_run(const oa_op_call_t *call, const oa_op_plan_t *p
     x.koff = koff;
   }
   /* |acc| <= K * 255 * 128: |x - zp| or x + 128 at most 255, |w| at most 128 */
-  x.abound = (x.path == P_DW || x.path == P_DWF ? q->kh * q->kw : q->k) * 255 * 128;
+  x.abound = (x.path == P_DW || x.path == P_DWF || x.path == P_DWP ? q->kh * q->kw : q->k) * 255 * 128;
   x.corr = corr;
   run_tasks(&x, env ? env->pool : NULL, s);
   return OA_OK;

@@ -49,6 +49,27 @@ typedef void (*oa_q8_requant_f32_fn)(const float *acc, int64_t n, int64_t corr, 
 /* d[j] = (float)(x[j] - zp), j < n */
 typedef void (*oa_q8_to_float_fn)(const int8_t *x, int64_t n, int32_t zp, float *d);
 
+/* One depthwise plane, int8 in and out (an ISA's whole-plane kernel). The padded input (zero
+ * points around it) is split into sh * sw phase planes of hq x wq floats, phase (a, b) holding
+ * x - input_zp at padded (y sh + a, x sw + b); output (oy, ox) is then a sum over taps of
+ * w[t] * phase(t)[oy * wq + ox + off(t)]: one contiguous run per tap over "grid" columns
+ * oy * wq + ox (ox >= ow computed and dropped). Float sums of at most OA_Q8_DWP_TAPS_MAX taps
+ * are exact integers. */
+#define OA_Q8_DWP_TAPS_MAX 512
+typedef struct oa_q8_dwp {
+  const int8_t *x;  /* input plane h x w */
+  int64_t h, w, ph, pw, sh, sw, oh, ow, hq, wq;
+  int32_t zin, taps;
+  const int64_t *poff; /* per tap: phase plane start + offset, in floats from `work` */
+  const float *wf;     /* per tap weight */
+  int64_t corr;
+  int32_t mult, shift, zp, lo, hi, small; /* small: |sum + corr| < 2^22 */
+  int8_t *y;           /* oh x ow */
+  float *work;         /* the phase planes (their padding zeroed by the caller once), then the grid */
+  int64_t grid_off;    /* floats from work to the grid's oh * wq + 64 floats */
+} oa_q8_dwp_t;
+typedef void (*oa_q8_dwp_fn)(const oa_q8_dwp_t *p);
+
 /* Depthwise: acc[o] = sum_{i<kh, j<kw} w[i * kw + j] * rows[i * dh * ld + o * sw + j * dw], o < n,
  * over a plane of (x - input_zp) values (padding 0) whose rows are ld elements apart. */
 typedef void (*oa_q8_dw_fn)(const int16_t *rows, int64_t ld, const int8_t *w, int64_t kh, int64_t kw, int64_t sw,
@@ -90,6 +111,7 @@ typedef struct oa_q8_isa {
   oa_q8_requant_fn requant_small; /* or NULL: for |acc[j] + corr| < 2^22 (the driver's bound) */
   oa_q8_requant_f32_fn requant_f32; /* or NULL: float sums (exact integers), |acc[j] + corr| < 2^22 */
   oa_q8_to_float_fn to_float;       /* or NULL */
+  oa_q8_dwp_fn dwp;                 /* or NULL: a depthwise plane (strides 1-2) */
   oa_q8_dw_fn dw;
   oa_q8_gemv_fn gemv;
   int32_t u8;           /* B and the GEMV's x are x ^ 0x80 (VNNI), the correction counts 128 more */
@@ -132,6 +154,7 @@ void oa_q8_avx512_requant_f32(const float *acc, int64_t n, int64_t corr, int32_t
                               int32_t lo, int32_t hi, int8_t *y);
 void oa_q8_avx512_to_float(const int8_t *x, int64_t n, int32_t zp, float *d);
 void oa_q8_avx512_wsum(int64_t rows, int64_t k, const int8_t *w, int64_t *sums);
+void oa_q8_avx512_dwp(const oa_q8_dwp_t *p);
 void oa_q8_avx2_add(const int8_t *a, const int8_t *b, int64_t n, const oa_q8_add_t *p, int8_t *y);
 void oa_q8_avx2_quantize(const float *x, int64_t n, float inv, float zp, float lo, float hi, void *y);
 void oa_q8_avx2_dequantize(const void *x, int64_t n, int32_t u8, int32_t zp, float scale, float *y);

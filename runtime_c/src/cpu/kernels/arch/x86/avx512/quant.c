@@ -242,6 +242,76 @@ void oa_q8_avx512_to_float(const int8_t *x, int64_t n, int32_t zp, float *d) {
   }
 }
 
+/* ---- depthwise plane (oa_q8_dwp_t) ------------------------------------------------------------ */
+
+/* phase row(s) of input row xr (w bytes): padded columns c + pw, c < w, go to phase (c + pw) % sw
+ * at column (c + pw) / sw; stride 2 splits even and odd bytes (sign-extended int16 pairs) */
+static void dwp_row(const oa_q8_dwp_t *p, const int8_t *xr, float *d0, float *d1) {
+  const __m512i vz = _mm512_set1_epi32(p->zin);
+  if (p->sw == 1) {
+    oa_q8_avx512_to_float(xr, p->w, p->zin, d0 + p->pw);
+    return;
+  }
+  /* phase b gets input columns 2 x + b - pw for x in [x0, x1) */
+  for (int b = 0; b < 2; b++) {
+    float *d = b ? d1 : d0;
+    const int64_t x0 = (p->pw - b + 1) / 2, x1 = (p->w + p->pw - b + 1) / 2;
+    const int8_t *src = xr + 2 * x0 + b - p->pw;
+    const int64_t n = x1 - x0, nb = 2 * n - 1; /* bytes read: src[0 .. 2 n - 2] */
+    for (int64_t j = 0; j < n; j += 16) {
+      const int64_t left = nb - 2 * j;
+      const __mmask32 m = left >= 32 ? 0xffffffffu : (__mmask32)((1u << left) - 1u);
+      const __m512i w16 = _mm512_cvtepi8_epi16(_mm256_maskz_loadu_epi8(m, src + 2 * j));
+      const __m512i ev = _mm512_srai_epi32(_mm512_slli_epi32(w16, 16), 16); /* even bytes, sign-extended */
+      const __mmask16 k = n - j >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - j)) - 1u);
+      _mm512_mask_storeu_ps(d + x0 + j, k, _mm512_cvtepi32_ps(_mm512_sub_epi32(ev, vz)));
+    }
+  }
+}
+
+void oa_q8_avx512_dwp(const oa_q8_dwp_t *p) {
+  const int64_t hw = p->hq * p->wq;
+  float *work = p->work, *grid = work + p->grid_off;
+  /* the input rows into the phase planes (the padding stays zero) */
+  for (int64_t r = 0; r < p->h; r++) {
+    const int64_t R = r + p->ph, a = R % p->sh, yq = R / p->sh;
+    float *d0 = work + (a * p->sw) * hw + yq * p->wq;
+    dwp_row(p, p->x + r * p->w, d0, d0 + hw);
+  }
+  /* grid columns, 64 at a time: 4 independent sums per tap */
+  const int64_t ncols = (p->oh - 1) * p->wq + p->ow;
+  for (int64_t o = 0; o < ncols; o += 64) {
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    for (int32_t t = 0; t < p->taps; t++) {
+      const float *s = work + p->poff[t] + o;
+      const __m512 wv = _mm512_set1_ps(p->wf[t]);
+      a0 = _mm512_fmadd_ps(wv, _mm512_loadu_ps(s), a0);
+      a1 = _mm512_fmadd_ps(wv, _mm512_loadu_ps(s + 16), a1);
+      a2 = _mm512_fmadd_ps(wv, _mm512_loadu_ps(s + 32), a2);
+      a3 = _mm512_fmadd_ps(wv, _mm512_loadu_ps(s + 48), a3);
+    }
+    _mm512_storeu_ps(grid + o, a0), _mm512_storeu_ps(grid + o + 16, a1);
+    _mm512_storeu_ps(grid + o + 32, a2), _mm512_storeu_ps(grid + o + 48, a3);
+  }
+  /* requantize the ow real columns of each grid row */
+  rq_t r;
+  rq_init(&r, p->corr, p->mult, p->shift, p->zp, p->lo, p->hi);
+  rqs_t sm;
+  rqs_init(&sm, p->mult, p->shift, p->zp, p->lo, p->hi);
+  const __m512 vc = _mm512_set1_ps((float)p->corr);
+  for (int64_t oy = 0; oy < p->oh; oy++) {
+    const float *g = grid + oy * p->wq;
+    int8_t *y = p->y + oy * p->ow;
+    for (int64_t ox = 0; ox < p->ow; ox += 16) {
+      const __mmask16 k = p->ow - ox >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (p->ow - ox)) - 1u);
+      const __m512 a = _mm512_maskz_loadu_ps(k, g + ox);
+      __m128i b;
+      if (!p->small || !rqs16(&sm, _mm512_add_ps(a, vc), &b)) b = rq16(&r, _mm512_cvttps_epi32(a));
+      _mm_mask_storeu_epi8(y + ox, k, b);
+    }
+  }
+}
+
 /* ---- depthwise -------------------------------------------------------------------------------- */
 
 /* Depthwise rows, 16 outputs per zmm: taps in pairs (j, j + 1) through vpmaddwd, as the AVX2
@@ -416,6 +486,7 @@ const oa_q8_isa_t oa_q8_avx512_isa = {.name = "avx512", .mr = MR, .nr = 32, .kg 
                                       .gemm = q8_avx512_gemm_8x32, .gemm_rows = q8_avx512_gemm_rows_8x32,
                                       .requant = oa_q8_avx512_requant, .requant_small = oa_q8_avx512_requant_small,
                                       .requant_f32 = oa_q8_avx512_requant_f32, .to_float = oa_q8_avx512_to_float,
+                                      .dwp = oa_q8_avx512_dwp,
                                       .dw = oa_q8_avx512_dw,
                                       .gemv = q8_avx512_gemv, .wsum = oa_q8_avx512_wsum, .add = oa_q8_avx512_add,
                                       .quantize = oa_q8_avx512_quantize, .dequantize = oa_q8_avx512_dequantize};
