@@ -252,15 +252,15 @@ static void layout(const oa_q8_isa_t *isa, int32_t path, const q8_geo_t *q, int3
     l->s_out = slot;
     slot = oa_cap_add(slot, up64(nc));
   } else if (path == P_DWP) {
-    /* per slot: the phase planes (+ slack: grid columns past the last row read up to 64 floats
+    /* per slot: the phase planes (+ slack: grid columns past the last row read up to 128 floats
      * on), the grid, the taps as floats; shared: the taps' offsets */
     l->tasks = q->n * q->cin;
     const int64_t hq = oa_cdiv(q->hp, q->sh), wq = oa_cdiv(q->wp, q->sw), taps = q->kh * q->kw;
     l->off_koff = shared;
     shared = oa_cap_add(shared, up64(oa_cap_mul(taps, 8)));
-    l->pad_w = oa_cap_add(oa_cap_mul(oa_cap_mul(q->sh * q->sw, hq), wq), wq + 128); /* floats */
+    l->pad_w = oa_cap_add(oa_cap_mul(oa_cap_mul(q->sh * q->sw, hq), wq), wq + 256); /* floats */
     l->s_acc = up64(oa_cap_mul(l->pad_w, 4));
-    l->s_wf = oa_cap_add(l->s_acc, up64(oa_cap_mul(oa_cap_add(oa_cap_mul(q->oh, wq), 64), 4)));
+    l->s_wf = oa_cap_add(l->s_acc, up64(oa_cap_mul(oa_cap_add(oa_cap_mul(q->oh, wq), 128), 4)));
     slot = oa_cap_add(l->s_wf, up64(oa_cap_mul(taps, 4)));
   } else if (path == P_DWF) {
     /* the float plane (x - zp, zero padding) as the float depthwise kernel wants it (opt/conv.c's

@@ -66,7 +66,7 @@ typedef struct oa_q8_dwp {
   int32_t mult, shift, zp, lo, hi, small; /* small: |sum + corr| < 2^22 */
   int8_t *y;           /* oh x ow */
   float *work;         /* the phase planes (their padding zeroed by the caller once), then the grid */
-  int64_t grid_off;    /* floats from work to the grid's oh * wq + 64 floats */
+  int64_t grid_off;    /* floats from work to the grid's oh * wq + 128 floats */
 } oa_q8_dwp_t;
 typedef void (*oa_q8_dwp_fn)(const oa_q8_dwp_t *p);
 

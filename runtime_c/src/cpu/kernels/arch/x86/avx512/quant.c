@@ -252,10 +252,27 @@ static void dwp_row(const oa_q8_dwp_t *p, const int8_t *xr, float *d0, float *d1
     oa_q8_avx512_to_float(xr, p->w, p->zin, d0 + p->pw);
     return;
   }
-  /* phase b gets input columns 2 x + b - pw for x in [x0, x1) */
+  /* both phases from 64 bytes at a time when the rows line up (pw even: even bytes to phase 0) */
+  int64_t done = 0;
+  if (p->pw % 2 == 0) {
+    const int64_t x0 = p->pw / 2;
+    for (; done + 64 <= p->w; done += 64) {
+      const __m512i v = _mm512_loadu_si512((const void *)(xr + done));
+      const __m256i ev = _mm512_cvtepi16_epi8(v), od = _mm512_cvtepi16_epi8(_mm512_srai_epi16(v, 8));
+      float *e = d0 + x0 + done / 2, *o = d1 + x0 + done / 2;
+      _mm512_storeu_ps(e, _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_cvtepi8_epi32(_mm256_castsi256_si128(ev)), vz)));
+      _mm512_storeu_ps(e + 16, _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_cvtepi8_epi32(_mm256_extracti128_si256(ev, 1)), vz)));
+      _mm512_storeu_ps(o, _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_cvtepi8_epi32(_mm256_castsi256_si128(od)), vz)));
+      _mm512_storeu_ps(o + 16, _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_cvtepi8_epi32(_mm256_extracti128_si256(od, 1)), vz)));
+    }
+    if (done == p->w) return;
+  }
+  /* phase b gets input columns 2 x + b - pw for x in [x0, x1) (from column `done` on) */
+  xr += done, d0 += done / 2, d1 += done / 2;
+  const int64_t wr = p->w - done;
   for (int b = 0; b < 2; b++) {
     float *d = b ? d1 : d0;
-    const int64_t x0 = (p->pw - b + 1) / 2, x1 = (p->w + p->pw - b + 1) / 2;
+    const int64_t x0 = (p->pw - b + 1) / 2, x1 = (wr + p->pw - b + 1) / 2;
     const int8_t *src = xr + 2 * x0 + b - p->pw;
     const int64_t n = x1 - x0, nb = 2 * n - 1; /* bytes read: src[0 .. 2 n - 2] */
     for (int64_t j = 0; j < n; j += 16) {
@@ -278,9 +295,29 @@ void oa_q8_avx512_dwp(const oa_q8_dwp_t *p) {
     float *d0 = work + (a * p->sw) * hw + yq * p->wq;
     dwp_row(p, p->x + r * p->w, d0, d0 + hw);
   }
-  /* grid columns, 64 at a time: 4 independent sums per tap */
+  /* grid columns, 128 at a time: 8 independent sums per tap (FMA latency x throughput) */
   const int64_t ncols = (p->oh - 1) * p->wq + p->ow;
-  for (int64_t o = 0; o < ncols; o += 64) {
+  int64_t o = 0;
+  for (; o + 64 < ncols; o += 128) {
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
+    for (int32_t t = 0; t < p->taps; t++) {
+      const float *s = work + p->poff[t] + o;
+      const __m512 wv = _mm512_set1_ps(p->wf[t]);
+      a0 = _mm512_fmadd_ps(wv, _mm512_loadu_ps(s), a0);
+      a1 = _mm512_fmadd_ps(wv, _mm512_loadu_ps(s + 16), a1);
+      a2 = _mm512_fmadd_ps(wv, _mm512_loadu_ps(s + 32), a2);
+      a3 = _mm512_fmadd_ps(wv, _mm512_loadu_ps(s + 48), a3);
+      a4 = _mm512_fmadd_ps(wv, _mm512_loadu_ps(s + 64), a4);
+      a5 = _mm512_fmadd_ps(wv, _mm512_loadu_ps(s + 80), a5);
+      a6 = _mm512_fmadd_ps(wv, _mm512_loadu_ps(s + 96), a6);
+      a7 = _mm512_fmadd_ps(wv, _mm512_loadu_ps(s + 112), a7);
+    }
+    float *g = grid + o;
+    _mm512_storeu_ps(g, a0), _mm512_storeu_ps(g + 16, a1), _mm512_storeu_ps(g + 32, a2);
+    _mm512_storeu_ps(g + 48, a3), _mm512_storeu_ps(g + 64, a4), _mm512_storeu_ps(g + 80, a5);
+    _mm512_storeu_ps(g + 96, a6), _mm512_storeu_ps(g + 112, a7);
+  }
+  if (o < ncols) { /* the last 64 or fewer */
     __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
     for (int32_t t = 0; t < p->taps; t++) {
       const float *s = work + p->poff[t] + o;
@@ -290,8 +327,8 @@ void oa_q8_avx512_dwp(const oa_q8_dwp_t *p) {
       a2 = _mm512_fmadd_ps(wv, _mm512_loadu_ps(s + 32), a2);
       a3 = _mm512_fmadd_ps(wv, _mm512_loadu_ps(s + 48), a3);
     }
-    _mm512_storeu_ps(grid + o, a0), _mm512_storeu_ps(grid + o + 16, a1);
-    _mm512_storeu_ps(grid + o + 32, a2), _mm512_storeu_ps(grid + o + 48, a3);
+    float *g = grid + o;
+    _mm512_storeu_ps(g, a0), _mm512_storeu_ps(g + 16, a1), _mm512_storeu_ps(g + 32, a2), _mm512_storeu_ps(g + 48, a3);
   }
   /* requantize the ow real columns of each grid row */
   rq_t r;
