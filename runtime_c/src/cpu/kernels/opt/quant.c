@@ -302,7 +302,8 @@ typedef struct q8_ctx {
   const int8_t *w;
   const int64_t *corr, *koff;
   uint8_t *apack;
-  const void *xg; /* the GEMV's x: int16 x - zp, or uint8 x ^ 0x80 (u8 tables) */
+  const void *xg;     /* the GEMV's x: int16 x - zp, or uint8 x ^ 0x80 (gemv_u8) */
+  oa_q8_gemv_fn gemv; /* the GEMV of this call */
   const int32_t *bias, *mult, *shift;
   int32_t mone, zin, zout, lo, hi;
   int8_t *y;
@@ -475,7 +476,13 @@ static void gemv_task(const q8_ctx_t *x, int64_t t, uint8_t *slot) {
   const q8_geo_t *q = &x->q;
   const int64_t n0 = t * Q8_GEMV_NB, nb = oa_min64(Q8_GEMV_NB, q->rows - n0);
   int32_t *acc = (int32_t *)slot;
-  x->isa->gemv(q->cols, nb, q->k, x->xg, x->w + n0 * q->k, acc);
+  x->gemv(q->cols, nb, q->k, x->xg, x->w + n0 * q->k, acc);
+  if (x->isa->requant_pc && !x->mone) { /* per-channel multipliers and shifts: one vector per 8 outputs */
+    for (int64_t i = 0; i < q->cols; i++)
+      x->isa->requant_pc(acc + i * nb, nb, x->corr + n0, x->mult + n0, x->shift + n0, x->zout, x->lo, x->hi,
+                         x->y + i * q->rows + n0);
+    return;
+  }
   for (int64_t i = 0; i < q->cols; i++)
     for (int64_t j = 0; j < nb; j++) {
       const int64_t c = n0 + j, mc = x->mone ? 0 : c;
@@ -745,16 +752,18 @@ oa_status_t oa_opt_linear_q8_run(const oa_op_call_t *call, const oa_op_plan_t *p
   x.slots = s + x.l.off_slots;
   x.src = (const int8_t *)call->inputs[0]->data;
   int64_t *corr = (int64_t *)(s + x.l.off_corr);
-  if (x.path == P_GEMV && x.isa->u8) { /* x ^ 0x80 = x + 128 as uint8 */
-    corrections(x.isa, q->rows, q->k, x.w, x.bias, x.zin, 1, corr);
+  if (x.path == P_GEMV && x.isa->gemv_u8 && x.zin == -128) { /* x ^ 0x80 = x - zp: no correction */
+    corrections(x.isa, q->rows, q->k, x.w, x.bias, 0, 0, corr);
     uint8_t *xu = (uint8_t *)(s + x.l.off_koff);
     for (int64_t i = 0; i < q->cols * q->k; i++) xu[i] = (uint8_t)((uint8_t)x.src[i] ^ 0x80u);
     x.xg = xu;
+    x.gemv = x.isa->gemv_u8;
   } else if (x.path == P_GEMV) {
     corrections(x.isa, q->rows, q->k, x.w, x.bias, 0, 0, corr); /* x16 holds x - zp */
     int16_t *x16 = (int16_t *)(s + x.l.off_koff);
     for (int64_t i = 0; i < q->cols * q->k; i++) x16[i] = (int16_t)(x.src[i] - x.zin);
     x.xg = x16;
+    x.gemv = x.isa->gemv;
   } else {
     corrections(x.isa, q->rows, q->k, x.w, x.bias, x.zin, 1, corr);
   }

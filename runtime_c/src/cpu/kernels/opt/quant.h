@@ -15,7 +15,7 @@
  * [kp / kg][NR][kg], of int16 (wide) or int8 elements.
  *
  * x86 VNNI (vpdpbusd: unsigned bytes times signed bytes) takes the activations as unsigned bytes
- * x + 128 (x ^ 0x80; the table's `u8`): B panels and the GEMV's x hold x ^ 0x80 (padding past K
+ * x + 128 (x ^ 0x80; the table's `u8`): B panels hold x ^ 0x80 (padding past K
  * still 0), so every sum gains 128 * sum_k W[c][k], which the driver folds into the correction:
  * corr[c] = bias[c] - (input_zp + 128) * sum_k W[c][k]. |w| * 255 <= 2^15, K <= 65536: still exact. */
 #ifndef OA_KERNELS_OPT_QUANT_H
@@ -42,6 +42,10 @@ typedef void (*oa_q8_gemm_rows_fn)(int64_t k, const int8_t *w, int64_t ldw, int3
 /* y[j] = q8_requant(corr + acc[j], mult, shift, zp, lo, hi) for j < n (one output row) */
 typedef void (*oa_q8_requant_fn)(const int32_t *acc, int64_t n, int64_t corr, int32_t mult, int32_t shift,
                                  int32_t zp, int32_t lo, int32_t hi, int8_t *y);
+
+/* y[j] = q8_requant(corr[j] + acc[j], mult[j], shift[j], zp, lo, hi): per-channel values (the GEMV) */
+typedef void (*oa_q8_requant_pc_fn)(const int32_t *acc, int64_t n, const int64_t *corr, const int32_t *mult,
+                                    const int32_t *shift, int32_t zp, int32_t lo, int32_t hi, int8_t *y);
 
 /* The same from float sums that are exact integers (the float depthwise path) */
 typedef void (*oa_q8_requant_f32_fn)(const float *acc, int64_t n, int64_t corr, int32_t mult, int32_t shift,
@@ -76,7 +80,8 @@ typedef void (*oa_q8_dw_fn)(const int16_t *rows, int64_t ld, const int8_t *w, in
                             int64_t dh, int64_t dw, int64_t n, int32_t *acc);
 
 /* GEMV for a few rows: acc[i * n + j] = sum_k w[j * k + q] * x[i * k + q], x = (input - input_zp)
- * as int16 (|product| <= 255 * 128), or input ^ 0x80 as uint8 (u8 tables), W [n][k] int8 in place. */
+ * as int16 (|product| <= 255 * 128), W [n][k] int8 in place (every table, VNNI ones too: x ^ 0x80
+ * would need sum_k W per run, a second pass over W when M is 1). */
 typedef void (*oa_q8_gemv_fn)(int64_t m, int64_t n, int64_t k, const void *x, const int8_t *w, int32_t *acc);
 
 /* Pack one B panel (the driver's layout above, u8 tables: x ^ 0x80, padding 0): value(q, j) =
@@ -108,13 +113,15 @@ typedef struct oa_q8_isa {
   oa_q8_gemm_fn gemm;
   oa_q8_gemm_rows_fn gemm_rows; /* or NULL: A is packed once per run for `gemm` */
   oa_q8_requant_fn requant;
+  oa_q8_requant_pc_fn requant_pc;  /* or NULL */
   oa_q8_requant_fn requant_small; /* or NULL: for |acc[j] + corr| < 2^22 (the driver's bound) */
   oa_q8_requant_f32_fn requant_f32; /* or NULL: float sums (exact integers), |acc[j] + corr| < 2^22 */
   oa_q8_to_float_fn to_float;       /* or NULL */
   oa_q8_dwp_fn dwp;                 /* or NULL: a depthwise plane (strides 1-2) */
   oa_q8_dw_fn dw;
   oa_q8_gemv_fn gemv;
-  int32_t u8;           /* B and the GEMV's x are x ^ 0x80 (VNNI), the correction counts 128 more */
+  oa_q8_gemv_fn gemv_u8; /* or NULL: x as uint8 x ^ 0x80, used when input_zp is -128 (= x - zp) */
+  int32_t u8;           /* B is x ^ 0x80 (VNNI), the GEMM's correction counts 128 more */
   oa_q8_pack_fn pack;   /* or NULL: the driver's portable packing */
   oa_q8_wsum_fn wsum;   /* or NULL: the driver's loop */
   const char *variant;  /* the plan's kernel name when it differs from the ISA's (VNNI), or NULL */
@@ -140,6 +147,8 @@ void oa_q8_portable_dequantize(const void *x, int64_t n, int32_t u8, int32_t zp,
 
 /* x86 instances the VNNI tables share with the plain ones (arch/x86/avx2/quant.c,
  * arch/x86/avx512/quant.c; AVX-512 instances only run where env->isas has OA_CPU_ISA_AVX512). */
+void oa_q8_avx2_gemv(int64_t m, int64_t n, int64_t k, const void *x, const int8_t *w, int32_t *acc);
+void oa_q8_avx512_gemv(int64_t m, int64_t n, int64_t k, const void *x, const int8_t *w, int32_t *acc);
 void oa_q8_avx2_requant(const int32_t *acc, int64_t n, int64_t corr, int32_t mult, int32_t shift, int32_t zp,
                         int32_t lo, int32_t hi, int8_t *y);
 void oa_q8_avx2_dw(const int16_t *rows, int64_t ld, const int8_t *w, int64_t kh, int64_t kw, int64_t sw,
@@ -154,6 +163,8 @@ void oa_q8_avx512_requant_f32(const float *acc, int64_t n, int64_t corr, int32_t
                               int32_t lo, int32_t hi, int8_t *y);
 void oa_q8_avx512_to_float(const int8_t *x, int64_t n, int32_t zp, float *d);
 void oa_q8_avx512_wsum(int64_t rows, int64_t k, const int8_t *w, int64_t *sums);
+void oa_q8_avx512_requant_pc(const int32_t *acc, int64_t n, const int64_t *corr, const int32_t *mult,
+                             const int32_t *shift, int32_t zp, int32_t lo, int32_t hi, int8_t *y);
 void oa_q8_avx512_dwp(const oa_q8_dwp_t *p);
 void oa_q8_avx2_add(const int8_t *a, const int8_t *b, int64_t n, const oa_q8_add_t *p, int8_t *y);
 void oa_q8_avx2_quantize(const float *x, int64_t n, float inv, float zp, float lo, float hi, void *y);

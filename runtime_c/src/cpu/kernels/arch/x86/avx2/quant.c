@@ -277,7 +277,7 @@ static inline int32_t hsum(__m256i v) {
 }
 
 /* 4 W rows at a time against one x row; (x - zp) * w <= 255 * 128: madd pairs exact */
-static void q8_avx2_gemv(int64_t m, int64_t n, int64_t k, const void *x_, const int8_t *w, int32_t *acc) {
+void oa_q8_avx2_gemv(int64_t m, int64_t n, int64_t k, const void *x_, const int8_t *w, int32_t *acc) {
   const int16_t *x = (const int16_t *)x_;
   const int64_t k16 = k / 16 * 16;
   for (int64_t i = 0; i < m; i++) {
@@ -312,5 +312,5 @@ static void q8_avx2_gemv(int64_t m, int64_t n, int64_t k, const void *x_, const 
 
 const oa_q8_isa_t oa_q8_avx2_isa = {.name = "avx2", .mr = 6, .nr = 16, .kg = 2, .wide = 1, .gemm = q8_avx2_gemm_6x16,
                                     .gemm_rows = q8_avx2_gemm_rows_6x16, .requant = oa_q8_avx2_requant,
-                                    .dw = oa_q8_avx2_dw, .gemv = q8_avx2_gemv, .add = oa_q8_avx2_add,
+                                    .dw = oa_q8_avx2_dw, .gemv = oa_q8_avx2_gemv, .add = oa_q8_avx2_add,
                                     .quantize = oa_q8_avx2_quantize, .dequantize = oa_q8_avx2_dequantize};

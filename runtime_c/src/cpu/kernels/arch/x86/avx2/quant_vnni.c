@@ -148,7 +148,8 @@ static void q8_avxvnni_pack(const int8_t *src, const int64_t *koff, int64_t k, i
 
 /* ---- GEMV and weight sums --------------------------------------------------------------------- */
 
-/* x ^ 0x80 as uint8 [m][k]; 4 W rows at a time, 32 k per step, the last k one by one */
+/* x ^ 0x80 as uint8 [m][k] (input_zp -128: x - zp, no correction); 4 W rows at a time, 32 k per
+ * step, the last k one by one */
 static void q8_avxvnni_gemv(int64_t m, int64_t n, int64_t k, const void *x_, const int8_t *w, int32_t *acc) {
   const uint8_t *x = (const uint8_t *)x_;
   const int64_t k32 = k / 32 * 32;
@@ -182,6 +183,7 @@ static void q8_avxvnni_gemv(int64_t m, int64_t n, int64_t k, const void *x_, con
   }
 }
 
+
 /* sums of W rows through vpsadbw on w ^ 0x80: sum(w) = sum(w ^ 0x80) - 128 * 32 per vector */
 static void q8_avxvnni_wsum(int64_t rows, int64_t k, const int8_t *w, int64_t *sums) {
   const __m256i flip = _mm256_set1_epi8((char)0x80), zero = _mm256_setzero_si256();
@@ -202,7 +204,7 @@ static void q8_avxvnni_wsum(int64_t rows, int64_t k, const int8_t *w, int64_t *s
 const oa_q8_isa_t oa_q8_avx_vnni_isa = {.name = "avx_vnni", .mr = MR, .nr = NR, .kg = 4, .wide = 0,
                                         .gemm = q8_avxvnni_gemm, .gemm_rows = q8_avxvnni_gemm_rows,
                                         .requant = oa_q8_avx2_requant, .dw = oa_q8_avx2_dw,
-                                        .gemv = q8_avxvnni_gemv, .u8 = 1, .pack = q8_avxvnni_pack,
+                                        .gemv = oa_q8_avx2_gemv, .gemv_u8 = q8_avxvnni_gemv, .u8 = 1, .pack = q8_avxvnni_pack,
                                         .wsum = q8_avxvnni_wsum, .variant = "avx_vnni", .add = oa_q8_avx2_add,
                                         .quantize = oa_q8_avx2_quantize, .dequantize = oa_q8_avx2_dequantize};
 #else

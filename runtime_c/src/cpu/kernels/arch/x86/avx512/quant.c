@@ -161,6 +161,30 @@ void oa_q8_avx512_requant(const int32_t *acc, int64_t n, int64_t corr, int32_t m
   }
 }
 
+/* Per-channel values, 8 outputs per vector: the exact path with per-lane multiplier and shift
+ * (bias 2^(n-1) - 1 and the parity bit per lane; shift 0 lanes keep the product) */
+void oa_q8_avx512_requant_pc(const int32_t *acc, int64_t n, const int64_t *corr, const int32_t *mult,
+                             const int32_t *shift, int32_t zp, int32_t lo, int32_t hi, int8_t *y) {
+  const __m512i i32lo = _mm512_set1_epi64(INT32_MIN), i32hi = _mm512_set1_epi64(INT32_MAX), one = _mm512_set1_epi64(1);
+  const __m512i rlo = _mm512_set1_epi64((int64_t)lo - zp), rhi = _mm512_set1_epi64((int64_t)hi - zp);
+  const __m512i vzp = _mm512_set1_epi64(zp), zero = _mm512_setzero_si512();
+  for (int64_t j = 0; j < n; j += 8) {
+    const __mmask8 k = n - j >= 8 ? (__mmask8)0xff : (__mmask8)((1u << (n - j)) - 1u);
+    __m512i v = _mm512_add_epi64(_mm512_cvtepi32_epi64(_mm256_maskz_loadu_epi32(k, acc + j)),
+                                 _mm512_maskz_loadu_epi64(k, corr + j));
+    v = _mm512_min_epi64(_mm512_max_epi64(v, i32lo), i32hi);
+    const __m512i m = _mm512_cvtepi32_epi64(_mm256_maskz_loadu_epi32(k, mult + j));
+    const __m512i sh = _mm512_cvtepi32_epi64(_mm256_maskz_loadu_epi32(k, shift + j));
+    __m512i p = _mm512_mul_epi32(v, m);
+    const __mmask8 rnd = _mm512_cmpneq_epi64_mask(sh, zero);
+    const __m512i bias = _mm512_sub_epi64(_mm512_sllv_epi64(one, _mm512_sub_epi64(sh, one)), one);
+    const __m512i odd = _mm512_and_si512(_mm512_srav_epi64(p, sh), one);
+    p = _mm512_mask_srav_epi64(p, rnd, _mm512_add_epi64(_mm512_add_epi64(p, bias), odd), sh);
+    p = _mm512_min_epi64(_mm512_max_epi64(p, rlo), rhi);
+    _mm_mask_storeu_epi8(y + j, k, _mm512_cvtepi64_epi8(_mm512_add_epi64(p, vzp)));
+  }
+}
+
 /* Requantization of sums known to be small: |acc[j] + corr| < 2^22 (the caller's bound), so
  * v = acc + corr is exact in float32. x = float(v) * float(mult / 2^shift) is within a relative
  * 2^-22.9 of the exact v * mult / 2^shift, i.e. within 2^-12.9 when |x| <= 2^10; round(x) is then
@@ -411,7 +435,7 @@ static inline __m512i dot32(const int8_t *w, const int16_t *x) {
   return _mm512_madd_epi16(wv, _mm512_loadu_si512((const void *)x));
 }
 
-static void q8_avx512_gemv(int64_t m, int64_t n, int64_t k, const void *x_, const int8_t *w, int32_t *acc) {
+void oa_q8_avx512_gemv(int64_t m, int64_t n, int64_t k, const void *x_, const int8_t *w, int32_t *acc) {
   const int16_t *x = (const int16_t *)x_;
   const int64_t k32 = k / 32 * 32;
   for (int64_t i = 0; i < m; i++) {
@@ -522,10 +546,11 @@ void oa_q8_avx512_wsum(int64_t rows, int64_t k, const int8_t *w, int64_t *sums) 
 const oa_q8_isa_t oa_q8_avx512_isa = {.name = "avx512", .mr = MR, .nr = 32, .kg = 2, .wide = 1,
                                       .gemm = q8_avx512_gemm_8x32, .gemm_rows = q8_avx512_gemm_rows_8x32,
                                       .requant = oa_q8_avx512_requant, .requant_small = oa_q8_avx512_requant_small,
+                                      .requant_pc = oa_q8_avx512_requant_pc,
                                       .requant_f32 = oa_q8_avx512_requant_f32, .to_float = oa_q8_avx512_to_float,
                                       .dwp = oa_q8_avx512_dwp,
                                       .dw = oa_q8_avx512_dw,
-                                      .gemv = q8_avx512_gemv, .wsum = oa_q8_avx512_wsum, .add = oa_q8_avx512_add,
+                                      .gemv = oa_q8_avx512_gemv, .wsum = oa_q8_avx512_wsum, .add = oa_q8_avx512_add,
                                       .quantize = oa_q8_avx512_quantize, .dequantize = oa_q8_avx512_dequantize};
 #else
 typedef int oa_q8_avx512_unused_t; /* not an AVX-512 build of this file */

@@ -259,8 +259,9 @@ static void q8_vnni_pack(const int8_t *src, const int64_t *koff, int64_t k, int6
 
 /* ---- GEMV ------------------------------------------------------------------------------------- */
 
-/* x ^ 0x80 as uint8 [m][k]; 4 W rows at a time, 64 k per step, the last step masked (masked-off
- * bytes load 0 on both sides) */
+/* x ^ 0x80 as uint8 [m][k] (the driver's choice when input_zp is -128: x ^ 0x80 is then x - zp
+ * and no correction is needed); 4 W rows at a time, 64 k per step, the last step masked
+ * (masked-off bytes load 0 on both sides) */
 static void q8_vnni_gemv(int64_t m, int64_t n, int64_t k, const void *x_, const int8_t *w, int32_t *acc) {
   const uint8_t *x = (const uint8_t *)x_;
   const int64_t k64 = k / 64 * 64;
@@ -300,14 +301,16 @@ static void q8_vnni_gemv(int64_t m, int64_t n, int64_t k, const void *x_, const 
   }
 }
 
+
 const oa_q8_isa_t oa_q8_avx512_vnni_isa = {.name = "avx512_vnni", .mr = Q8V_MR, .nr = Q8V_NR, .kg = 4, .wide = 0,
                                            .gemm = q8_vnni_gemm, .gemm_rows = q8_vnni_gemm_rows,
                                            .requant = oa_q8_avx512_requant,
                                            .requant_small = oa_q8_avx512_requant_small,
+                                           .requant_pc = oa_q8_avx512_requant_pc,
                                            .requant_f32 = oa_q8_avx512_requant_f32,
                                            .to_float = oa_q8_avx512_to_float, .dwp = oa_q8_avx512_dwp,
                                            .dw = oa_q8_avx512_dw,
-                                           .gemv = q8_vnni_gemv, .u8 = 1, .pack = q8_vnni_pack,
+                                           .gemv = oa_q8_avx512_gemv, .gemv_u8 = q8_vnni_gemv, .u8 = 1, .pack = q8_vnni_pack,
                                            .wsum = oa_q8_avx512_wsum, .variant = "avx512_vnni",
                                            .add = oa_q8_avx512_add, .quantize = oa_q8_avx512_quantize,
                                            .dequantize = oa_q8_avx512_dequantize};
