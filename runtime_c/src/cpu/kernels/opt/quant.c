@@ -309,13 +309,11 @@ typedef struct q8_ctx {
   int8_t *y;
   uint8_t *slots;
   oa_dw_fn fdw; /* P_DWF: the ISA's float depthwise plane */
-  int64_t abound; /* |acc| <= abound for every sum the kernels produce */
 } q8_ctx_t;
 
 static inline void finish_row(const q8_ctx_t *x, const int32_t *acc, int64_t n, int64_t c, int8_t *y) {
-  const int64_t mc = x->mone ? 0 : c, corr = x->corr[c];
-  const int small = x->isa->requant_small && (corr < 0 ? -corr : corr) < ((int64_t)1 << 22) - x->abound;
-  (small ? x->isa->requant_small : x->isa->requant)(acc, n, corr, x->mult[mc], x->shift[mc], x->zout, x->lo, x->hi, y);
+  const int64_t mc = x->mone ? 0 : c;
+  x->isa->requant(acc, n, x->corr[c], x->mult[mc], x->shift[mc], x->zout, x->lo, x->hi, y);
 }
 
 /* One GEMM task: column block cb x row block rb of image b, group g. The block's panels are
@@ -442,7 +440,7 @@ static void dwf_task(const q8_ctx_t *x, int64_t t, uint8_t *slot, int fresh) {
   p.oh = q->oh, p.ow = q->ow, p.out = out;
   x->fdw(&p);
   const int64_t mc = x->mone ? 0 : c, corr = x->corr[c];
-  if (x->isa->requant_f32 && (corr < 0 ? -corr : corr) < ((int64_t)1 << 22) - x->abound) {
+  if (x->isa->requant_f32) {
     x->isa->requant_f32(out, n, corr, x->mult[mc], x->shift[mc], x->zout, x->lo, x->hi, x->y + t * n);
     return;
   }
@@ -465,7 +463,6 @@ static void dwp_task(const q8_ctx_t *x, int64_t t, uint8_t *slot, int fresh) {
   p.hq = oa_cdiv(q->hp, q->sh), p.wq = oa_cdiv(q->wp, q->sw);
   p.zin = x->zin, p.taps = (int32_t)taps, p.poff = x->koff, p.wf = wf;
   p.corr = x->corr[c], p.mult = x->mult[mc], p.shift = x->shift[mc], p.zp = x->zout, p.lo = x->lo, p.hi = x->hi;
-  p.small = (p.corr < 0 ? -p.corr : p.corr) < ((int64_t)1 << 22) - x->abound;
   p.y = x->y + t * q->oh * q->ow;
   p.work = work, p.grid_off = l->s_acc / 4;
   x->isa->dwp(&p);
@@ -709,8 +706,6 @@ oa_status_t oa_opt_conv2d_q8_run(const oa_op_call_t *call, const oa_op_plan_t *p
         }
     x.koff = koff;
   }
-  /* |acc| <= K * 255 * 128: |x - zp| or x + 128 at most 255, |w| at most 128 */
-  x.abound = (x.path == P_DW || x.path == P_DWF || x.path == P_DWP ? q->kh * q->kw : q->k) * 255 * 128;
   x.corr = corr;
   run_tasks(&x, env ? env->pool : NULL, s);
   return OA_OK;
@@ -767,7 +762,6 @@ oa_status_t oa_opt_linear_q8_run(const oa_op_call_t *call, const oa_op_plan_t *p
   } else {
     corrections(x.isa, q->rows, q->k, x.w, x.bias, x.zin, 1, corr);
   }
-  x.abound = q->k * 255 * 128;
   x.corr = corr;
   run_tasks(&x, env ? env->pool : NULL, s);
   return OA_OK;

@@ -67,7 +67,7 @@ typedef struct oa_q8_dwp {
   const int64_t *poff; /* per tap: phase plane start + offset, in floats from `work` */
   const float *wf;     /* per tap weight */
   int64_t corr;
-  int32_t mult, shift, zp, lo, hi, small; /* small: |sum + corr| < 2^22 */
+  int32_t mult, shift, zp, lo, hi;
   int8_t *y;           /* oh x ow */
   float *work;         /* the phase planes (their padding zeroed by the caller once), then the grid */
   int64_t grid_off;    /* floats from work to the grid's oh * wq + 128 floats */
@@ -114,8 +114,7 @@ typedef struct oa_q8_isa {
   oa_q8_gemm_rows_fn gemm_rows; /* or NULL: A is packed once per run for `gemm` */
   oa_q8_requant_fn requant;
   oa_q8_requant_pc_fn requant_pc;  /* or NULL */
-  oa_q8_requant_fn requant_small; /* or NULL: for |acc[j] + corr| < 2^22 (the driver's bound) */
-  oa_q8_requant_f32_fn requant_f32; /* or NULL: float sums (exact integers), |acc[j] + corr| < 2^22 */
+  oa_q8_requant_f32_fn requant_f32; /* or NULL: float sums (exact integers below 2^24) */
   oa_q8_to_float_fn to_float;       /* or NULL */
   oa_q8_dwp_fn dwp;                 /* or NULL: a depthwise plane (strides 1-2) */
   oa_q8_dw_fn dw;
@@ -157,8 +156,6 @@ void oa_q8_avx512_requant(const int32_t *acc, int64_t n, int64_t corr, int32_t m
                           int32_t lo, int32_t hi, int8_t *y);
 void oa_q8_avx512_dw(const int16_t *rows, int64_t ld, const int8_t *w, int64_t kh, int64_t kw, int64_t sw,
                      int64_t dh, int64_t dw, int64_t n, int32_t *acc);
-void oa_q8_avx512_requant_small(const int32_t *acc, int64_t n, int64_t corr, int32_t mult, int32_t shift, int32_t zp,
-                                int32_t lo, int32_t hi, int8_t *y);
 void oa_q8_avx512_requant_f32(const float *acc, int64_t n, int64_t corr, int32_t mult, int32_t shift, int32_t zp,
                               int32_t lo, int32_t hi, int8_t *y);
 void oa_q8_avx512_to_float(const int8_t *x, int64_t n, int32_t zp, float *d);

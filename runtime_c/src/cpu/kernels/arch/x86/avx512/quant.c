@@ -149,17 +149,6 @@ static void rq_init(rq_t *r, int64_t corr, int32_t mult, int32_t shift, int32_t 
   r->bias = _mm512_set1_epi64(shift ? ((int64_t)1 << (shift - 1)) - 1 : 0);
 }
 
-void oa_q8_avx512_requant(const int32_t *acc, int64_t n, int64_t corr, int32_t mult, int32_t shift, int32_t zp,
-                          int32_t lo, int32_t hi, int8_t *y) {
-  rq_t r;
-  rq_init(&r, corr, mult, shift, zp, lo, hi);
-  int64_t j = 0;
-  for (; j + 16 <= n; j += 16) _mm_storeu_si128((__m128i *)(y + j), rq16(&r, _mm512_loadu_si512((const void *)(acc + j))));
-  if (j < n) {
-    const __mmask16 m = (__mmask16)((1u << (n - j)) - 1u);
-    _mm_mask_storeu_epi8(y + j, m, rq16(&r, _mm512_maskz_loadu_epi32(m, acc + j)));
-  }
-}
 
 /* Per-channel values, 8 outputs per vector: the exact path with per-lane multiplier and shift
  * (bias 2^(n-1) - 1 and the parity bit per lane; shift 0 lanes keep the product) */
@@ -185,8 +174,8 @@ void oa_q8_avx512_requant_pc(const int32_t *acc, int64_t n, const int64_t *corr,
   }
 }
 
-/* Requantization of sums known to be small: |acc[j] + corr| < 2^22 (the caller's bound), so
- * v = acc + corr is exact in float32. x = float(v) * float(mult / 2^shift) is within a relative
+/* The float path of the requantization, for vectors whose sums v = acc + corr are below 2^22 in
+ * magnitude (checked per vector; the others take rq16), so v is exact in float32. x = float(v) * float(mult / 2^shift) is within a relative
  * 2^-22.9 of the exact v * mult / 2^shift, i.e. within 2^-12.9 when |x| <= 2^10; round(x) is then
  * the exact rule's rounding unless x lies within 2^-11 of a half-integer, and such vectors (about
  * one output in 1000, and every exact tie) take the exact path; |x| > 2^10 clamps either way (the
@@ -199,7 +188,7 @@ void oa_q8_avx512_requant_pc(const int32_t *acc, int64_t n, const int64_t *corr,
 #define Q8_MAGIC_BITS 0x4b400000
 
 typedef struct rqs {
-  __m512 m, magic, near;
+  __m512 m, magic, near, big;
   __m512i off;     /* bits(magic) - zp */
   __m128i lo, hi;  /* act_min, act_max as int8 lanes */
 } rqs_t;
@@ -208,50 +197,58 @@ static void rqs_init(rqs_t *s, int32_t mult, int32_t shift, int32_t zp, int32_t 
   s->m = _mm512_set1_ps((float)ldexp((double)mult, -shift));
   s->magic = _mm512_set1_ps(Q8_MAGIC);
   s->near = _mm512_set1_ps(0.5f - 1.0f / 2048);
+  s->big = _mm512_set1_ps(4194304.0f); /* 2^22 */
   s->off = _mm512_set1_epi32(Q8_MAGIC_BITS - zp);
   s->lo = _mm_set1_epi8((char)lo), s->hi = _mm_set1_epi8((char)hi);
 }
 
-/* 16 outputs from v (exact integers as floats); 0 when a lane is near a half-integer */
+/* 16 outputs from v (integers as floats, exact below 2^24); 0 when a lane is 2^22 or more in
+ * magnitude or near a half-integer */
 static inline int rqs16(const rqs_t *s, __m512 v, __m128i *out) {
   const __m512 t = _mm512_fmadd_ps(v, s->m, s->magic);
   const __m512 r = _mm512_sub_ps(t, s->magic);
   const __m512 e = _mm512_fmsub_ps(v, s->m, r); /* v m - r, one rounding */
-  if (_mm512_cmp_ps_mask(_mm512_abs_ps(e), s->near, _CMP_GE_OQ)) return 0;
+  if (_mm512_cmp_ps_mask(_mm512_abs_ps(e), s->near, _CMP_GE_OQ) |
+      _mm512_cmp_ps_mask(_mm512_abs_ps(v), s->big, _CMP_GE_OQ))
+    return 0;
   const __m128i b = _mm512_cvtsepi32_epi8(_mm512_sub_epi32(_mm512_castps_si512(t), s->off));
   *out = _mm_min_epi8(_mm_max_epi8(b, s->lo), s->hi);
   return 1;
 }
 
-void oa_q8_avx512_requant_small(const int32_t *acc, int64_t n, int64_t corr, int32_t mult, int32_t shift, int32_t zp,
-                                int32_t lo, int32_t hi, int8_t *y) {
+/* The requantization: the float path per vector where it applies (|corr| < 2^30: then a wrapped
+ * int32 sum acc + corr is at least 2^31 - 2^30 in magnitude and fails the 2^22 check), else rq16 */
+void oa_q8_avx512_requant(const int32_t *acc, int64_t n, int64_t corr, int32_t mult, int32_t shift, int32_t zp,
+                          int32_t lo, int32_t hi, int8_t *y) {
   rq_t r;
   rq_init(&r, corr, mult, shift, zp, lo, hi);
   rqs_t s;
   rqs_init(&s, mult, shift, zp, lo, hi);
-  const __m512i vc = _mm512_set1_epi32((int32_t)corr);
+  const int flt = corr > -((int64_t)1 << 30) && corr < ((int64_t)1 << 30);
+  const __m512i vc = _mm512_set1_epi32(flt ? (int32_t)corr : 0);
   for (int64_t j = 0; j < n; j += 16) {
     const __mmask16 k = n - j >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - j)) - 1u);
     const __m512i a = _mm512_maskz_loadu_epi32(k, acc + j);
     __m128i b;
-    if (!rqs16(&s, _mm512_cvtepi32_ps(_mm512_add_epi32(a, vc)), &b)) b = rq16(&r, a);
+    if (!flt || !rqs16(&s, _mm512_cvtepi32_ps(_mm512_add_epi32(a, vc)), &b)) b = rq16(&r, a);
     _mm_mask_storeu_epi8(y + j, k, b);
   }
 }
 
-/* The same from float sums (exact integers, |acc[j] + corr| < 2^22): the float depthwise path */
+/* The same from float sums (exact integers below 2^24): the float depthwise path */
 void oa_q8_avx512_requant_f32(const float *acc, int64_t n, int64_t corr, int32_t mult, int32_t shift, int32_t zp,
                               int32_t lo, int32_t hi, int8_t *y) {
   rq_t r;
   rq_init(&r, corr, mult, shift, zp, lo, hi);
   rqs_t s;
   rqs_init(&s, mult, shift, zp, lo, hi);
-  const __m512 vc = _mm512_set1_ps((float)corr);
+  const int flt = corr > -((int64_t)1 << 22) && corr < ((int64_t)1 << 22);
+  const __m512 vc = _mm512_set1_ps(flt ? (float)corr : 0.0f); /* exact, and acc + corr exact below 2^24 */
   for (int64_t j = 0; j < n; j += 16) {
     const __mmask16 k = n - j >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - j)) - 1u);
     const __m512 a = _mm512_maskz_loadu_ps(k, acc + j);
     __m128i b;
-    if (!rqs16(&s, _mm512_add_ps(a, vc), &b)) b = rq16(&r, _mm512_cvttps_epi32(a));
+    if (!flt || !rqs16(&s, _mm512_add_ps(a, vc), &b)) b = rq16(&r, _mm512_cvttps_epi32(a));
     _mm_mask_storeu_epi8(y + j, k, b);
   }
 }
@@ -359,7 +356,8 @@ void oa_q8_avx512_dwp(const oa_q8_dwp_t *p) {
   rq_init(&r, p->corr, p->mult, p->shift, p->zp, p->lo, p->hi);
   rqs_t sm;
   rqs_init(&sm, p->mult, p->shift, p->zp, p->lo, p->hi);
-  const __m512 vc = _mm512_set1_ps((float)p->corr);
+  const int flt = p->corr > -((int64_t)1 << 22) && p->corr < ((int64_t)1 << 22);
+  const __m512 vc = _mm512_set1_ps(flt ? (float)p->corr : 0.0f);
   for (int64_t oy = 0; oy < p->oh; oy++) {
     const float *g = grid + oy * p->wq;
     int8_t *y = p->y + oy * p->ow;
@@ -367,7 +365,7 @@ void oa_q8_avx512_dwp(const oa_q8_dwp_t *p) {
       const __mmask16 k = p->ow - ox >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (p->ow - ox)) - 1u);
       const __m512 a = _mm512_maskz_loadu_ps(k, g + ox);
       __m128i b;
-      if (!p->small || !rqs16(&sm, _mm512_add_ps(a, vc), &b)) b = rq16(&r, _mm512_cvttps_epi32(a));
+      if (!flt || !rqs16(&sm, _mm512_add_ps(a, vc), &b)) b = rq16(&r, _mm512_cvttps_epi32(a));
       _mm_mask_storeu_epi8(y + ox, k, b);
     }
   }
@@ -545,7 +543,7 @@ void oa_q8_avx512_wsum(int64_t rows, int64_t k, const int8_t *w, int64_t *sums) 
 
 const oa_q8_isa_t oa_q8_avx512_isa = {.name = "avx512", .mr = MR, .nr = 32, .kg = 2, .wide = 1,
                                       .gemm = q8_avx512_gemm_8x32, .gemm_rows = q8_avx512_gemm_rows_8x32,
-                                      .requant = oa_q8_avx512_requant, .requant_small = oa_q8_avx512_requant_small,
+                                      .requant = oa_q8_avx512_requant,
                                       .requant_pc = oa_q8_avx512_requant_pc,
                                       .requant_f32 = oa_q8_avx512_requant_f32, .to_float = oa_q8_avx512_to_float,
                                       .dwp = oa_q8_avx512_dwp,

@@ -305,7 +305,6 @@ static void q8_vnni_gemv(int64_t m, int64_t n, int64_t k, const void *x_, const 
 const oa_q8_isa_t oa_q8_avx512_vnni_isa = {.name = "avx512_vnni", .mr = Q8V_MR, .nr = Q8V_NR, .kg = 4, .wide = 0,
                                            .gemm = q8_vnni_gemm, .gemm_rows = q8_vnni_gemm_rows,
                                            .requant = oa_q8_avx512_requant,
-                                           .requant_small = oa_q8_avx512_requant_small,
                                            .requant_pc = oa_q8_avx512_requant_pc,
                                            .requant_f32 = oa_q8_avx512_requant_f32,
                                            .to_float = oa_q8_avx512_to_float, .dwp = oa_q8_avx512_dwp,
