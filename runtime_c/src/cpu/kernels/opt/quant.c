@@ -350,6 +350,22 @@ static void gemm_task(const q8_ctx_t *x, int64_t t, uint8_t *slot) {
     pack(isa, 1, src, x->path == P_GEMM ? x->koff : NULL, q->k, l->kp, cb, nc, nr,
          bblk + ((j - j0) / nr) * l->kp * nr * eb);
   }
+  /* grid columns: the block's runs of real pixels (at most Q8_NC_MAX / Q8_GRID_MIN_OW + 2) */
+  int64_t run_src[Q8_NC_MAX / Q8_GRID_MIN_OW + 2], run_dst[Q8_NC_MAX / Q8_GRID_MIN_OW + 2];
+  int64_t run_len[Q8_NC_MAX / Q8_GRID_MIN_OW + 2];
+  int32_t nrun = 0;
+  if (x->path == P_GEMM && q->grid && q->wq != q->ow) {
+    int64_t oy = j0 / q->wq, ox = j0 % q->wq;
+    for (int64_t p = j0; p < j1;) {
+      if (ox >= q->ow) {
+        p += q->wq - ox, oy++, ox = 0;
+        continue;
+      }
+      const int64_t len = oa_min64(q->ow - ox, j1 - p);
+      run_src[nrun] = p - j0, run_dst[nrun] = oy * q->ow + ox, run_len[nrun++] = len;
+      p += len, ox += len;
+    }
+  }
   for (int64_t i = r0; i < r1; i += mr) {
     const int32_t m = (int32_t)oa_min64(mr, r1 - i);
     const int64_t c0 = g * q->cout_g + i;
@@ -368,16 +384,7 @@ static void gemm_task(const q8_ctx_t *x, int64_t t, uint8_t *slot) {
         finish_row(x, acc + r * ldc, ncols, c, yc + j0);
       } else if (x->path == P_GEMM) { /* grid columns: the runs ox < ow of each grid row */
         finish_row(x, acc + r * ldc, ncols, c, out);
-        for (int64_t p = j0; p < j1;) {
-          const int64_t oy = p / q->wq, ox = p % q->wq;
-          if (ox >= q->ow) {
-            p += q->wq - ox;
-            continue;
-          }
-          const int64_t run = oa_min64(q->ow - ox, j1 - p);
-          memcpy(yc + oy * q->ow + ox, out + (p - j0), (size_t)run);
-          p += run;
-        }
+        for (int32_t u = 0; u < nrun; u++) memcpy(yc + run_dst[u], out + run_src[u], (size_t)run_len[u]);
       } else { /* linear: C[n][m] stored as y[m][n] */
         finish_row(x, acc + r * ldc, ncols, c, out);
         for (int64_t u = 0; u < ncols; u++) x->y[(j0 + u) * q->rows + c] = out[u];
