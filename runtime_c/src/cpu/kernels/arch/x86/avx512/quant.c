@@ -319,6 +319,33 @@ void oa_q8_avx512_dwp(const oa_q8_dwp_t *p) {
   /* grid columns, 128 at a time: 8 independent sums per tap (FMA latency x throughput) */
   const int64_t ncols = (p->oh - 1) * p->wq + p->ow;
   int64_t o = 0;
+  if (p->taps == 9) { /* 3x3: the taps and their offsets in registers */
+    const float *s0 = work + p->poff[0], *s1 = work + p->poff[1], *s2 = work + p->poff[2];
+    const float *s3 = work + p->poff[3], *s4 = work + p->poff[4], *s5 = work + p->poff[5];
+    const float *s6 = work + p->poff[6], *s7 = work + p->poff[7], *s8 = work + p->poff[8];
+    const __m512 w0 = _mm512_set1_ps(p->wf[0]), w1 = _mm512_set1_ps(p->wf[1]), w2 = _mm512_set1_ps(p->wf[2]);
+    const __m512 w3 = _mm512_set1_ps(p->wf[3]), w4 = _mm512_set1_ps(p->wf[4]), w5 = _mm512_set1_ps(p->wf[5]);
+    const __m512 w6 = _mm512_set1_ps(p->wf[6]), w7 = _mm512_set1_ps(p->wf[7]), w8 = _mm512_set1_ps(p->wf[8]);
+#define DWP_T(w, s, acc) acc = _mm512_fmadd_ps(w, _mm512_loadu_ps(s + o + d), acc)
+#define DWP_SUM(a, dd)                                                                               \
+  do {                                                                                               \
+    const int64_t d = (dd);                                                                          \
+    a = _mm512_mul_ps(w0, _mm512_loadu_ps(s0 + o + d));                                              \
+    DWP_T(w1, s1, a), DWP_T(w2, s2, a), DWP_T(w3, s3, a), DWP_T(w4, s4, a);                          \
+    DWP_T(w5, s5, a), DWP_T(w6, s6, a), DWP_T(w7, s7, a), DWP_T(w8, s8, a);                          \
+  } while (0)
+    for (; o < ncols; o += 64) {
+      __m512 a0, a1, a2, a3;
+      DWP_SUM(a0, 0);
+      DWP_SUM(a1, 16);
+      DWP_SUM(a2, 32);
+      DWP_SUM(a3, 48);
+      float *g = grid + o;
+      _mm512_storeu_ps(g, a0), _mm512_storeu_ps(g + 16, a1), _mm512_storeu_ps(g + 32, a2), _mm512_storeu_ps(g + 48, a3);
+    }
+#undef DWP_T
+#undef DWP_SUM
+  }
   for (; o + 64 < ncols; o += 128) {
     __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
     for (int32_t t = 0; t < p->taps; t++) {
