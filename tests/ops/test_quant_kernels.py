@@ -166,6 +166,7 @@ def conv_cases() -> list[Case]:
         conv(2, 5, 16, 17, 11, 3, 3, pad=1),                               # 544 columns: W packed per run
         conv(1, 3, 24, 30, 7, 1, 1),                                       # (below 512: W read in place)
         conv(1, 257, 3, 3, 10, 3, 3, pad=1, zin=-128),                     # K = 2313
+        conv(1, 29, 5, 5, 1100, 3, 3, pad=1),                              # K = 261, W > 2^18: in place, K tail
         conv(1, 258, 4, 5, 9, 1, 1, stride=(1, 2)),                        # K = 258: K mod 4 = 2
         conv(1, 6, 9, 40, 10, 3, 3, stride=2, pad=1),                      # stride-2 runs across rows
         conv(1, 5, 6, 70, 9, 3, 3, pad=1),                                 # rows wider than the tiles
@@ -231,6 +232,7 @@ def linear_cases() -> list[Case]:
         linear((1,), 130, 5, zin=-128),           # GEMV: 64-k vectors + 2
         linear((3,), 2306, 9),
         linear((40,), 2305, 20, zin=127),
+        linear((9,), 1025, 300),                  # K mod 4 = 1, W > 2^18: VNNI reads W in place, K tail
         linear((1,), 64, 200, extreme="ties"),    # exact ties of the rounding
         linear((64,), 48, 40, extreme="ties"),
     ]

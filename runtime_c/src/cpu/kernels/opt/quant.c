@@ -238,7 +238,10 @@ static void layout(const oa_q8_isa_t *isa, int32_t path, const q8_geo_t *q, int3
      * for it once per block) */
     /* packing W costs O(rows * K) per run, the products O(rows * K * columns): with few columns
      * (small images, linear) the in-place tile (when the ISA has one) is faster overall */
-    l->a_in_place = isa->gemm_rows && (isa->u8 || q->n * q->cols < Q8_A_IN_PLACE_COLS);
+    /* VNNI reads W in place (4 consecutive k of a row are one broadcast) unless K is not a
+     * multiple of 4 and W is small (the stem conv: 3 x 7 x 7): its packed tiles have no K tail */
+    l->a_in_place = isa->gemm_rows && (isa->u8 ? q->k % 4 == 0 || q->g * q->rows * q->k > ((int64_t)1 << 18)
+                                               : q->n * q->cols < Q8_A_IN_PLACE_COLS);
     l->a_tiles = l->a_in_place ? 0 : q->g * oa_cdiv(q->rows, mr);
     l->a_tile_bytes = oa_cap_mul(oa_cap_mul(l->kp, mr), eb);
     l->off_a = shared;
