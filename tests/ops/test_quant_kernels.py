@@ -63,7 +63,8 @@ class Case:
     args: dict[str, Any] = field(default_factory=dict)
 
 
-def _qparams(rng: np.random.Generator, n: int, k: int, per_channel: bool, extreme: bool | str) -> tuple[np.ndarray, ...]:
+def _qparams(rng: np.random.Generator, n: int, k: int, per_channel: bool,
+             extreme: bool | str) -> tuple[np.ndarray, ...]:
     """multipliers in [2^30, 2^31) and shifts that put typical sums near the int8 range; `extreme`
     mixes in shift 0 and 62, multiplier 0 and 2^31 - 1; "ties": multiplier 2^20 and a shift that
     divides by a power of two near the sums' spread, so that exact ties (round half to even)
@@ -86,6 +87,10 @@ def _qparams(rng: np.random.Generator, n: int, k: int, per_channel: bool, extrem
             elif pick == 3:
                 mult[i] = 2**31 - 1
     return mult.astype(np.int32), np.clip(shift, 0, 62).astype(np.int32)
+
+
+def _suffix(extreme: bool | str) -> str:
+    return "_x" if extreme is True else "_t" if extreme else ""
 
 
 def _int8(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
@@ -118,7 +123,7 @@ def conv(n: int, c: int, h: int, w: int, o: int, kh: int, kw: int, stride: Any =
     oh = (h + 2 * p[0] - d[0] * (kh - 1) - 1) // s[0] + 1
     ow = (w + 2 * p[1] - d[1] * (kw - 1) - 1) // s[1] + 1
     name = (f"conv_{n}x{c}x{h}x{w}_o{o}_k{kh}x{kw}_s{s[0]}{s[1]}_p{p[0]}{p[1]}_d{d[0]}{d[1]}_g{groups}"
-            f"_{'pc' if per_channel else 'pt'}_z{zi}_{zo}_a{act[0]}_{act[1]}_{bias}{'_x' if extreme is True else '_t' if extreme else ''}")
+            f"_{'pc' if per_channel else 'pt'}_z{zi}_{zo}_a{act[0]}_{act[1]}_{bias}{_suffix(extreme)}")
     args = dict(stride_h=s[0], stride_w=s[1], pad_h=p[0], pad_w=p[1], dilation_h=d[0], dilation_w=d[1],
                 groups=groups, input_zp=zi, output_zp=zo, act_min=act[0], act_max=act[1])
     return Case(name, "conv2d_q8", x, wt, _bias(rng, o, k, bias), mult, shift, (n, o, oh, ow), args)
@@ -134,7 +139,7 @@ def linear(lead: tuple[int, ...], k: int, nout: int, per_channel: bool = True, z
     zi = int(rng.integers(-128, 128)) if zin is None else zin
     zo = int(rng.integers(-20, 20)) if zout is None else zout
     name = (f"linear_{'x'.join(map(str, lead))}_k{k}_n{nout}_{'pc' if per_channel else 'pt'}_z{zi}_{zo}"
-            f"_a{act[0]}_{act[1]}_{bias}{'_x' if extreme is True else '_t' if extreme else ''}")
+            f"_a{act[0]}_{act[1]}_{bias}{_suffix(extreme)}")
     args = dict(input_zp=zi, output_zp=zo, act_min=act[0], act_max=act[1])
     return Case(name, "linear_q8", x, w, _bias(rng, nout, k, bias), mult, shift, (*lead, nout), args)
 
@@ -461,11 +466,11 @@ def ew_cases() -> list[EwCase]:
                      dict(self_zp=-128, other_zp=127, output_zp=-128, self_multiplier=2**31 - 1,
                           other_multiplier=2**31 - 1, shift=33, act_min=-128, act_max=127, self_scale=0.1,
                           other_scale=0.1, output_scale=0.1)))
-    for i, (n, scale, zp, q, dt) in enumerate([(1, 0.02, 0, (-128, 127), np.int8), (31, 1e-6, -5, (-128, 127), np.int8),
-                                               (100, 3.0, 127, (-100, 90), np.int8), (1000, 0.05, 128, (0, 255), np.uint8),
-                                               (17, 0.5, 255, (10, 200), np.uint8), (70001, 0.013, -128, (-128, 127), np.int8)]):
-        cs.append(EwCase(f"quantize_{n}_{np.dtype(dt).name}_s{scale}", "quantize", [_floats(rng, n, scale)], np.dtype(dt),
-                         dict(scale=scale, zero_point=zp, qmin=q[0], qmax=q[1])))
+    for n, scale, zp, q, dt in [(1, 0.02, 0, (-128, 127), np.int8), (31, 1e-6, -5, (-128, 127), np.int8),
+                                (100, 3.0, 127, (-100, 90), np.int8), (1000, 0.05, 128, (0, 255), np.uint8),
+                                (17, 0.5, 255, (10, 200), np.uint8), (70001, 0.013, -128, (-128, 127), np.int8)]:
+        cs.append(EwCase(f"quantize_{n}_{np.dtype(dt).name}_s{scale}", "quantize", [_floats(rng, n, scale)],
+                         np.dtype(dt), dict(scale=scale, zero_point=zp, qmin=q[0], qmax=q[1])))
     for shape, k, st, pad, dil, ceil in [((1, 4, 112, 112), 3, 2, 1, 1, 0), ((2, 3, 9, 11), 2, 2, 0, 1, 1),
                                          ((1, 2, 7, 30), 3, 1, 1, 1, 0), ((1, 3, 13, 17), 3, 2, 1, 2, 1),
                                          ((3, 10, 9), 3, 3, 1, 1, 1), ((1, 1, 3, 2100), 3, 2, 1, 1, 0),
