@@ -146,6 +146,7 @@ void oa_q8_portable_dequantize(const void *x, int64_t n, int32_t u8, int32_t zp,
 
 /* x86 instances the VNNI tables share with the plain ones (arch/x86/avx2/quant.c,
  * arch/x86/avx512/quant.c; AVX-512 instances only run where env->isas has OA_CPU_ISA_AVX512). */
+void oa_q8_avx2_wsum(int64_t rows, int64_t k, const int8_t *w, int64_t *sums);
 void oa_q8_avx2_gemv(int64_t m, int64_t n, int64_t k, const void *x, const int8_t *w, int32_t *acc);
 void oa_q8_avx512_gemv(int64_t m, int64_t n, int64_t k, const void *x, const int8_t *w, int32_t *acc);
 void oa_q8_avx2_requant(const int32_t *acc, int64_t n, int64_t corr, int32_t mult, int32_t shift, int32_t zp,

@@ -263,6 +263,23 @@ void oa_q8_avx2_dequantize(const void *x, int64_t n, int32_t u8, int32_t zp, flo
   for (; i < n; i++) y[i] = (float)((u8 ? (int32_t)xp[i] : (int32_t)(int8_t)xp[i]) - zp) * scale;
 }
 
+/* sums of W rows through vpsadbw on w ^ 0x80: sum(w) = sum(w ^ 0x80) - 128 * 32 per vector */
+void oa_q8_avx2_wsum(int64_t rows, int64_t k, const int8_t *w, int64_t *sums) {
+  const __m256i flip = _mm256_set1_epi8((char)0x80), zero = _mm256_setzero_si256();
+  const int64_t k32 = k / 32 * 32;
+  for (int64_t c = 0; c < rows; c++) {
+    const int8_t *wr = w + c * k;
+    __m256i s = zero;
+    for (int64_t q = 0; q < k32; q += 32)
+      s = _mm256_add_epi64(s, _mm256_sad_epu8(_mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(wr + q)), flip),
+                                              zero));
+    const __m128i h = _mm_add_epi64(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+    int64_t t = _mm_cvtsi128_si64(h) + _mm_extract_epi64(h, 1) - 128 * k32;
+    for (int64_t q = k32; q < k; q++) t += wr[q];
+    sums[c] = t;
+  }
+}
+
 /* 16 k of a W row against 16 int16 of x: 8 int32 partial sums */
 static inline __m256i dot16(const int8_t *w, const int16_t *x) {
   const __m256i wv = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)w));
@@ -312,5 +329,6 @@ void oa_q8_avx2_gemv(int64_t m, int64_t n, int64_t k, const void *x_, const int8
 
 const oa_q8_isa_t oa_q8_avx2_isa = {.name = "avx2", .mr = 6, .nr = 16, .kg = 2, .wide = 1, .gemm = q8_avx2_gemm_6x16,
                                     .gemm_rows = q8_avx2_gemm_rows_6x16, .requant = oa_q8_avx2_requant,
-                                    .dw = oa_q8_avx2_dw, .gemv = oa_q8_avx2_gemv, .add = oa_q8_avx2_add,
+                                    .dw = oa_q8_avx2_dw, .gemv = oa_q8_avx2_gemv, .wsum = oa_q8_avx2_wsum,
+                                    .add = oa_q8_avx2_add,
                                     .quantize = oa_q8_avx2_quantize, .dequantize = oa_q8_avx2_dequantize};

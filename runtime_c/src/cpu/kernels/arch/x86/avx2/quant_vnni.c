@@ -184,28 +184,13 @@ static void q8_avxvnni_gemv(int64_t m, int64_t n, int64_t k, const void *x_, con
 }
 
 
-/* sums of W rows through vpsadbw on w ^ 0x80: sum(w) = sum(w ^ 0x80) - 128 * 32 per vector */
-static void q8_avxvnni_wsum(int64_t rows, int64_t k, const int8_t *w, int64_t *sums) {
-  const __m256i flip = _mm256_set1_epi8((char)0x80), zero = _mm256_setzero_si256();
-  const int64_t k32 = k / 32 * 32;
-  for (int64_t c = 0; c < rows; c++) {
-    const int8_t *wr = w + c * k;
-    __m256i s = zero;
-    for (int64_t q = 0; q < k32; q += 32)
-      s = _mm256_add_epi64(s, _mm256_sad_epu8(_mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(wr + q)), flip),
-                                              zero));
-    const __m128i h = _mm_add_epi64(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
-    int64_t t = _mm_cvtsi128_si64(h) + _mm_extract_epi64(h, 1) - 128 * k32;
-    for (int64_t q = k32; q < k; q++) t += wr[q];
-    sums[c] = t;
-  }
-}
 
 const oa_q8_isa_t oa_q8_avx_vnni_isa = {.name = "avx_vnni", .mr = MR, .nr = NR, .kg = 4, .wide = 0,
                                         .gemm = q8_avxvnni_gemm, .gemm_rows = q8_avxvnni_gemm_rows,
                                         .requant = oa_q8_avx2_requant, .dw = oa_q8_avx2_dw,
-                                        .gemv = oa_q8_avx2_gemv, .gemv_u8 = q8_avxvnni_gemv, .u8 = 1, .pack = q8_avxvnni_pack,
-                                        .wsum = q8_avxvnni_wsum, .variant = "avx_vnni", .add = oa_q8_avx2_add,
+                                        .gemv = oa_q8_avx2_gemv, .gemv_u8 = q8_avxvnni_gemv, .u8 = 1,
+                                        .pack = q8_avxvnni_pack,
+                                        .wsum = oa_q8_avx2_wsum, .variant = "avx_vnni", .add = oa_q8_avx2_add,
                                         .quantize = oa_q8_avx2_quantize, .dequantize = oa_q8_avx2_dequantize};
 #else
 typedef int oa_q8_avx_vnni_unused_t; /* not an AVX-VNNI build of this file */

@@ -175,7 +175,8 @@ void oa_q8_avx512_requant_pc(const int32_t *acc, int64_t n, const int64_t *corr,
 }
 
 /* The float path of the requantization, for vectors whose sums v = acc + corr are below 2^22 in
- * magnitude (checked per vector; the others take rq16), so v is exact in float32. x = float(v) * float(mult / 2^shift) is within a relative
+ * magnitude (checked per vector; the others take rq16), so v is exact in float32.
+ * x = float(v) * float(mult / 2^shift) is within a relative
  * 2^-22.9 of the exact v * mult / 2^shift, i.e. within 2^-12.9 when |x| <= 2^10; round(x) is then
  * the exact rule's rounding unless x lies within 2^-11 of a half-integer, and such vectors (about
  * one output in 1000, and every exact tie) take the exact path; |x| > 2^10 clamps either way (the
@@ -281,10 +282,10 @@ static void dwp_row(const oa_q8_dwp_t *p, const int8_t *xr, float *d0, float *d1
       const __m512i v = _mm512_loadu_si512((const void *)(xr + done));
       const __m256i ev = _mm512_cvtepi16_epi8(v), od = _mm512_cvtepi16_epi8(_mm512_srai_epi16(v, 8));
       float *e = d0 + x0 + done / 2, *o = d1 + x0 + done / 2;
-      _mm512_storeu_ps(e, _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_cvtepi8_epi32(_mm256_castsi256_si128(ev)), vz)));
-      _mm512_storeu_ps(e + 16, _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_cvtepi8_epi32(_mm256_extracti128_si256(ev, 1)), vz)));
-      _mm512_storeu_ps(o, _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_cvtepi8_epi32(_mm256_castsi256_si128(od)), vz)));
-      _mm512_storeu_ps(o + 16, _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_cvtepi8_epi32(_mm256_extracti128_si256(od, 1)), vz)));
+#define DWP_F(b) _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_cvtepi8_epi32(b), vz))
+      _mm512_storeu_ps(e, DWP_F(_mm256_castsi256_si128(ev))), _mm512_storeu_ps(e + 16, DWP_F(_mm256_extracti128_si256(ev, 1)));
+      _mm512_storeu_ps(o, DWP_F(_mm256_castsi256_si128(od))), _mm512_storeu_ps(o + 16, DWP_F(_mm256_extracti128_si256(od, 1)));
+#undef DWP_F
     }
     if (done == p->w) return;
   }
