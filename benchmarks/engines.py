@@ -452,10 +452,22 @@ class OpenAccelIsa(OpenAccel):
         self.isas = [isa, "portable"]
 
 
+class OpenAccelInt8Isa(OpenAccelInt8):
+    """openaccel int8 with its kernels restricted to one ISA and portable C: e.g. openaccel_int8_avx2
+    (the plain AVX2 int8 tiles, no VNNI) beside openaccel_int8's VNNI ones in one run. Not run
+    unless asked for (--engines)."""
+
+    def __init__(self, isa: str, label: str) -> None:
+        self.name, self.label = f"openaccel_int8_{isa}", f"openaccel int8 ({label} kernels)"
+        self.isas = [isa, "portable"]
+        self.fp32_engine = f"openaccel_{isa}"  # its int8 / fp32 pair: openaccel_avx2
+
+
 ENGINES: dict[str, Engine] = {e.name: e for e in (Eager(), ExecuTorchPortable(), ExecuTorchXnnpack(), OnnxRuntime(),
                                                   OpenAccel(), ExecuTorchXnnpackInt8(), OnnxRuntimeInt8(),
                                                   OpenAccelInt8(), OpenAccelDirect(), OpenAccelLayout("nchw"),
-                                                  OpenAccelLayout("nhwc"), OpenAccelIsa("avx2", "AVX2"))}
+                                                  OpenAccelLayout("nhwc"), OpenAccelIsa("avx2", "AVX2"),
+                                                  OpenAccelInt8Isa("avx2", "AVX2"))}
 # the engines of a run without --engines (the int8 ones run when named)
 DEFAULT_ENGINES = [n for n in ENGINES if n not in ("openaccel_direct", "openaccel_nchw", "openaccel_nhwc",
                                                    "openaccel_avx2") and not ENGINES[n].int8]

@@ -69,8 +69,9 @@ static void usage(FILE *f) {
   fputs("usage: oa_run FILE.oab [--test] [--input NAME=FILE.npy ...] [--output-dir DIR]\n"
         "              [--bench N] [--warmup N] [--threads N] [--reference] [--isa LIST] [--profile] [--info]\n"
         "              [--json] [--device VENDOR_LIB.so ...]\n"
-        "  --isa LIST  the optimized CPU kernels use only these ISAs (comma-separated: avx2, neon,\n"
-        "              portable), each where this build and the CPU have it; other ops: reference\n"
+        "  --isa LIST  the optimized CPU kernels use only these ISAs (comma-separated: avx512, avx2,\n"
+        "              neon, rvv, portable; vnni: the int8 dot products inside avx512 / avx2), each\n"
+        "              where this build and the CPU have it; other ops: reference\n"
         "       oa_run --devices [--device VENDOR_LIB.so ...] [--json]\n",
         f);
 }
@@ -88,7 +89,7 @@ static int parse_int(const char *s, int *out) {
 static int parse_isas(const char *list, uint32_t *out_disable) {
   static const struct { const char *name; uint32_t bit; } names[] = {
       {"portable", OA_CPU_ISA_PORTABLE}, {"avx2", OA_CPU_ISA_AVX2}, {"neon", OA_CPU_ISA_NEON},
-      {"avx512", OA_CPU_ISA_AVX512}, {"rvv", OA_CPU_ISA_RVV}};
+      {"avx512", OA_CPU_ISA_AVX512}, {"rvv", OA_CPU_ISA_RVV}, {"vnni", OA_CPU_ISA_VNNI}};
   uint32_t keep = 0;
   for (const char *p = list; *p;) {
     size_t n = strcspn(p, ",");
@@ -125,7 +126,7 @@ static int parse_args(int argc, char **argv, options_t *o) {
       i++;
     } else if (!strcmp(a, "--isa")) {
       if (!val || parse_isas(val, &o->disable_isas)) {
-        fprintf(stderr, "oa_run: error: --isa needs a comma-separated list of avx2, neon, portable\n");
+        fprintf(stderr, "oa_run: error: --isa needs a comma-separated list of avx512, avx2, neon, rvv, portable, vnni\n");
         return 2;
       }
       i++;

@@ -4,15 +4,20 @@ bit-exact, since both are integer-only.
 
 Each family (conv, depthwise, linear) is one hand-built program with many instructions, run with
 the reference kernels only and with the optimized ones:
-  - on the host with 1, 2 and 3 threads, and forced to each ISA the host has (portable, avx2);
+  - on the host with 1, 2 and 3 threads, and forced to each tile set the host has: portable, avx2,
+    avx2 + AVX-VNNI ("avx_vnni"), avx512, avx512 + AVX512-VNNI ("avx512_vnni"); the VNNI tiles are
+    an option of their ISA (HostSession(isas=["avx512", "vnni"]), oa_run --isa avx512,vnni), so
+    the plain tiles stay tested on a CPU that has VNNI; tile sets the CPU lacks are skipped with a
+    message naming the feature;
   - under qemu-aarch64 (NEON int16 tiles), qemu-aarch64-v82 (the sdot tile: the CPU reports
     dotprod), qemu-armv7 (NEON 4x8) and qemu-riscv64 (portable), with `oa_run` and
     `oa_run --reference`.
 Every run also asks `oa_run --profile` which kernel each instruction was prepared with: the
 optimized kernel of the expected ISA, never "ref" (a silent decline would pass the byte check).
 
-Shapes cover the tile edges (MR 4/6/8, NR 8/16: sizes 1..9, 13, 17, 31, 33), K odd and > 256 (and
-up to 1025), strides 1-3, padding larger than the kernel, dilation, groups, depthwise 3x3 / 5x5
+Shapes cover the tile edges (MR 4/6/8, NR 8/16/32: sizes 1..9, 13, 17, 31, 33), K odd and > 256
+(and up to 2305; every K mod 4 for the VNNI groups), strides 1-3, padding larger than the kernel,
+dilation, groups, depthwise 3x3 / 5x5
 strides 1-2 (and a channel multiplier, which takes the GEMM path), 1x1, batch 2; per-tensor and
 per-channel multipliers / shifts including shift 0 and 62, multiplier 0 and 2^31 - 1; zero
 points -128 and 127; act clamps; biases that saturate int32; random int8 data including -128."""
@@ -28,12 +33,13 @@ from typing import Any
 
 import numpy as np
 import pytest
+import torch
 from craft import Builder
 
 from openaccel import dtypes
 from openaccel.exporter import quant
 from openaccel.opset import encode_args
-from openaccel.runtime.host import CPU_ISAS, CpuDevice, HostSession
+from openaccel.runtime.host import CPU_ISA_OPTIONS, CPU_ISAS, CpuDevice, HostSession
 from openaccel.targets import get_target
 
 from helpers import CACHE, QEMU_TARGETS, runner
@@ -57,10 +63,15 @@ class Case:
     args: dict[str, Any] = field(default_factory=dict)
 
 
-def _qparams(rng: np.random.Generator, n: int, k: int, per_channel: bool, extreme: bool) -> tuple[np.ndarray, ...]:
+def _qparams(rng: np.random.Generator, n: int, k: int, per_channel: bool,
+             extreme: bool | str) -> tuple[np.ndarray, ...]:
     """multipliers in [2^30, 2^31) and shifts that put typical sums near the int8 range; `extreme`
-    mixes in shift 0 and 62, multiplier 0 and 2^31 - 1"""
+    mixes in shift 0 and 62, multiplier 0 and 2^31 - 1; "ties": multiplier 2^20 and a shift that
+    divides by a power of two near the sums' spread, so that exact ties (round half to even)
+    occur about once in 100 * sqrt(K) outputs"""
     c = n if per_channel else 1
+    if extreme == "ties":
+        return np.full(c, 1 << 20, np.int32), np.full(c, 20 + round(math.log2(92 * math.sqrt(k))), np.int32)
     mult = rng.integers(1 << 30, 1 << 31, c, dtype=np.int64)
     base = round(math.log2(6000.0 * math.sqrt(k))) + 24
     shift = rng.integers(base - 2, base + 3, c, dtype=np.int64)
@@ -76,6 +87,10 @@ def _qparams(rng: np.random.Generator, n: int, k: int, per_channel: bool, extrem
             elif pick == 3:
                 mult[i] = 2**31 - 1
     return mult.astype(np.int32), np.clip(shift, 0, 62).astype(np.int32)
+
+
+def _suffix(extreme: bool | str) -> str:
+    return "_x" if extreme is True else "_t" if extreme else ""
 
 
 def _int8(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
@@ -96,7 +111,7 @@ def _bias(rng: np.random.Generator, n: int, k: int, kind: str) -> np.ndarray | N
 
 def conv(n: int, c: int, h: int, w: int, o: int, kh: int, kw: int, stride: Any = 1, pad: Any = 0, dil: Any = 1,
          groups: int = 1, per_channel: bool = True, zin: int | None = None, zout: int | None = None,
-         act: tuple[int, int] = (-128, 127), bias: str = "rand", extreme: bool = False, seed: int = 0) -> Case:
+         act: tuple[int, int] = (-128, 127), bias: str = "rand", extreme: bool | str = False, seed: int = 0) -> Case:
     s, p, d = (t if isinstance(t, tuple) else (t, t) for t in (stride, pad, dil))
     rng = np.random.default_rng(seed)
     x = _int8(rng, (n, c, h, w))
@@ -108,14 +123,14 @@ def conv(n: int, c: int, h: int, w: int, o: int, kh: int, kw: int, stride: Any =
     oh = (h + 2 * p[0] - d[0] * (kh - 1) - 1) // s[0] + 1
     ow = (w + 2 * p[1] - d[1] * (kw - 1) - 1) // s[1] + 1
     name = (f"conv_{n}x{c}x{h}x{w}_o{o}_k{kh}x{kw}_s{s[0]}{s[1]}_p{p[0]}{p[1]}_d{d[0]}{d[1]}_g{groups}"
-            f"_{'pc' if per_channel else 'pt'}_z{zi}_{zo}_a{act[0]}_{act[1]}_{bias}{'_x' if extreme else ''}")
+            f"_{'pc' if per_channel else 'pt'}_z{zi}_{zo}_a{act[0]}_{act[1]}_{bias}{_suffix(extreme)}")
     args = dict(stride_h=s[0], stride_w=s[1], pad_h=p[0], pad_w=p[1], dilation_h=d[0], dilation_w=d[1],
                 groups=groups, input_zp=zi, output_zp=zo, act_min=act[0], act_max=act[1])
     return Case(name, "conv2d_q8", x, wt, _bias(rng, o, k, bias), mult, shift, (n, o, oh, ow), args)
 
 
 def linear(lead: tuple[int, ...], k: int, nout: int, per_channel: bool = True, zin: int | None = None,
-           zout: int | None = None, act: tuple[int, int] = (-128, 127), bias: str = "rand", extreme: bool = False,
+           zout: int | None = None, act: tuple[int, int] = (-128, 127), bias: str = "rand", extreme: bool | str = False,
            seed: int = 0) -> Case:
     rng = np.random.default_rng(seed)
     x = _int8(rng, (*lead, k))
@@ -124,7 +139,7 @@ def linear(lead: tuple[int, ...], k: int, nout: int, per_channel: bool = True, z
     zi = int(rng.integers(-128, 128)) if zin is None else zin
     zo = int(rng.integers(-20, 20)) if zout is None else zout
     name = (f"linear_{'x'.join(map(str, lead))}_k{k}_n{nout}_{'pc' if per_channel else 'pt'}_z{zi}_{zo}"
-            f"_a{act[0]}_{act[1]}_{bias}{'_x' if extreme else ''}")
+            f"_a{act[0]}_{act[1]}_{bias}{_suffix(extreme)}")
     args = dict(input_zp=zi, output_zp=zo, act_min=act[0], act_max=act[1])
     return Case(name, "linear_q8", x, w, _bias(rng, nout, k, bias), mult, shift, (*lead, nout), args)
 
@@ -155,6 +170,19 @@ def conv_cases() -> list[Case]:
         conv(1, 12, 20, 23, 24, 3, 3, pad=1),                              # several column blocks
         conv(2, 5, 16, 17, 11, 3, 3, pad=1),                               # 544 columns: W packed per run
         conv(1, 3, 24, 30, 7, 1, 1),                                       # (below 512: W read in place)
+        conv(1, 257, 3, 3, 10, 3, 3, pad=1, zin=-128),                     # K = 2313
+        conv(1, 29, 5, 5, 1100, 3, 3, pad=1),                              # K = 261, W > 2^18: in place, K tail
+        conv(1, 258, 4, 5, 9, 1, 1, stride=(1, 2)),                        # K = 258: K mod 4 = 2
+        conv(1, 6, 9, 40, 10, 3, 3, stride=2, pad=1),                      # stride-2 runs across rows
+        conv(1, 5, 6, 70, 9, 3, 3, pad=1),                                 # rows wider than the tiles
+        conv(2, 7, 11, 9, 19, 5, 5, stride=2, pad=3, zin=127),             # 5x5 / 2, padding > stride
+        # grid columns (VNNI: phase planes for stride 2, outputs at least 12 wide)
+        conv(2, 6, 11, 30, 8, 3, 3, stride=(2, 1), pad=(2, 1), dil=(1, 2), groups=2),
+        conv(1, 4, 9, 33, 5, 2, 3, stride=(1, 2), pad=(0, 3)),
+        conv(1, 3, 13, 27, 6, 5, 5, stride=2, pad=5, dil=2, zin=-128),
+        conv(1, 3, 20, 23, 12, 3, 3, pad=1, extreme="ties"),              # exact ties of the rounding
+        conv(1, 16, 14, 14, 24, 1, 1, extreme="ties", per_channel=False),
+        conv(1, 8, 15, 16, 9, 3, 3, stride=2, pad=1, extreme="ties"),
     ]
     # every cout and pixel count around the tiles (1..9, 13, 17, 31, 33)
     for i, (o, hw) in enumerate([(1, 1), (2, 2), (3, 3), (4, 5), (5, 7), (6, 9), (7, 13), (8, 17), (9, 31),
@@ -182,6 +210,8 @@ def dw_cases() -> list[Case]:
         c(1, 2, 7, 30, 2, 5, 5, stride=2, pad=2, groups=2),
         c(1, 2, 7, 27, 2, 5, 5, pad=2, groups=2),
         c(1, 2, 6, 29, 2, 3, 4, pad=(1, 3), dil=(1, 3), groups=2),
+        c(1, 6, 20, 20, 6, 3, 3, pad=1, groups=6, extreme="ties"),       # exact ties of the rounding
+        c(1, 5, 21, 22, 5, 3, 3, stride=2, pad=1, groups=5, extreme="ties"),
     ]
 
 
@@ -203,6 +233,13 @@ def linear_cases() -> list[Case]:
         linear((13,), 7, 31, bias="none", act=(0, 127)),
         linear((64,), 128, 40),
         linear((520,), 33, 7),                    # 520 rows: W packed per run
+        linear((6,), 18, 12),                     # K mod 4 = 2 (the VNNI groups of 4)
+        linear((1,), 130, 5, zin=-128),           # GEMV: 64-k vectors + 2
+        linear((3,), 2306, 9),
+        linear((40,), 2305, 20, zin=127),
+        linear((9,), 1025, 300),                  # K mod 4 = 1, W > 2^18: VNNI reads W in place, K tail
+        linear((1,), 64, 200, extreme="ties"),    # exact ties of the rounding
+        linear((64,), 48, 40, extreme="ties"),
     ]
     return cs
 
@@ -277,6 +314,27 @@ def _host_isas() -> list[str]:
     return [name for name, bit in CPU_ISAS.items() if q.get("cpu.isas", 0) & bit]
 
 
+# the tile sets: (the ISAs to allow, the plan's kernel name, the CPU features it needs)
+TILE_SETS = [
+    (["portable"], "portable", ()),
+    (["avx2"], "avx2", ("avx2", "fma")),
+    (["avx2", "vnni"], "avx_vnni", ("avx2", "fma", "avx_vnni")),
+    (["avx512"], "avx512", ("avx512f", "avx512bw", "avx512dq", "avx512vl", "fma")),
+    (["avx512", "vnni"], "avx512_vnni", ("avx512f", "avx512bw", "avx512dq", "avx512vl", "fma", "avx512_vnni")),
+    (["neon"], "neon", ("neon",)),
+]
+
+
+def _host_tile_sets() -> list[tuple[list[str], str]]:
+    """the tile sets this host's CPU (and runtime build) can run"""
+    q = CpuDevice().properties()["queries"]
+    have = _host_isas()
+    if q.get("cpu.isas", 0) & CPU_ISA_OPTIONS["vnni"]:
+        have.append("vnni")
+    return [(isas, name) for isas, name, feats in TILE_SETS
+            if all(i in have for i in isas) and all(q.get(f"cpu.{f}") for f in feats)]
+
+
 @pytest.mark.parametrize("family", list(FAMILIES))
 def test_host_threads(family: str) -> None:
     buf, _ = program(family)
@@ -287,12 +345,12 @@ def test_host_threads(family: str) -> None:
 @pytest.mark.parametrize("family", list(FAMILIES))
 def test_host_each_isa(family: str) -> None:
     buf, _ = program(family)
-    isas = [i for i in _host_isas() if i in ("portable", "avx2", "neon", "avx512", "rvv")]
-    assert "portable" in isas
-    for isa in isas:
-        for t in (1, 2):
-            check_same(family, HostSession(buf, isas=[isa], threads=t).run(feeds(family)), reference(family),
-                       f"host, {isa} only, {t} threads")
+    sets = _host_tile_sets()
+    assert (["portable"], "portable") in sets
+    for isas, name in sets:
+        for t in (1, 3) if "vnni" in isas else (1, 2):
+            check_same(family, HostSession(buf, isas=isas, threads=t).run(feeds(family)), reference(family),
+                       f"host, {name} tiles ({'+'.join(isas)}), {t} threads")
 
 
 def run_oa(target: str, buf: bytes, arrays: list[np.ndarray], *flags: str) -> tuple[list[np.ndarray], list[str]]:
@@ -324,20 +382,201 @@ def check_kernels(family: str, kernels: list[str], want: str, where: str) -> Non
 
 @pytest.mark.parametrize("family", list(FAMILIES))
 def test_host_oa_run_kernels(family: str) -> None:
-    """oa_run on the host: the optimized kernel ran for every instruction, for each forced ISA"""
+    """oa_run on the host: the optimized kernel ran for every instruction, for each forced tile set
+    (the VNNI tiles' plans carry their own names: a silent fall-back to the plain tile would fail)"""
     buf, _ = program(family)
-    for isa in _host_isas():
-        if isa not in ("portable", "avx2", "neon"):
-            continue
-        outs, kernels = run_oa("host", buf, feeds(family), "--isa", isa)
-        check_kernels(family, kernels, isa, f"host --isa {isa}")
-        check_same(family, outs, reference(family), f"oa_run --isa {isa}")
+    for isas, name in _host_tile_sets():
+        outs, kernels = run_oa("host", buf, feeds(family), "--isa", ",".join(isas))
+        check_kernels(family, kernels, name, f"host --isa {','.join(isas)}")
+        check_same(family, outs, reference(family), f"oa_run --isa {','.join(isas)}")
     _, ref_kernels = run_oa("host", buf, feeds(family), "--reference")
     assert set(ref_kernels) == {"ref"}
 
 
+@pytest.mark.parametrize("feature, isa, name", [("avx512_vnni", "avx512", "avx512_vnni"),
+                                                ("avx_vnni", "avx2", "avx_vnni")])
+def test_vnni_tiles_where_the_cpu_has_them(feature: str, isa: str, name: str) -> None:
+    """a CPU with the VNNI feature runs the VNNI tile by default (avx512_vnni: where the CPU has
+    AVX-512; avx_vnni: the AVX2 variant, i.e. a CPU without AVX-512 or with it disabled), and
+    without "vnni" in the allowed set the plain one; skipped where the CPU lacks the feature"""
+    q = CpuDevice().properties()["queries"]
+    if not q.get(f"cpu.{feature}"):
+        pytest.skip(f"this CPU lacks {feature}: the {name} tile is not run here")
+    assert q["cpu.isas"] & CPU_ISA_OPTIONS["vnni"], q["cpu.isas"]  # built into this runtime
+    buf, _ = program("linear")
+    default = [] if isa == "avx512" or "avx512" not in _host_isas() else ["--isa", "avx2,vnni,portable"]
+    _, kernels = run_oa("host", buf, feeds("linear"), *default)
+    check_kernels("linear", kernels, name, f"host {' '.join(default)}")
+    _, kernels = run_oa("host", buf, feeds("linear"), "--isa", isa)
+    check_kernels("linear", kernels, isa, f"host --isa {isa}")
+
+
 BOARD_ISA = {"qemu-aarch64": "neon", "qemu-aarch64-v82": "neon", "qemu-armv7": "neon", "qemu-riscv64": "portable",
              "qemu-riscv64-v": "portable"}
+
+
+# ---- elementwise: add_q8, quantize, dequantize; int8 max_pool2d --------------------------------------
+# Same-shape add_q8 (a broadcast one stays on the reference kernel), quantize to int8 and uint8 with
+# NaN, infinities, -0.0, exact ties and huge values, dequantize from both; lengths around the vector
+# widths and past the threads' blocks (32768); shifts 0, 41 / 42 (the AVX2 offset's edge) and 62,
+# multipliers 0 and 2^31 - 1. int8 max_pool2d (the pooling family's int8 rows): strides 1-3,
+# padding, dilation, ceil_mode (windows past the input), rows wider than its 1024-column tiles.
+
+U8, F32 = dtypes.code_of("uint8"), dtypes.code_of("float32")
+
+
+@dataclass
+class EwCase:
+    name: str
+    op: str
+    inputs: list[np.ndarray]
+    out_dtype: np.dtype
+    args: dict[str, Any]
+    optimized: bool = True  # False: the optimized kernel declines (the reference kernel runs)
+    out_shape: tuple[int, ...] | None = None  # None: the inputs' broadcast shape
+
+
+def _floats(rng: np.random.Generator, n: int, scale: float) -> np.ndarray:
+    x = (rng.standard_normal(n) * 60 * scale).astype(np.float32)
+    special = np.array([np.nan, np.inf, -np.inf, -0.0, 0.5 * scale, 1.5 * scale, -2.5 * scale, 3e38, -3e38,
+                        1e12, 127.5 * scale, -128.5 * scale], dtype=np.float32)
+    x[: min(n, len(special))] = special[: min(n, len(special))]
+    return x
+
+
+def ew_cases() -> list[EwCase]:
+    rng = np.random.default_rng(7)
+    cs = []
+    for i, n in enumerate([1, 7, 15, 16, 17, 33, 100, 1000, 70001]):
+        shift = [30, 0, 41, 42, 62, 31, 30, 29, 31][i]
+        ma = [2**30 + 5, 3, 2**31 - 1, 2**31 - 1, 2**31 - 1, 0, 2**30, 1 << 29, 2**31 - 1][i]
+        mb = [2**30 + 77, 7, 2**30, 2**31 - 1, 2**31 - 1, 2**30 + 1, 0, 1 << 30, 1 << 28][i]
+        a, b = _int8(rng, (n,)), _int8(rng, (n,))
+        za, zb, zo = (int(v) for v in rng.integers(-128, 128, 3))
+        act = (-128, 127) if i % 3 else (int(rng.integers(-128, 0)), int(rng.integers(0, 128)))
+        cs.append(EwCase(f"add_q8_{n}_s{shift}", "add_q8", [a, b], np.dtype(np.int8),
+                         dict(self_zp=za, other_zp=zb, output_zp=zo, self_multiplier=ma, other_multiplier=mb,
+                              shift=shift, act_min=act[0], act_max=act[1], self_scale=0.1, other_scale=0.1,
+                              output_scale=0.1)))
+    cs.append(EwCase("add_q8_4x5_bcast", "add_q8", [_int8(rng, (4, 5)), _int8(rng, (5,))], np.dtype(np.int8),
+                     dict(self_zp=3, other_zp=-4, output_zp=1, self_multiplier=2**30, other_multiplier=2**30 + 3,
+                          shift=38, act_min=-128, act_max=127, self_scale=0.1, other_scale=0.1, output_scale=0.1),
+                     optimized=False))
+    cs.append(EwCase("add_q8_2x3x40", "add_q8", [_int8(rng, (2, 3, 40)), _int8(rng, (2, 3, 40))], np.dtype(np.int8),
+                     dict(self_zp=-128, other_zp=127, output_zp=-128, self_multiplier=2**31 - 1,
+                          other_multiplier=2**31 - 1, shift=33, act_min=-128, act_max=127, self_scale=0.1,
+                          other_scale=0.1, output_scale=0.1)))
+    for n, scale, zp, q, dt in [(1, 0.02, 0, (-128, 127), np.int8), (31, 1e-6, -5, (-128, 127), np.int8),
+                                (100, 3.0, 127, (-100, 90), np.int8), (1000, 0.05, 128, (0, 255), np.uint8),
+                                (17, 0.5, 255, (10, 200), np.uint8), (70001, 0.013, -128, (-128, 127), np.int8)]:
+        cs.append(EwCase(f"quantize_{n}_{np.dtype(dt).name}_s{scale}", "quantize", [_floats(rng, n, scale)],
+                         np.dtype(dt), dict(scale=scale, zero_point=zp, qmin=q[0], qmax=q[1])))
+    for shape, k, st, pad, dil, ceil in [((1, 4, 112, 112), 3, 2, 1, 1, 0), ((2, 3, 9, 11), 2, 2, 0, 1, 1),
+                                         ((1, 2, 7, 30), 3, 1, 1, 1, 0), ((1, 3, 13, 17), 3, 2, 1, 2, 1),
+                                         ((3, 10, 9), 3, 3, 1, 1, 1), ((1, 1, 3, 2100), 3, 2, 1, 1, 0),
+                                         ((1, 2, 5, 1500), 2, 1, 0, 3, 0)]:
+        x = _int8(rng, shape)
+        out = torch.nn.functional.max_pool2d(torch.zeros(shape), k, st, pad, dil, ceil_mode=bool(ceil)).shape
+        cs.append(EwCase(f"max_pool2d_{'x'.join(map(str, shape))}_k{k}_s{st}_p{pad}_d{dil}_c{ceil}", "max_pool2d", [x],
+                         np.dtype(np.int8), dict(kernel_h=k, kernel_w=k, stride_h=st, stride_w=st, pad_h=pad, pad_w=pad,
+                                                 dilation_h=dil, dilation_w=dil, ceil_mode=ceil), out_shape=tuple(out)))
+    for i, (n, zp, dt) in enumerate([(1, 0, np.int8), (33, -128, np.int8), (1000, 127, np.int8), (9, 0, np.uint8),
+                                     (70001, 255, np.uint8)]):
+        x = _int8(rng, (n,)) if dt == np.int8 else rng.integers(0, 256, n, dtype=np.uint8)
+        cs.append(EwCase(f"dequantize_{n}_{np.dtype(dt).name}", "dequantize", [x], np.dtype(np.float32),
+                         dict(scale=[0.0123, 1e-30, 3.5][i % 3], zero_point=zp)))
+    return cs
+
+
+def _ew_shape(c: EwCase) -> tuple[int, ...]:
+    return c.out_shape or tuple(np.broadcast_shapes(*[x.shape for x in c.inputs]))
+
+
+@functools.cache
+def ew_program() -> tuple[bytes, list[EwCase]]:
+    cases = ew_cases()
+    code = {np.dtype(np.int8): I8, np.dtype(np.uint8): U8, np.dtype(np.float32): F32}
+    pool = sum((x.nbytes + 63) // 64 * 64 for c in cases for x in c.inputs)
+    pool += sum((int(np.prod(_ew_shape(c))) * c.out_dtype.itemsize + 63) // 64 * 64 for c in cases)
+    b = Builder(pool=pool)
+    off = 0
+    outs = []
+    for i, c in enumerate(cases):
+        ins = []
+        for j, x in enumerate(c.inputs):
+            t = b.tensor(f"c{i}_in{j}", x.shape, code[x.dtype], offset=off)
+            off += (x.nbytes + 63) // 64 * 64
+            b.inputs.append(t)
+            ins.append(t)
+        shape = _ew_shape(c)
+        o = b.tensor(f"c{i}_y", shape, code[c.out_dtype], offset=off)
+        off += (int(np.prod(shape)) * c.out_dtype.itemsize + 63) // 64 * 64
+        outs.append(o)
+        ints, floats = encode_args(c.op, **c.args)
+        b.instr(c.op, ins, [o], ints, floats)
+    b.outputs.extend(outs)
+    buf = b.build()
+    path = CACHE / "ops" / "quant_kernels_elementwise.oab"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(buf)
+    return buf, cases
+
+
+def ew_feeds() -> list[np.ndarray]:
+    return [x for c in ew_program()[1] for x in c.inputs]
+
+
+@functools.cache
+def ew_reference() -> list[np.ndarray]:
+    return HostSession(ew_program()[0], reference_only=True).run(ew_feeds())
+
+
+def ew_check(got: list[np.ndarray], ref: list[np.ndarray], where: str) -> None:
+    cases = ew_program()[1]
+    assert len(got) == len(ref) == len(cases)
+    for c, g, r in zip(cases, got, ref):
+        assert g.dtype == r.dtype == c.out_dtype and g.shape == r.shape, (c.name, g.dtype, g.shape)
+        gb, rb = g.view(np.uint8), r.view(np.uint8)  # bit for bit (NaN payloads, -0.0)
+        if not np.array_equal(gb, rb):
+            bad = np.argwhere(g.view(np.uint8).reshape(-1) != r.view(np.uint8).reshape(-1))
+            raise AssertionError(f"{c.name} ({where}): {len(bad)} bytes differ from the reference kernel; "
+                                 f"first at byte {int(bad[0][0])}")
+
+
+def test_elementwise_cases_are_not_trivial() -> None:
+    ref = ew_reference()
+    for c, r in zip(ew_program()[1], ref):
+        if r.size >= 100 and c.op != "dequantize":
+            assert len(np.unique(r)) > 8, (c.name, np.unique(r))
+
+
+def test_elementwise_host() -> None:
+    """every tile set the host has (the VNNI option changes nothing here: these ops are named after
+    the plain ISA), 1 and 3 threads, oa_run --profile naming the kernel of every instruction"""
+    buf, cases = ew_program()
+    ref = ew_reference()
+    for isas, _ in _host_tile_sets():
+        for t in (1, 3):
+            ew_check(HostSession(buf, isas=isas, threads=t).run(ew_feeds()), ref, f"{'+'.join(isas)}, {t} threads")
+        if "vnni" in isas:
+            continue
+        outs, kernels = run_oa("host", buf, ew_feeds(), "--isa", ",".join(isas))
+        want = [isas[0] if c.optimized else "ref" for c in cases]
+        assert kernels == want, f"--isa {','.join(isas)}: {list(zip([c.name for c in cases], kernels))}"
+        ew_check(outs, ref, f"oa_run --isa {','.join(isas)}")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("target", sorted(QEMU_TARGETS))
+def test_elementwise_targets(target: str) -> None:
+    if not get_target(target).ready:
+        pytest.skip(f"{target}: toolchain or emulator missing")
+    buf, cases = ew_program()
+    ref, _ = run_oa(target, buf, ew_feeds(), "--reference")
+    ew_check(ref, ew_reference(), f"{target} reference vs host reference")
+    fast, kernels = run_oa(target, buf, ew_feeds())
+    assert kernels == [BOARD_ISA.get(target, "portable") if c.optimized else "ref" for c in cases], kernels
+    ew_check(fast, ref, target)
 
 
 @pytest.mark.slow

@@ -62,6 +62,10 @@ typedef struct oa_cpu_options {
 #define OA_CPU_ISA_NEON (1u << 2)     /* Arm Advanced SIMD (aarch64, armv7 with NEON) */
 #define OA_CPU_ISA_AVX512 (1u << 3)   /* x86-64 AVX-512 F/BW/DQ/VL (with the OS saving ZMM state) */
 #define OA_CPU_ISA_RVV (1u << 4)      /* RISC-V vector extension 1.0 ("v") */
+/* Not an ISA of its own but an option of two: the x86 int8 dot products (vpdpbusd) inside the
+ * AVX-512 kernels (AVX512-VNNI) and the AVX2 ones (AVX-VNNI, the VEX form), where the CPU has
+ * them. Disabling it keeps those ISAs on their plain tiles (to test both on one machine). */
+#define OA_CPU_ISA_VNNI (1u << 5)
 #define OA_CPU_ISA_ALL 0xffffffffu
 
 /* The CPU device object. Its storage belongs to the caller (static, stack or heap). Treat the

@@ -54,18 +54,22 @@ class CpuOptions(C.Structure):
 
 # OA_CPU_ISA_* of openaccel/cpu.h: the instruction sets of the optimized CPU kernels
 CPU_ISAS = {"portable": 1 << 0, "avx2": 1 << 1, "neon": 1 << 2, "avx512": 1 << 3, "rvv": 1 << 4}
+# OA_CPU_ISA_VNNI: not an ISA but an option of two, the int8 dot products (vpdpbusd) inside the
+# avx512 kernels (AVX512-VNNI) and the avx2 ones (AVX-VNNI); `isas` without it keeps their plain tiles
+CPU_ISA_OPTIONS = {"vnni": 1 << 5}
 
 
 def disable_isas_mask(isas: Sequence[str] | None) -> int:
     """oa_cpu_options_t.disable_isas for `isas` (the ISAs the optimized kernels may use; None: all)."""
     if isas is None:
         return 0
-    unknown = sorted(set(isas) - set(CPU_ISAS))
+    known = {**CPU_ISAS, **CPU_ISA_OPTIONS}
+    unknown = sorted(set(isas) - set(known))
     if unknown:
-        raise ValueError(f"unknown CPU ISA {', '.join(unknown)} (known: {', '.join(CPU_ISAS)})")
+        raise ValueError(f"unknown CPU ISA {', '.join(unknown)} (known: {', '.join(known)})")
     keep = 0
     for name in isas:
-        keep |= CPU_ISAS[name]
+        keep |= known[name]
     return 0xFFFFFFFF & ~keep
 
 

@@ -17,6 +17,9 @@ uint32_t oa_isa_built(void) {
 #if defined(OA_BUILT_RVV)
   b |= OA_CPU_ISA_RVV;
 #endif
+#if defined(OA_BUILT_AVX512_VNNI) || defined(OA_BUILT_AVX_VNNI)
+  b |= OA_CPU_ISA_VNNI;
+#endif
   return b;
 }
 
@@ -27,6 +30,7 @@ uint32_t oa_isa_detected(const oa_cpu_features_t *f) {
   if (f->neon) d |= OA_CPU_ISA_NEON;
   if (f->avx512f && f->avx512bw && f->avx512dq && f->avx512vl && f->fma) d |= OA_CPU_ISA_AVX512;
   if (f->rvv) d |= OA_CPU_ISA_RVV;
+  if (f->avx512_vnni || f->avx_vnni) d |= OA_CPU_ISA_VNNI;
   return d;
 }
 

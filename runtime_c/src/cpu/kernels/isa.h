@@ -38,6 +38,14 @@ enum { OA_ISA_PORTABLE = 0, OA_ISA_AVX2 = 1, OA_ISA_NEON = 2, OA_ISA_AVX512 = 3,
 #else
 #define OA_IF_AVX512(x) NULL
 #endif
+/* the VNNI int8 tiles (OA_CPU_ISA_VNNI: an option of the AVX-512 / AVX2 ISAs, not an id), built
+ * when the compiler takes -mavx512vnni / -mavxvnni */
+#if defined(OA_BUILT_AVX512) && defined(OA_HAVE_AVX512_VNNI)
+#define OA_BUILT_AVX512_VNNI 1
+#endif
+#if defined(OA_BUILT_AVX2) && defined(OA_HAVE_AVX_VNNI)
+#define OA_BUILT_AVX_VNNI 1
+#endif
 #if defined(__riscv) && defined(OA_HAVE_RVV)
 #define OA_BUILT_RVV 1
 #define OA_IF_RVV(x) x

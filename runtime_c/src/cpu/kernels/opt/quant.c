@@ -21,7 +21,11 @@
 #include "kernels/opt/quant.h"
 
 enum { Q_ISA, Q_PATH, Q_THREADS, Q_DOT };
-enum { P_GEMM = 1, P_DW, P_GEMV, P_LGEMM };
+enum { P_GEMM = 1, P_DW, P_GEMV, P_LGEMM, P_DWF, P_DWP };
+
+/* depthwise in float (P_DWF): kernels of at most this many taps have exact float sums
+ * (taps * 255 * 128 < 2^24) */
+#define Q8_DWF_TAPS_MAX 514
 
 /* bytes of a B column block kept in L2 while every row tile passes over it */
 #define Q8_B_BLOCK_BYTES ((int64_t)192 * 1024)
@@ -34,20 +38,40 @@ extern const oa_q8_isa_t oa_q8_portable_isa;
 #if defined(OA_BUILT_AVX2)
 extern const oa_q8_isa_t oa_q8_avx2_isa;
 #endif
+#if defined(OA_BUILT_AVX_VNNI)
+extern const oa_q8_isa_t oa_q8_avx_vnni_isa;
+#endif
+#if defined(OA_BUILT_AVX512)
+extern const oa_q8_isa_t oa_q8_avx512_isa;
+#endif
+#if defined(OA_BUILT_AVX512_VNNI)
+extern const oa_q8_isa_t oa_q8_avx512_vnni_isa;
+#endif
 #if defined(OA_BUILT_NEON)
 extern const oa_q8_isa_t oa_q8_neon_isa;
 extern const oa_q8_isa_t *oa_q8_neon_sdot_isa(void);
 #endif
 
-const oa_q8_isa_t *oa_q8_isa(int32_t id, int32_t dotprod) {
-  (void)dotprod;
+const oa_q8_isa_t *oa_q8_isa(int32_t id, int32_t dot) {
+  (void)dot;
   switch (id) {
     case OA_ISA_PORTABLE: return &oa_q8_portable_isa;
 #if defined(OA_BUILT_AVX2)
-    case OA_ISA_AVX2: return &oa_q8_avx2_isa;
+    case OA_ISA_AVX2:
+#if defined(OA_BUILT_AVX_VNNI)
+      if (dot) return &oa_q8_avx_vnni_isa;
+#endif
+      return &oa_q8_avx2_isa;
+#endif
+#if defined(OA_BUILT_AVX512)
+    case OA_ISA_AVX512:
+#if defined(OA_BUILT_AVX512_VNNI)
+      if (dot) return &oa_q8_avx512_vnni_isa;
+#endif
+      return &oa_q8_avx512_isa;
 #endif
 #if defined(OA_BUILT_NEON)
-    case OA_ISA_NEON: return dotprod && oa_q8_neon_sdot_isa() ? oa_q8_neon_sdot_isa() : &oa_q8_neon_isa;
+    case OA_ISA_NEON: return dot && oa_q8_neon_sdot_isa() ? oa_q8_neon_sdot_isa() : &oa_q8_neon_isa;
 #endif
     default: return NULL;
   }
@@ -76,41 +100,47 @@ static oa_status_t check_requant(const oa_op_call_t *call, oa_diag_t *diag) {
 
 /* ---- packing (opt/quant.h layouts) ---------------------------------------------------------- */
 
-/* One packed panel of `nr` columns, [kp / KG][nr][KG] of T: value(q, j) = src[koff[q] + cb[j]]
+/* One packed panel of `nr` columns, [kp / KG][nr][KG] of T: value(q, j) = V(src[koff[q] + cb[j]])
  * (koff NULL: q, each column contiguous in k) for q < k, j < nc; zero past them. */
-#define Q8_DEFINE_PACK(NAME, T, KG)                                                                         \
+#define Q8_DEFINE_PACK(NAME, T, KG, V)                                                                          \
   static void NAME(const int8_t *src, const int64_t *koff, int64_t k, int64_t kp, const int64_t *cb, int32_t nc, \
-                   int32_t nr, T *dst) {                                                                    \
-    if (nc < nr || kp > k) memset(dst, 0, (size_t)(kp * nr) * sizeof(T));                                   \
-    if (!koff) {                                                                                            \
-      for (int32_t j = 0; j < nc; j++) {                                                                    \
-        const int8_t *s = src + cb[j];                                                                      \
-        T *d = dst + j * KG;                                                                                \
-        for (int64_t q = 0; q < k; q++) d[(q / KG) * nr * KG + q % KG] = (T)s[q];                           \
-      }                                                                                                     \
-      return;                                                                                               \
-    }                                                                                                       \
-    int contiguous = 1;                                                                                     \
-    for (int32_t j = 1; j < nc; j++) contiguous &= cb[j] == cb[0] + j;                                      \
-    for (int64_t q = 0; q < k; q++) {                                                                       \
-      T *d = dst + (q / KG) * nr * KG + q % KG;                                                             \
-      if (contiguous) {                                                                                     \
-        const int8_t *s = src + koff[q] + cb[0];                                                            \
-        for (int32_t j = 0; j < nc; j++) d[j * KG] = (T)s[j];                                               \
-      } else {                                                                                              \
-        const int8_t *s = src + koff[q];                                                                    \
-        for (int32_t j = 0; j < nc; j++) d[j * KG] = (T)s[cb[j]];                                           \
-      }                                                                                                     \
-    }                                                                                                       \
+                   int32_t nr, T *dst) {                                                                        \
+    if (nc < nr || kp > k) memset(dst, 0, (size_t)(kp * nr) * sizeof(T));                                       \
+    if (!koff) {                                                                                                \
+      for (int32_t j = 0; j < nc; j++) {                                                                        \
+        const int8_t *s = src + cb[j];                                                                          \
+        T *d = dst + j * KG;                                                                                    \
+        for (int64_t q = 0; q < k; q++) d[(q / KG) * nr * KG + q % KG] = V(T, s[q]);                            \
+      }                                                                                                         \
+      return;                                                                                                   \
+    }                                                                                                           \
+    int contiguous = 1;                                                                                         \
+    for (int32_t j = 1; j < nc; j++) contiguous &= cb[j] == cb[0] + j;                                          \
+    for (int64_t q = 0; q < k; q++) {                                                                           \
+      T *d = dst + (q / KG) * nr * KG + q % KG;                                                                 \
+      if (contiguous) {                                                                                         \
+        const int8_t *s = src + koff[q] + cb[0];                                                                \
+        for (int32_t j = 0; j < nc; j++) d[j * KG] = V(T, s[j]);                                                \
+      } else {                                                                                                  \
+        const int8_t *s = src + koff[q];                                                                        \
+        for (int32_t j = 0; j < nc; j++) d[j * KG] = V(T, s[cb[j]]);                                            \
+      }                                                                                                         \
+    }                                                                                                           \
   }
-Q8_DEFINE_PACK(pack_w1, int16_t, 1)
-Q8_DEFINE_PACK(pack_w2, int16_t, 2)
-Q8_DEFINE_PACK(pack_b4, int8_t, 4)
+#define Q8_RAW(T, v) ((T)(v))
+#define Q8_XOR(T, v) ((T)((uint8_t)(v) ^ 0x80u))
+Q8_DEFINE_PACK(pack_w1, int16_t, 1, Q8_RAW)
+Q8_DEFINE_PACK(pack_w2, int16_t, 2, Q8_RAW)
+Q8_DEFINE_PACK(pack_b4, int8_t, 4, Q8_RAW)
+Q8_DEFINE_PACK(pack_u4, uint8_t, 4, Q8_XOR)
 
-static void pack(const oa_q8_isa_t *isa, const int8_t *src, const int64_t *koff, int64_t k, int64_t kp,
+/* A tiles (`b` 0: W, raw) and B panels (`b` 1: the activations, x ^ 0x80 for u8 tables) */
+static void pack(const oa_q8_isa_t *isa, int b, const int8_t *src, const int64_t *koff, int64_t k, int64_t kp,
                  const int64_t *cb, int32_t nc, int32_t nr, void *dst) {
-  if (isa->wide && isa->kg == 1) pack_w1(src, koff, k, kp, cb, nc, nr, (int16_t *)dst);
+  if (b && isa->pack) isa->pack(src, koff, k, kp, cb, nc, nr, dst);
+  else if (isa->wide && isa->kg == 1) pack_w1(src, koff, k, kp, cb, nc, nr, (int16_t *)dst);
   else if (isa->wide) pack_w2(src, koff, k, kp, cb, nc, nr, (int16_t *)dst);
+  else if (b && isa->u8) pack_u4(src, koff, k, kp, cb, nc, nr, (uint8_t *)dst);
   else pack_b4(src, koff, k, kp, cb, nc, nr, (int8_t *)dst);
 }
 
@@ -119,8 +149,30 @@ static void pack(const oa_q8_isa_t *isa, const int8_t *src, const int64_t *koff,
 typedef struct q8_geo {
   int64_t n, cin, h, w, cout, kh, kw, oh, ow, g, sh, sw, ph, pw, dh, dw;
   int64_t cin_g, cout_g, hp, wp; /* hp, wp: the zero-point-padded input plane */
+  int64_t vw;                    /* P_DWF: the float depthwise kernel's vector width */
   int64_t rows, cols, k;         /* GEMM per (image, group): rows = C_out/groups, cols = pixels; linear: N, M */
+  int64_t npix;                  /* conv: output pixels per plane (oh * ow) */
+  /* grid columns (u8 tables with a packer, strides 1-2): the input is split into sh * sw phase
+   * planes of hq x wq (phase (a, b) holds padded pixel (y sh + a, x sw + b)); GEMM column
+   * c = oy * wq + ox reads phase-plane element c + (i dh / sh) wq + j dw / sw for tap (i, j): every
+   * B row is a contiguous byte run, the columns ox >= ow are computed and dropped */
+  int64_t grid, hq, wq, chan; /* chan: bytes of one channel's phase planes */
 } q8_geo_t;
+
+/* grid columns for this table and conv (q8_geo_t); narrower outputs would compute too many dropped
+ * columns (7 wide: 2 of 9) and copy out too many short runs */
+#ifndef Q8_GRID_MIN_OW
+#define Q8_GRID_MIN_OW 12
+#endif
+/* grid columns for this table and conv (q8_geo_t) */
+static void grid_geo(const oa_q8_isa_t *isa, int32_t path, q8_geo_t *q) {
+  q->grid = 0;
+  if (path != P_GEMM || !isa->u8 || !isa->pack || q->sh > 2 || q->sw > 2 || q->ow < Q8_GRID_MIN_OW) return;
+  q->grid = 1;
+  q->hq = oa_cdiv(q->hp, q->sh), q->wq = oa_cdiv(q->wp, q->sw);
+  q->chan = q->sh * q->sw * q->hq * q->wq;
+  q->cols = (q->oh - 1) * q->wq + q->ow;
+}
 
 static void conv_geo(const oa_op_call_t *call, q8_geo_t *q) {
   const oa_tensor_t *x = call->inputs[0], *w = call->inputs[1], *y = call->outputs[0];
@@ -133,6 +185,7 @@ static void conv_geo(const oa_op_call_t *call, q8_geo_t *q) {
   q->cin_g = q->cin / q->g, q->cout_g = q->cout / q->g;
   q->hp = q->h + 2 * q->ph, q->wp = q->w + 2 * q->pw;
   q->rows = q->cout_g, q->cols = q->oh * q->ow, q->k = q->cin_g * q->kh * q->kw;
+  q->npix = q->oh * q->ow;
 }
 
 static void linear_geo(const oa_op_call_t *call, q8_geo_t *q) {
@@ -150,6 +203,7 @@ typedef struct q8_layout {
   int64_t a_tiles, a_tile_bytes; /* A packed once per run: g * ceil(rows / MR) tiles */
   int32_t a_in_place;             /* the ISA's gemm_rows reads W in place instead */
   int64_t s_b, s_a, s_acc, s_cb, s_out;                             /* offsets inside a slot */
+  int64_t pad_h, pad_w, s_wf;                                       /* P_DWF: the float plane */
 } q8_layout_t;
 
 static void layout(const oa_q8_isa_t *isa, int32_t path, const q8_geo_t *q, int32_t pad, int32_t threads,
@@ -178,24 +232,50 @@ static void layout(const oa_q8_isa_t *isa, int32_t path, const q8_geo_t *q, int3
     l->off_koff = shared;
     shared = oa_cap_add(shared, up64(oa_cap_mul(path == P_GEMM ? q->k : 0, 8)));
     l->off_pad = shared;
-    if (pad) shared = oa_cap_add(shared, up64(oa_cap_mul(oa_cap_mul(q->n * q->cin, q->hp), q->wp)));
+    if (pad)
+      shared = oa_cap_add(shared, up64(oa_cap_mul(q->n * q->cin, q->grid ? q->chan : oa_cap_mul(q->hp, q->wp))));
     /* the weights are packed once per run (not per column block: small pixel counts would pay
      * for it once per block) */
     /* packing W costs O(rows * K) per run, the products O(rows * K * columns): with few columns
      * (small images, linear) the in-place tile (when the ISA has one) is faster overall */
-    l->a_in_place = isa->gemm_rows && q->n * q->cols < Q8_A_IN_PLACE_COLS;
+    /* VNNI reads W in place (4 consecutive k of a row are one broadcast) unless K is not a
+     * multiple of 4 and W is small (the stem conv: 3 x 7 x 7): its packed tiles have no K tail */
+    l->a_in_place = isa->gemm_rows && (isa->u8 ? q->k % 4 == 0 || q->g * q->rows * q->k > ((int64_t)1 << 18)
+                                               : q->n * q->cols < Q8_A_IN_PLACE_COLS);
     l->a_tiles = l->a_in_place ? 0 : q->g * oa_cdiv(q->rows, mr);
     l->a_tile_bytes = oa_cap_mul(oa_cap_mul(l->kp, mr), eb);
     l->off_a = shared;
     shared = oa_cap_add(shared, up64(oa_cap_mul(l->a_tiles, l->a_tile_bytes)));
     l->s_b = 0;
     slot = up64(oa_cap_mul(oa_cap_mul(l->kp, nc), eb));
-    l->s_acc = slot;
-    slot = oa_cap_add(slot, up64(mr * nr * 4));
+    l->s_acc = slot; /* the MR x nc sums of a column block, requantized row by row */
+    slot = oa_cap_add(slot, up64(oa_cap_mul(mr * 4, nc)));
     l->s_cb = slot;
     slot = oa_cap_add(slot, up64(nr * 8));
     l->s_out = slot;
-    slot = oa_cap_add(slot, up64(nr));
+    slot = oa_cap_add(slot, up64(nc));
+  } else if (path == P_DWP) {
+    /* per slot: the phase planes (+ slack: grid columns past the last row read up to 128 floats
+     * on), the grid, the taps as floats; shared: the taps' offsets */
+    l->tasks = q->n * q->cin;
+    const int64_t hq = oa_cdiv(q->hp, q->sh), wq = oa_cdiv(q->wp, q->sw), taps = q->kh * q->kw;
+    l->off_koff = shared;
+    shared = oa_cap_add(shared, up64(oa_cap_mul(taps, 8)));
+    l->pad_w = oa_cap_add(oa_cap_mul(oa_cap_mul(q->sh * q->sw, hq), wq), wq + 256); /* floats */
+    l->s_acc = up64(oa_cap_mul(l->pad_w, 4));
+    l->s_wf = oa_cap_add(l->s_acc, up64(oa_cap_mul(oa_cap_add(oa_cap_mul(q->oh, wq), 128), 4)));
+    slot = oa_cap_add(l->s_wf, up64(oa_cap_mul(taps, 4)));
+  } else if (path == P_DWF) {
+    /* the float plane (x - zp, zero padding) as the float depthwise kernel wants it (opt/conv.c's
+     * dw_pad_dims: every vector of a row reads inside it), its float output, converted in place
+     * to the int32 sums, and the taps as floats */
+    l->tasks = q->n * q->cin;
+    const int64_t vw = oa_max64(1, q->vw), nvec = oa_cdiv(q->ow, vw);
+    l->pad_w = (nvec * vw - 1) * q->sw + (q->kw - 1) * q->dw + 2;
+    l->pad_h = (q->oh - 1) * q->sh + (q->kh - 1) * q->dh + 1;
+    l->s_acc = up64(oa_cap_mul(oa_cap_mul(l->pad_h, l->pad_w), 4));
+    l->s_wf = oa_cap_add(l->s_acc, up64(oa_cap_mul(oa_cap_mul(q->oh, q->ow), 4)));
+    slot = oa_cap_add(l->s_wf, up64(oa_cap_mul(q->kh * q->kw, 4)));
   } else if (path == P_DW) {
     l->tasks = q->n * q->cin;
     /* the plane (+ slack: the stride-2 vector rows read one element past the last one they use) */
@@ -225,11 +305,13 @@ typedef struct q8_ctx {
   const int8_t *w;
   const int64_t *corr, *koff;
   uint8_t *apack;
-  const int16_t *x16;
+  const void *xg;     /* the GEMV's x: int16 x - zp, or uint8 x ^ 0x80 (gemv_u8) */
+  oa_q8_gemv_fn gemv; /* the GEMV of this call */
   const int32_t *bias, *mult, *shift;
   int32_t mone, zin, zout, lo, hi;
   int8_t *y;
   uint8_t *slots;
+  oa_dw_fn fdw; /* P_DWF: the ISA's float depthwise plane */
 } q8_ctx_t;
 
 static inline void finish_row(const q8_ctx_t *x, const int32_t *acc, int64_t n, int64_t c, int8_t *y) {
@@ -237,20 +319,22 @@ static inline void finish_row(const q8_ctx_t *x, const int32_t *acc, int64_t n, 
   x->isa->requant(acc, n, x->corr[c], x->mult[mc], x->shift[mc], x->zout, x->lo, x->hi, y);
 }
 
-/* One GEMM task: column block cb x row block rb of image b, group g. */
+/* One GEMM task: column block cb x row block rb of image b, group g. The block's panels are
+ * packed first; then per tile of MR rows the micro-kernel fills the MR x nc sums panel by panel
+ * and each row is requantized at once (grid columns: into `out`, then the runs of real pixels). */
 static void gemm_task(const q8_ctx_t *x, int64_t t, uint8_t *slot) {
   const oa_q8_isa_t *isa = x->isa;
   const q8_geo_t *q = &x->q;
   const q8_layout_t *l = &x->l;
   const int32_t mr = isa->mr, nr = isa->nr;
-  const int64_t eb = isa->wide ? 2 : 1;
+  const int64_t eb = isa->wide ? 2 : 1, ldc = l->nc;
   const int64_t rb = t % l->n_rb, cbk = (t / l->n_rb) % l->n_cb, bg = t / (l->n_rb * l->n_cb);
   const int64_t b = bg / q->g, g = bg % q->g;
   const int64_t r0 = rb * l->mc, r1 = oa_min64(r0 + l->mc, q->rows);
-  const int64_t j0 = cbk * l->nc, j1 = oa_min64(j0 + l->nc, q->cols);
+  const int64_t j0 = cbk * l->nc, j1 = oa_min64(j0 + l->nc, q->cols), ncols = j1 - j0;
   uint8_t *bblk = slot + l->s_b;
-  int32_t *acc = (int32_t *)(slot + l->s_acc);
-  int64_t *cb = (int64_t *)(slot + l->s_cb);
+  int32_t *acc = (int32_t *)(void *)(slot + l->s_acc);
+  int64_t *cb = (int64_t *)(void *)(slot + l->s_cb);
   int8_t *out = (int8_t *)(slot + l->s_out);
   const int8_t *src;
   if (x->path == P_GEMM)
@@ -262,30 +346,51 @@ static void gemm_task(const q8_ctx_t *x, int64_t t, uint8_t *slot) {
     const int32_t nc = (int32_t)oa_min64(nr, j1 - j);
     for (int32_t c = 0; c < nc; c++) {
       const int64_t p = j + c;
-      cb[c] = x->path == P_GEMM ? (p / q->ow) * q->sh * q->wp + (p % q->ow) * q->sw : p * q->k;
+      if (x->path != P_GEMM) cb[c] = p * q->k;
+      else if (q->grid) cb[c] = p;
+      else cb[c] = (p / q->ow) * q->sh * q->wp + (p % q->ow) * q->sw;
     }
-    pack(isa, src, x->path == P_GEMM ? x->koff : NULL, q->k, l->kp, cb, nc, nr,
+    pack(isa, 1, src, x->path == P_GEMM ? x->koff : NULL, q->k, l->kp, cb, nc, nr,
          bblk + ((j - j0) / nr) * l->kp * nr * eb);
+  }
+  /* grid columns: the block's runs of real pixels (at most Q8_NC_MAX / Q8_GRID_MIN_OW + 2) */
+  int64_t run_src[Q8_NC_MAX / Q8_GRID_MIN_OW + 2], run_dst[Q8_NC_MAX / Q8_GRID_MIN_OW + 2];
+  int64_t run_len[Q8_NC_MAX / Q8_GRID_MIN_OW + 2];
+  int32_t nrun = 0;
+  if (x->path == P_GEMM && q->grid && q->wq != q->ow) {
+    int64_t oy = j0 / q->wq, ox = j0 % q->wq;
+    for (int64_t p = j0; p < j1;) {
+      if (ox >= q->ow) {
+        p += q->wq - ox, oy++, ox = 0;
+        continue;
+      }
+      const int64_t len = oa_min64(q->ow - ox, j1 - p);
+      run_src[nrun] = p - j0, run_dst[nrun] = oy * q->ow + ox, run_len[nrun++] = len;
+      p += len, ox += len;
+    }
   }
   for (int64_t i = r0; i < r1; i += mr) {
     const int32_t m = (int32_t)oa_min64(mr, r1 - i);
     const int64_t c0 = g * q->cout_g + i;
     const uint8_t *atile = l->a_in_place ? NULL : x->apack + (g * oa_cdiv(q->rows, mr) + i / mr) * l->a_tile_bytes;
     for (int64_t j = j0; j < j1; j += nr) {
-      const int32_t nc = (int32_t)oa_min64(nr, j1 - j);
       const uint8_t *panel = bblk + ((j - j0) / nr) * l->kp * nr * eb;
       if (l->a_in_place)
-        isa->gemm_rows(q->k, x->w + c0 * q->k, q->k, m, panel, acc);
+        isa->gemm_rows(q->k, x->w + c0 * q->k, q->k, m, panel, acc + (j - j0), ldc);
       else
-        isa->gemm(l->kp, atile, panel, acc);
-      for (int32_t r = 0; r < m; r++) {
-        const int64_t c = c0 + r;
-        if (x->path == P_GEMM) {
-          finish_row(x, acc + r * nr, nc, c, x->y + ((b * q->cout + c) * q->cols + j));
-        } else { /* linear: C[n][m] stored as y[m][n] */
-          finish_row(x, acc + r * nr, nc, c, out);
-          for (int32_t u = 0; u < nc; u++) x->y[(j + u) * q->rows + c] = out[u];
-        }
+        isa->gemm(l->kp, atile, panel, acc + (j - j0), ldc);
+    }
+    for (int32_t r = 0; r < m; r++) {
+      const int64_t c = c0 + r;
+      int8_t *yc = x->y + (b * q->cout + c) * q->npix;
+      if (x->path == P_GEMM && (!q->grid || q->wq == q->ow)) { /* grid columns without dropped ones: pixels */
+        finish_row(x, acc + r * ldc, ncols, c, yc + j0);
+      } else if (x->path == P_GEMM) { /* grid columns: the runs ox < ow of each grid row */
+        finish_row(x, acc + r * ldc, ncols, c, out);
+        for (int32_t u = 0; u < nrun; u++) memcpy(yc + run_dst[u], out + run_src[u], (size_t)run_len[u]);
+      } else { /* linear: C[n][m] stored as y[m][n] */
+        finish_row(x, acc + r * ldc, ncols, c, out);
+        for (int64_t u = 0; u < ncols; u++) x->y[(j0 + u) * q->rows + c] = out[u];
       }
     }
   }
@@ -312,12 +417,79 @@ static void dw_task(const q8_ctx_t *x, int64_t t, uint8_t *slot) {
   }
 }
 
+/* One depthwise plane in float (P_DWF): the float depthwise kernel of the ISA (opt.h) sums
+ * integers below 2^24 in magnitude (|w * (x - zp)| <= 128 * 255, at most Q8_DWF_TAPS_MAX taps):
+ * every float sum is exact, in any order, fused or not, so its output converts to the exact int32
+ * sums; then the plane is requantized in one call. `fresh`: the slot's first plane (the padding
+ * is zeroed once, the interior rewritten per plane). */
+static void dwf_task(const q8_ctx_t *x, int64_t t, uint8_t *slot, int fresh) {
+  const q8_geo_t *q = &x->q;
+  const q8_layout_t *l = &x->l;
+  const int64_t c = t % q->cin, taps = q->kh * q->kw, n = q->oh * q->ow;
+  float *pad = (float *)(void *)slot, *wf = (float *)(void *)(slot + l->s_wf);
+  float *out = (float *)(void *)(slot + l->s_acc);
+  const int8_t *xp = x->src + t * q->h * q->w;
+  if (fresh) memset(pad, 0, (size_t)(l->pad_h * l->pad_w) * sizeof(float));
+  const int64_t r1 = oa_min64(q->ph + q->h, l->pad_h), c0 = oa_min64(q->pw, l->pad_w);
+  const int64_t cn = oa_min64(q->pw + q->w, l->pad_w) - c0;
+  const float zin = (float)x->zin;
+  for (int64_t r = q->ph; r < r1; r++) {
+    float *d = pad + r * l->pad_w + c0;
+    const int8_t *s = xp + (r - q->ph) * q->w;
+    if (x->isa->to_float) {
+      x->isa->to_float(s, cn, x->zin, d);
+    } else {
+      for (int64_t j = 0; j < cn; j++) d[j] = (float)s[j] - zin;
+    }
+  }
+  for (int64_t k = 0; k < taps; k++) wf[k] = (float)x->w[c * taps + k];
+  oa_dw_plane_t p;
+  memset(&p, 0, sizeof p);
+  p.pad = pad, p.pad_w = l->pad_w, p.w = wf;
+  p.kh = q->kh, p.kw = q->kw, p.sh = q->sh, p.sw = q->sw, p.dh = q->dh, p.dw = q->dw;
+  p.oh = q->oh, p.ow = q->ow, p.out = out;
+  x->fdw(&p);
+  const int64_t mc = x->mone ? 0 : c, corr = x->corr[c];
+  if (x->isa->requant_f32) {
+    x->isa->requant_f32(out, n, corr, x->mult[mc], x->shift[mc], x->zout, x->lo, x->hi, x->y + t * n);
+    return;
+  }
+  int32_t *acc = (int32_t *)(void *)out; /* in place: each float read before its int32 is written */
+  for (int64_t i = 0; i < n; i++) acc[i] = (int32_t)out[i];
+  finish_row(x, acc, n, c, x->y + t * n);
+}
+
+/* One depthwise plane through the ISA's plane kernel (P_DWP, oa_q8_dwp_t). */
+static void dwp_task(const q8_ctx_t *x, int64_t t, uint8_t *slot, int fresh) {
+  const q8_geo_t *q = &x->q;
+  const q8_layout_t *l = &x->l;
+  const int64_t c = t % q->cin, taps = q->kh * q->kw, mc = x->mone ? 0 : c;
+  float *work = (float *)(void *)slot, *wf = (float *)(void *)(slot + l->s_wf);
+  if (fresh) memset(work, 0, (size_t)l->pad_w * sizeof(float));
+  for (int64_t k = 0; k < taps; k++) wf[k] = (float)x->w[c * taps + k];
+  oa_q8_dwp_t p;
+  p.x = x->src + t * q->h * q->w;
+  p.h = q->h, p.w = q->w, p.ph = q->ph, p.pw = q->pw, p.sh = q->sh, p.sw = q->sw, p.oh = q->oh, p.ow = q->ow;
+  p.hq = oa_cdiv(q->hp, q->sh), p.wq = oa_cdiv(q->wp, q->sw);
+  p.zin = x->zin, p.taps = (int32_t)taps, p.poff = x->koff, p.wf = wf;
+  p.corr = x->corr[c], p.mult = x->mult[mc], p.shift = x->shift[mc], p.zp = x->zout, p.lo = x->lo, p.hi = x->hi;
+  p.y = x->y + t * q->oh * q->ow;
+  p.work = work, p.grid_off = l->s_acc / 4;
+  x->isa->dwp(&p);
+}
+
 /* One block of Q8_GEMV_NB outputs of every row. */
 static void gemv_task(const q8_ctx_t *x, int64_t t, uint8_t *slot) {
   const q8_geo_t *q = &x->q;
   const int64_t n0 = t * Q8_GEMV_NB, nb = oa_min64(Q8_GEMV_NB, q->rows - n0);
   int32_t *acc = (int32_t *)slot;
-  x->isa->gemv(q->cols, nb, q->k, x->x16, x->w + n0 * q->k, acc);
+  x->gemv(q->cols, nb, q->k, x->xg, x->w + n0 * q->k, acc);
+  if (x->isa->requant_pc && !x->mone) { /* per-channel multipliers and shifts: one vector per 8 outputs */
+    for (int64_t i = 0; i < q->cols; i++)
+      x->isa->requant_pc(acc + i * nb, nb, x->corr + n0, x->mult + n0, x->shift + n0, x->zout, x->lo, x->hi,
+                         x->y + i * q->rows + n0);
+    return;
+  }
   for (int64_t i = 0; i < q->cols; i++)
     for (int64_t j = 0; j < nb; j++) {
       const int64_t c = n0 + j, mc = x->mone ? 0 : c;
@@ -339,7 +511,7 @@ static void pack_a_fn(void *ctx, int64_t t0, int64_t t1) {
   for (int64_t t = t0; t < t1; t++) {
     const int64_t g = t / per, i = (t % per) * mr;
     const int32_t m = (int32_t)oa_min64(mr, q->rows - i);
-    pack(x->isa, x->w + (g * q->rows + i) * q->k, NULL, q->k, x->l.kp, cb, m, mr, x->apack + t * x->l.a_tile_bytes);
+    pack(x->isa, 0, x->w + (g * q->rows + i) * q->k, NULL, q->k, x->l.kp, cb, m, mr, x->apack + t * x->l.a_tile_bytes);
   }
 }
 
@@ -356,23 +528,33 @@ static void slots_fn(void *ctx, int64_t s0, int64_t s1) {
   for (int64_t s = s0; s < s1; s++) {
     uint8_t *slot = x->slots + s * x->l.slot_bytes;
     for (int64_t t = s; t < x->l.tasks; t += x->l.slots) {
-      if (x->path == P_DW) dw_task(x, t, slot);
+      if (x->path == P_DWP) dwp_task(x, t, slot, t == s);
+      else if (x->path == P_DWF) dwf_task(x, t, slot, t == s);
+      else if (x->path == P_DW) dw_task(x, t, slot);
       else if (x->path == P_GEMV) gemv_task(x, t, slot);
       else gemm_task(x, t, slot);
     }
   }
 }
 
-/* corr[c] = bias[c] - zin * sum_k w[c][k] (zin 0: the bias alone) */
-static void corrections(int64_t rows, int64_t k, const int8_t *w, const int32_t *bias, int64_t zin, int64_t *corr) {
-  for (int64_t c = 0; c < rows; c++) {
-    int64_t s = 0;
-    if (zin) {
-      const int8_t *wr = w + c * k;
-      for (int64_t q = 0; q < k; q++) s += wr[q];
+/* corr[c] = bias[c] - zin * sum_k w[c][k] (zin 0: the bias alone); u8 tables feed x + 128 to the
+ * GEMM and the GEMV: zin + 128 (`shifted`) */
+static void corrections(const oa_q8_isa_t *isa, int64_t rows, int64_t k, const int8_t *w, const int32_t *bias,
+                        int64_t zin, int shifted, int64_t *corr) {
+  if (shifted && isa->u8) zin += 128;
+  if (zin && isa->wsum) {
+    isa->wsum(rows, k, w, corr);
+  } else {
+    for (int64_t c = 0; c < rows; c++) {
+      int64_t s = 0;
+      if (zin) {
+        const int8_t *wr = w + c * k;
+        for (int64_t q = 0; q < k; q++) s += wr[q];
+      }
+      corr[c] = s;
     }
-    corr[c] = (bias ? bias[c] : 0) - zin * s;
   }
+  for (int64_t c = 0; c < rows; c++) corr[c] = (bias ? bias[c] : 0) - zin * corr[c];
 }
 
 static oa_status_t finish_plan(oa_op_plan_t *plan, const oa_q8_isa_t *isa, int32_t path, const q8_geo_t *q,
@@ -385,7 +567,12 @@ static oa_status_t finish_plan(oa_op_plan_t *plan, const oa_q8_isa_t *isa, int32
 }
 
 static oa_status_t begin(oa_op_plan_t *plan, const oa_kernel_env_t *env, int32_t id, const oa_q8_isa_t **isa) {
-  const int32_t dot = env && env->features ? env->features->dotprod != 0 : 0;
+  const oa_cpu_features_t *f = env ? env->features : NULL;
+  const int32_t vnni = f && (env->isas & OA_CPU_ISA_VNNI) != 0;
+  int32_t dot = 0;
+  if (id == OA_ISA_NEON) dot = f && f->dotprod;
+  else if (id == OA_ISA_AVX512) dot = vnni && f->avx512_vnni;
+  else if (id == OA_ISA_AVX2) dot = vnni && f->avx_vnni;
   *isa = oa_q8_isa(id, dot);
   if (!*isa) return OA_ERR_UNSUPPORTED;
   memset(plan->params, 0, sizeof plan->params);
@@ -398,6 +585,48 @@ static oa_status_t begin(oa_op_plan_t *plan, const oa_kernel_env_t *env, int32_t
 
 /* ---- conv2d_q8 ------------------------------------------------------------------------------ */
 
+/* the GEMM reads a copy of the input: padded with input_zp, or split into phase planes */
+static int32_t conv_copies_input(const q8_geo_t *q) {
+  return q->ph || q->pw || (q->grid && (q->sh > 1 || q->sw > 1));
+}
+
+/* d[x] = s[2 x], x < n (the compiler vectorizes it: no aliasing) */
+static void even_bytes(int8_t *restrict d, const int8_t *restrict s, int64_t n) {
+  for (int64_t x = 0; x < n; x++) d[x] = s[2 * x];
+}
+
+/* The phase planes of grid columns (q8_geo_t), input_zp outside the input: only the phases some
+ * tap reads are written (a 1x1 stride-2 conv reads one of four). */
+static void phase_planes(const q8_geo_t *q, const int8_t *in, int8_t zin, int8_t *p) {
+  int used[2][2] = {{0, 0}, {0, 0}};
+  for (int64_t i = 0; i < q->kh; i++)
+    for (int64_t j = 0; j < q->kw; j++) used[i * q->dh % q->sh][j * q->dw % q->sw] = 1;
+  const int64_t hw = q->hq * q->wq;
+  for (int64_t c = 0; c < q->n * q->cin; c++) {
+    const int8_t *xc = in + c * q->h * q->w;
+    for (int64_t a = 0; a < q->sh; a++)
+      for (int64_t bb = 0; bb < q->sw; bb++) {
+        if (!used[a][bb]) continue;
+        int8_t *pl = p + c * q->chan + (a * q->sw + bb) * hw;
+        memset(pl, zin, (size_t)hw);
+        for (int64_t y = 0; y < q->hq; y++) {
+          const int64_t r = y * q->sh + a - q->ph; /* input row */
+          if (r < 0 || r >= q->h) continue;
+          const int8_t *xr = xc + r * q->w;
+          int8_t *d = pl + y * q->wq;
+          /* columns x with 0 <= x sw + bb - pw < w */
+          const int64_t x0 = oa_max64(0, oa_cdiv(q->pw - bb, q->sw));
+          const int64_t x1 = oa_min64(q->wq, oa_cdiv(q->w + q->pw - bb, q->sw));
+          if (q->sw == 1) {
+            if (x1 > x0) memcpy(d + x0, xr + x0 - q->pw + bb, (size_t)(x1 - x0));
+          } else if (x1 > x0) {
+            even_bytes(d + x0, xr + x0 * 2 + bb - q->pw, x1 - x0);
+          }
+        }
+      }
+  }
+}
+
 static oa_status_t oa_opt_conv2d_q8_prepare_isa(const oa_op_call_t *call, const oa_kernel_env_t *env,
                                                 oa_op_plan_t *plan, int32_t id) {
   const oa_q8_isa_t *isa;
@@ -406,8 +635,15 @@ static oa_status_t oa_opt_conv2d_q8_prepare_isa(const oa_op_call_t *call, const 
   q8_geo_t q;
   conv_geo(call, &q);
   if (q.k > OA_Q8_K_MAX || q.n * q.cout * q.cols == 0) return OA_ERR_UNSUPPORTED;
-  if (q.g == q.cin && q.g == q.cout) return finish_plan(plan, isa, P_DW, &q, 0);
-  return finish_plan(plan, isa, P_GEMM, &q, q.ph || q.pw);
+  if (q.g == q.cin && q.g == q.cout) {
+    const oa_opt_isa_t *f = oa_opt_isa(id);
+    q.vw = f ? f->vw : 0;
+    if (isa->dwp && q.sh <= 2 && q.sw <= 2 && q.kh * q.kw <= OA_Q8_DWP_TAPS_MAX)
+      return finish_plan(plan, isa, P_DWP, &q, 0);
+    return finish_plan(plan, isa, f && f->dw && q.kh * q.kw <= Q8_DWF_TAPS_MAX ? P_DWF : P_DW, &q, 0);
+  }
+  grid_geo(isa, P_GEMM, &q);
+  return finish_plan(plan, isa, P_GEMM, &q, conv_copies_input(&q));
 }
 
 oa_status_t oa_opt_conv2d_q8_run(const oa_op_call_t *call, const oa_op_plan_t *plan, void *scratch,
@@ -419,8 +655,14 @@ oa_status_t oa_opt_conv2d_q8_run(const oa_op_call_t *call, const oa_op_plan_t *p
   x.isa = oa_q8_isa((int32_t)plan->params[Q_ISA], (int32_t)plan->params[Q_DOT]);
   x.path = (int32_t)plan->params[Q_PATH];
   conv_geo(call, &x.q);
+  if (x.path == P_DWF) {
+    const oa_opt_isa_t *f = oa_opt_isa((int32_t)plan->params[Q_ISA]);
+    x.q.vw = f->vw;
+    x.fdw = f->dw;
+  }
+  grid_geo(x.isa, x.path, &x.q);
   const q8_geo_t *q = &x.q;
-  const int32_t pad = x.path == P_GEMM && (q->ph || q->pw);
+  const int32_t pad = x.path == P_GEMM && conv_copies_input(q);
   layout(x.isa, x.path, q, pad, (int32_t)plan->params[Q_THREADS], &x.l);
   uint8_t *s = (uint8_t *)scratch;
   const oa_tensor_t *tb = call->inputs[2];
@@ -434,15 +676,28 @@ oa_status_t oa_opt_conv2d_q8_run(const oa_op_call_t *call, const oa_op_plan_t *p
   x.slots = s + x.l.off_slots;
   int64_t *corr = (int64_t *)(s + x.l.off_corr);
   const int8_t *in = (const int8_t *)call->inputs[0]->data;
-  if (x.path == P_DW) {
-    corrections(q->cout, q->kh * q->kw, x.w, x.bias, 0, corr); /* the plane holds x - zp */
+  if (x.path == P_DW || x.path == P_DWF || x.path == P_DWP) {
+    corrections(x.isa, q->cout, q->kh * q->kw, x.w, x.bias, 0, 0, corr); /* the plane holds x - zp */
     x.src = in;
+    if (x.path == P_DWP) { /* tap (i, j): phase plane (i dh % sh, j dw % sw), shifted (i dh / sh, j dw / sw) */
+      int64_t *poff = (int64_t *)(s + x.l.off_koff);
+      const int64_t hq = oa_cdiv(q->hp, q->sh), wq = oa_cdiv(q->wp, q->sw);
+      for (int64_t i = 0, t = 0; i < q->kh; i++)
+        for (int64_t j = 0; j < q->kw; j++, t++)
+          poff[t] = ((i * q->dh % q->sh) * q->sw + j * q->dw % q->sw) * hq * wq + (i * q->dh / q->sh) * wq +
+                    j * q->dw / q->sw;
+      x.koff = poff;
+    }
   } else {
-    corrections(q->cout, q->k, x.w, x.bias, x.zin, corr);
+    corrections(x.isa, q->cout, q->k, x.w, x.bias, x.zin, 1, corr);
     int64_t *koff = (int64_t *)(s + x.l.off_koff);
     x.plane = q->hp * q->wp; /* hp, wp: h, w without padding */
     x.src = in;
-    if (pad) { /* a copy of the input padded with input_zp: padding adds nothing after the correction */
+    if (q->grid && pad) { /* phase planes, input_zp outside */
+      phase_planes(q, in, (int8_t)x.zin, (int8_t *)(s + x.l.off_pad));
+      x.src = (const int8_t *)(s + x.l.off_pad);
+      x.plane = q->chan;
+    } else if (pad) { /* a copy of the input padded with input_zp: padding adds nothing after the correction */
       int8_t *p = (int8_t *)(s + x.l.off_pad);
       memset(p, (int)(int8_t)x.zin, (size_t)(q->n * q->cin * q->hp * q->wp));
       for (int64_t c = 0; c < q->n * q->cin; c++)
@@ -452,7 +707,13 @@ oa_status_t oa_opt_conv2d_q8_run(const oa_op_call_t *call, const oa_op_plan_t *p
     }
     for (int64_t ic = 0, k = 0; ic < q->cin_g; ic++)
       for (int64_t i = 0; i < q->kh; i++)
-        for (int64_t j = 0; j < q->kw; j++) koff[k++] = ic * x.plane + i * q->dh * q->wp + j * q->dw;
+        for (int64_t j = 0; j < q->kw; j++) {
+          if (q->grid) /* phase plane (i dh % sh, j dw % sw), shifted by (i dh / sh, j dw / sw) */
+            koff[k++] = ic * x.plane + ((i * q->dh % q->sh) * q->sw + j * q->dw % q->sw) * q->hq * q->wq +
+                        (i * q->dh / q->sh) * q->wq + j * q->dw / q->sw;
+          else
+            koff[k++] = ic * x.plane + i * q->dh * q->wp + j * q->dw;
+        }
     x.koff = koff;
   }
   x.corr = corr;
@@ -496,18 +757,178 @@ oa_status_t oa_opt_linear_q8_run(const oa_op_call_t *call, const oa_op_plan_t *p
   x.slots = s + x.l.off_slots;
   x.src = (const int8_t *)call->inputs[0]->data;
   int64_t *corr = (int64_t *)(s + x.l.off_corr);
-  if (x.path == P_GEMV) {
-    corrections(q->rows, q->k, x.w, x.bias, 0, corr); /* x16 holds x - zp */
+  if (x.path == P_GEMV && x.isa->gemv_u8 && x.zin == -128) { /* x ^ 0x80 = x - zp: no correction */
+    corrections(x.isa, q->rows, q->k, x.w, x.bias, 0, 0, corr);
+    uint8_t *xu = (uint8_t *)(s + x.l.off_koff);
+    for (int64_t i = 0; i < q->cols * q->k; i++) xu[i] = (uint8_t)((uint8_t)x.src[i] ^ 0x80u);
+    x.xg = xu;
+    x.gemv = x.isa->gemv_u8;
+  } else if (x.path == P_GEMV) {
+    corrections(x.isa, q->rows, q->k, x.w, x.bias, 0, 0, corr); /* x16 holds x - zp */
     int16_t *x16 = (int16_t *)(s + x.l.off_koff);
     for (int64_t i = 0; i < q->cols * q->k; i++) x16[i] = (int16_t)(x.src[i] - x.zin);
-    x.x16 = x16;
+    x.xg = x16;
+    x.gemv = x.isa->gemv;
   } else {
-    corrections(q->rows, q->k, x.w, x.bias, x.zin, corr);
+    corrections(x.isa, q->rows, q->k, x.w, x.bias, x.zin, 1, corr);
   }
   x.corr = corr;
   run_tasks(&x, env ? env->pool : NULL, s);
   return OA_OK;
 }
 
-OA_OPT_SHARED(conv2d_q8, OA_DT_I8)
-OA_OPT_SHARED(linear_q8, OA_DT_I8)
+/* OA_OPT_SHARED (isa.h), except that a plan on a table with a name of its own (the VNNI tiles inside
+ * the avx512 / avx2 variants) is named after it ("avx512_vnni", "avx_vnni"), so tools and tests see
+ * which tile ran. */
+#define Q8_OPT(op)                                                                                              \
+  oa_status_t oa_opt_##op##_prepare(const oa_op_call_t *call, const oa_kernel_env_t *env, oa_op_plan_t *plan,  \
+                                    oa_diag_t *diag);                                                          \
+  static const oa_kernel_t op##_variants[OA_ISA_COUNT] = {                                                     \
+      {#op, "portable", OA_DT_I8, oa_opt_##op##_prepare, oa_opt_##op##_run},                                   \
+      {#op, "avx2", OA_DT_I8, oa_opt_##op##_prepare, OA_IF_AVX2(oa_opt_##op##_run)},                           \
+      {#op, "neon", OA_DT_I8, oa_opt_##op##_prepare, OA_IF_NEON(oa_opt_##op##_run)},                           \
+      {#op, "avx512", OA_DT_I8, oa_opt_##op##_prepare, OA_IF_AVX512(oa_opt_##op##_run)},                       \
+      {#op, "rvv", OA_DT_I8, oa_opt_##op##_prepare, OA_IF_RVV(oa_opt_##op##_run)},                             \
+  };                                                                                                           \
+  static const oa_kernel_t op##_named[] = {                                                                    \
+      {#op, "avx512_vnni", OA_DT_I8, oa_opt_##op##_prepare, oa_opt_##op##_run},                                \
+      {#op, "avx_vnni", OA_DT_I8, oa_opt_##op##_prepare, oa_opt_##op##_run},                                   \
+  };                                                                                                           \
+  oa_status_t oa_opt_##op##_prepare(const oa_op_call_t *call, const oa_kernel_env_t *env, oa_op_plan_t *plan,  \
+                                    oa_diag_t *diag) {                                                         \
+    (void)diag;                                                                                                \
+    const oa_status_t st = oa_isa_pick(op##_variants, oa_opt_##op##_prepare_isa, call, env, plan);            \
+    if (st == OA_OK) plan->kernel = named(plan, op##_named, sizeof op##_named / sizeof op##_named[0]);         \
+    return st;                                                                                                 \
+  }
+
+static const void *named(const oa_op_plan_t *plan, const oa_kernel_t *kernels, size_t n) {
+  const oa_q8_isa_t *isa = oa_q8_isa((int32_t)plan->params[Q_ISA], (int32_t)plan->params[Q_DOT]);
+  for (size_t i = 0; isa && isa->variant && i < n; i++)
+    if (!strcmp(kernels[i].variant, isa->variant)) return &kernels[i];
+  return plan->kernel;
+}
+
+Q8_OPT(conv2d_q8)
+Q8_OPT(linear_q8)
+
+/* ---- add_q8, quantize, dequantize -------------------------------------------------------------
+ * Elementwise, on the table's vector instances (the same rule, bit for bit: the reference kernel's
+ * integer rule for add_q8, its float32 operations in its order for quantize / dequantize). add_q8
+ * takes same-shape operands only (both inputs as many elements as the output: no broadcast),
+ * others run the reference kernel. Threads take blocks of Q8_EW_BLOCK elements. */
+
+#define Q8_EW_BLOCK ((int64_t)32768)
+
+typedef struct q8_ew {
+  const oa_q8_isa_t *isa;
+  int32_t op; /* 0 add_q8, 1 quantize, 2 dequantize */
+  const void *a, *b;
+  void *y;
+  int64_t n;
+  oa_q8_add_t add;
+  float inv, zp, lo, hi, scale;
+  int32_t izp, u8;
+} q8_ew_t;
+
+static void ew_fn(void *ctx, int64_t t0, int64_t t1) {
+  const q8_ew_t *e = (const q8_ew_t *)ctx;
+  const int64_t i0 = t0 * Q8_EW_BLOCK, i1 = oa_min64(t1 * Q8_EW_BLOCK, e->n), n = i1 - i0;
+  if (n <= 0) return;
+  if (e->op == 0)
+    e->isa->add((const int8_t *)e->a + i0, (const int8_t *)e->b + i0, n, &e->add, (int8_t *)e->y + i0);
+  else if (e->op == 1)
+    e->isa->quantize((const float *)e->a + i0, n, e->inv, e->zp, e->lo, e->hi, (uint8_t *)e->y + i0);
+  else
+    e->isa->dequantize((const uint8_t *)e->a + i0, n, e->u8, e->izp, e->scale, (float *)e->y + i0);
+}
+
+static void ew_run(q8_ew_t *e, const oa_kernel_env_t *env) {
+  oa_parallel_for(env ? env->pool : NULL, oa_cdiv(e->n, Q8_EW_BLOCK), 1, ew_fn, e);
+}
+
+static oa_status_t ew_begin(oa_op_plan_t *plan, int32_t id, int32_t op) {
+  const oa_q8_isa_t *isa = oa_q8_isa(id, 0);
+  if (!isa || (op == 0 && !isa->add) || (op == 1 && !isa->quantize) || (op == 2 && !isa->dequantize))
+    return OA_ERR_UNSUPPORTED;
+  memset(plan->params, 0, sizeof plan->params);
+  plan->scratch_bytes = 0;
+  plan->params[Q_ISA] = id;
+  return OA_OK;
+}
+
+static oa_status_t oa_opt_add_q8_prepare_isa(const oa_op_call_t *call, const oa_kernel_env_t *env,
+                                             oa_op_plan_t *plan, int32_t id) {
+  (void)env;
+  const int64_t n = call->outputs[0]->numel;
+  if (call->inputs[0]->numel != n || call->inputs[1]->numel != n) return OA_ERR_UNSUPPORTED;
+  return ew_begin(plan, id, 0);
+}
+
+oa_status_t oa_opt_add_q8_run(const oa_op_call_t *call, const oa_op_plan_t *plan, void *scratch,
+                              const oa_kernel_env_t *env, oa_diag_t *diag) {
+  (void)scratch;
+  (void)diag;
+  q8_ew_t e;
+  memset(&e, 0, sizeof e);
+  e.isa = oa_q8_isa((int32_t)plan->params[Q_ISA], 0);
+  e.a = call->inputs[0]->data, e.b = call->inputs[1]->data, e.y = call->outputs[0]->data;
+  e.n = call->outputs[0]->numel;
+  e.add.za = (int32_t)iarg(call, OA_ARG_ADD_Q8_SELF_ZP), e.add.zb = (int32_t)iarg(call, OA_ARG_ADD_Q8_OTHER_ZP);
+  e.add.ma = (int32_t)iarg(call, OA_ARG_ADD_Q8_SELF_MULTIPLIER);
+  e.add.mb = (int32_t)iarg(call, OA_ARG_ADD_Q8_OTHER_MULTIPLIER);
+  e.add.shift = (int32_t)iarg(call, OA_ARG_ADD_Q8_SHIFT), e.add.zo = (int32_t)iarg(call, OA_ARG_ADD_Q8_OUTPUT_ZP);
+  e.add.lo = (int32_t)iarg(call, OA_ARG_ADD_Q8_ACT_MIN), e.add.hi = (int32_t)iarg(call, OA_ARG_ADD_Q8_ACT_MAX);
+  ew_run(&e, env);
+  return OA_OK;
+}
+
+static oa_status_t oa_opt_quantize_prepare_isa(const oa_op_call_t *call, const oa_kernel_env_t *env,
+                                               oa_op_plan_t *plan, int32_t id) {
+  (void)call;
+  (void)env;
+  return ew_begin(plan, id, 1);
+}
+
+oa_status_t oa_opt_quantize_run(const oa_op_call_t *call, const oa_op_plan_t *plan, void *scratch,
+                                const oa_kernel_env_t *env, oa_diag_t *diag) {
+  (void)scratch;
+  (void)diag;
+  q8_ew_t e;
+  memset(&e, 0, sizeof e);
+  e.isa = oa_q8_isa((int32_t)plan->params[Q_ISA], 0);
+  e.op = 1;
+  e.a = call->inputs[0]->data, e.y = call->outputs[0]->data, e.n = call->outputs[0]->numel;
+  e.inv = (float)(1.0 / call->floats[OA_ARG_QUANTIZE_SCALE]); /* as the reference kernel */
+  e.zp = (float)iarg(call, OA_ARG_QUANTIZE_ZERO_POINT);
+  e.lo = (float)iarg(call, OA_ARG_QUANTIZE_QMIN), e.hi = (float)iarg(call, OA_ARG_QUANTIZE_QMAX);
+  ew_run(&e, env);
+  return OA_OK;
+}
+
+static oa_status_t oa_opt_dequantize_prepare_isa(const oa_op_call_t *call, const oa_kernel_env_t *env,
+                                                 oa_op_plan_t *plan, int32_t id) {
+  (void)call;
+  (void)env;
+  return ew_begin(plan, id, 2);
+}
+
+oa_status_t oa_opt_dequantize_run(const oa_op_call_t *call, const oa_op_plan_t *plan, void *scratch,
+                                  const oa_kernel_env_t *env, oa_diag_t *diag) {
+  (void)scratch;
+  (void)diag;
+  q8_ew_t e;
+  memset(&e, 0, sizeof e);
+  e.isa = oa_q8_isa((int32_t)plan->params[Q_ISA], 0);
+  e.op = 2;
+  e.a = call->inputs[0]->data, e.y = call->outputs[0]->data, e.n = call->outputs[0]->numel;
+  e.u8 = call->inputs[0]->dtype == OA_DTYPE_UINT8;
+  e.izp = (int32_t)iarg(call, OA_ARG_DEQUANTIZE_ZERO_POINT);
+  e.scale = (float)call->floats[OA_ARG_DEQUANTIZE_SCALE];
+  ew_run(&e, env);
+  return OA_OK;
+}
+
+OA_OPT_SHARED(add_q8, OA_DT_I8)
+OA_OPT_SHARED(quantize, OA_DT_F32)
+OA_OPT_SHARED(dequantize, OA_DT_I8 | OA_DT_U8)

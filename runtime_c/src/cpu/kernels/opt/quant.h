@@ -12,29 +12,67 @@
  * Operands are packed by the driver into the layout of the ISA: K is padded with zeros to a
  * multiple of kg and split into groups of kg consecutive k; an A tile (MR rows of W, rows past
  * the matrix zero) is [kp / kg][MR][kg], a B panel (NR columns, columns past the matrix zero) is
- * [kp / kg][NR][kg], of int16 (wide) or int8 elements. */
+ * [kp / kg][NR][kg], of int16 (wide) or int8 elements.
+ *
+ * x86 VNNI (vpdpbusd: unsigned bytes times signed bytes) takes the activations as unsigned bytes
+ * x + 128 (x ^ 0x80; the table's `u8`): B panels hold x ^ 0x80 (padding past K
+ * still 0), so every sum gains 128 * sum_k W[c][k], which the driver folds into the correction:
+ * corr[c] = bias[c] - (input_zp + 128) * sum_k W[c][k]. |w| * 255 <= 2^15, K <= 65536: still exact. */
 #ifndef OA_KERNELS_OPT_QUANT_H
 #define OA_KERNELS_OPT_QUANT_H
 
+#include <math.h>
 #include <stdint.h>
 
 #include "kernels/quant_rule.h"
 
 /* K the kernels take: |sum of K products| <= K * 2^14 < 2^31 (raw), K * 255 * 128 < 2^31 (x - zp) */
 #define OA_Q8_K_MAX ((int64_t)1 << 16)
-#define OA_Q8_MR_MAX 8
-#define OA_Q8_NR_MAX 16
+#define OA_Q8_MR_MAX 16
+#define OA_Q8_NR_MAX 64
 
-/* c[i * nr + j] = sum_k a[k][i] * b[k][j] over kp (a multiple of kg) for the whole MR x NR tile */
-typedef void (*oa_q8_gemm_fn)(int64_t kp, const void *a, const void *b, int32_t *c);
+/* c[i * ldc + j] = sum_k a[k][i] * b[k][j] over kp (a multiple of kg) for the whole MR x NR tile */
+typedef void (*oa_q8_gemm_fn)(int64_t kp, const void *a, const void *b, int32_t *c, int64_t ldc);
 
 /* The same reading W in place: rows w + i * ldw (i < mr; rows past mr are not read), k int8
  * each (B packed with K padded to kg) */
-typedef void (*oa_q8_gemm_rows_fn)(int64_t k, const int8_t *w, int64_t ldw, int32_t mr, const void *b, int32_t *c);
+typedef void (*oa_q8_gemm_rows_fn)(int64_t k, const int8_t *w, int64_t ldw, int32_t mr, const void *b, int32_t *c,
+                                   int64_t ldc);
 
 /* y[j] = q8_requant(corr + acc[j], mult, shift, zp, lo, hi) for j < n (one output row) */
 typedef void (*oa_q8_requant_fn)(const int32_t *acc, int64_t n, int64_t corr, int32_t mult, int32_t shift,
                                  int32_t zp, int32_t lo, int32_t hi, int8_t *y);
+
+/* y[j] = q8_requant(corr[j] + acc[j], mult[j], shift[j], zp, lo, hi): per-channel values (the GEMV) */
+typedef void (*oa_q8_requant_pc_fn)(const int32_t *acc, int64_t n, const int64_t *corr, const int32_t *mult,
+                                    const int32_t *shift, int32_t zp, int32_t lo, int32_t hi, int8_t *y);
+
+/* The same from float sums that are exact integers (the float depthwise path) */
+typedef void (*oa_q8_requant_f32_fn)(const float *acc, int64_t n, int64_t corr, int32_t mult, int32_t shift,
+                                     int32_t zp, int32_t lo, int32_t hi, int8_t *y);
+/* d[j] = (float)(x[j] - zp), j < n */
+typedef void (*oa_q8_to_float_fn)(const int8_t *x, int64_t n, int32_t zp, float *d);
+
+/* One depthwise plane, int8 in and out (an ISA's whole-plane kernel). The padded input (zero
+ * points around it) is split into sh * sw phase planes of hq x wq floats, phase (a, b) holding
+ * x - input_zp at padded (y sh + a, x sw + b); output (oy, ox) is then a sum over taps of
+ * w[t] * phase(t)[oy * wq + ox + off(t)]: one contiguous run per tap over "grid" columns
+ * oy * wq + ox (ox >= ow computed and dropped). Float sums of at most OA_Q8_DWP_TAPS_MAX taps
+ * are exact integers. */
+#define OA_Q8_DWP_TAPS_MAX 512
+typedef struct oa_q8_dwp {
+  const int8_t *x;  /* input plane h x w */
+  int64_t h, w, ph, pw, sh, sw, oh, ow, hq, wq;
+  int32_t zin, taps;
+  const int64_t *poff; /* per tap: phase plane start + offset, in floats from `work` */
+  const float *wf;     /* per tap weight */
+  int64_t corr;
+  int32_t mult, shift, zp, lo, hi;
+  int8_t *y;           /* oh x ow */
+  float *work;         /* the phase planes (their padding zeroed by the caller once), then the grid */
+  int64_t grid_off;    /* floats from work to the grid's oh * wq + 128 floats */
+} oa_q8_dwp_t;
+typedef void (*oa_q8_dwp_fn)(const oa_q8_dwp_t *p);
 
 /* Depthwise: acc[o] = sum_{i<kh, j<kw} w[i * kw + j] * rows[i * dh * ld + o * sw + j * dw], o < n,
  * over a plane of (x - input_zp) values (padding 0) whose rows are ld elements apart. */
@@ -42,8 +80,30 @@ typedef void (*oa_q8_dw_fn)(const int16_t *rows, int64_t ld, const int8_t *w, in
                             int64_t dh, int64_t dw, int64_t n, int32_t *acc);
 
 /* GEMV for a few rows: acc[i * n + j] = sum_k w[j * k + q] * x[i * k + q], x = (input - input_zp)
- * as int16 (|product| <= 255 * 128), W [n][k] int8 in place. */
-typedef void (*oa_q8_gemv_fn)(int64_t m, int64_t n, int64_t k, const int16_t *x, const int8_t *w, int32_t *acc);
+ * as int16 (|product| <= 255 * 128), W [n][k] int8 in place (every table, VNNI ones too: x ^ 0x80
+ * would need sum_k W per run, a second pass over W when M is 1). */
+typedef void (*oa_q8_gemv_fn)(int64_t m, int64_t n, int64_t k, const void *x, const int8_t *w, int32_t *acc);
+
+/* Pack one B panel (the driver's layout above, u8 tables: x ^ 0x80, padding 0): value(q, j) =
+ * src[koff[q] + cb[j]] (koff NULL: src[cb[j] + q]) for q < k, j < nc; zero past them. */
+typedef void (*oa_q8_pack_fn)(const int8_t *src, const int64_t *koff, int64_t k, int64_t kp, const int64_t *cb,
+                              int32_t nc, int32_t nr, void *dst);
+
+/* sums[c] = sum_k w[c * k + q] for c < rows */
+typedef void (*oa_q8_wsum_fn)(int64_t rows, int64_t k, const int8_t *w, int64_t *sums);
+
+/* add_q8 on same-shape operands: y[i] = the rule of docs/quantization.md ("add_q8") */
+typedef struct oa_q8_add {
+  int32_t za, zb, ma, mb, shift, zo, lo, hi; /* input zero points, multipliers, shift, output */
+} oa_q8_add_t;
+typedef void (*oa_q8_add_fn)(const int8_t *a, const int8_t *b, int64_t n, const oa_q8_add_t *p, int8_t *y);
+
+/* quantize: y[i] = clamp(round_half_even(x[i] * inv) + zp, lo, hi) in float32, NaN -> zp, exactly
+ * as the reference kernel (the rounded value clamped to +-1e9 first); y int8, or uint8 (lo >= 0:
+ * the low byte of the value either way) */
+typedef void (*oa_q8_quantize_fn)(const float *x, int64_t n, float inv, float zp, float lo, float hi, void *y);
+/* dequantize: y[i] = (float)(x[i] - zp) * scale, x int8 (u8 0) or uint8 (u8 1) */
+typedef void (*oa_q8_dequantize_fn)(const void *x, int64_t n, int32_t u8, int32_t zp, float scale, float *y);
 
 typedef struct oa_q8_isa {
   const char *name;
@@ -53,20 +113,82 @@ typedef struct oa_q8_isa {
   oa_q8_gemm_fn gemm;
   oa_q8_gemm_rows_fn gemm_rows; /* or NULL: A is packed once per run for `gemm` */
   oa_q8_requant_fn requant;
+  oa_q8_requant_pc_fn requant_pc;  /* or NULL */
+  oa_q8_requant_f32_fn requant_f32; /* or NULL: float sums (exact integers below 2^24) */
+  oa_q8_to_float_fn to_float;       /* or NULL */
+  oa_q8_dwp_fn dwp;                 /* or NULL: a depthwise plane (strides 1-2) */
   oa_q8_dw_fn dw;
   oa_q8_gemv_fn gemv;
+  oa_q8_gemv_fn gemv_u8; /* or NULL: x as uint8 x ^ 0x80, used when input_zp is -128 (= x - zp) */
+  int32_t u8;           /* B is x ^ 0x80 (VNNI), the GEMM's correction counts 128 more */
+  oa_q8_pack_fn pack;   /* or NULL: the driver's portable packing */
+  oa_q8_wsum_fn wsum;   /* or NULL: the driver's loop */
+  const char *variant;  /* the plan's kernel name when it differs from the ISA's (VNNI), or NULL */
+  oa_q8_add_fn add;     /* the elementwise int8 ops (or NULL: the reference kernels run) */
+  oa_q8_quantize_fn quantize;
+  oa_q8_dequantize_fn dequantize;
 } oa_q8_isa_t;
 
-/* The table of ISA `id` (isa.h), NULL when this build does not have it; `dotprod`: the CPU has
- * the Arm dot-product instructions (the NEON table then uses the sdot tile where built). */
-const oa_q8_isa_t *oa_q8_isa(int32_t id, int32_t dotprod);
+/* The table of ISA `id` (isa.h), NULL when this build does not have it; `dot`: use the ISA's int8
+ * dot-product extension where built: NEON sdot (the CPU has dotprod), AVX-512 VNNI (avx512_vnni),
+ * AVX2 with AVX-VNNI (avx_vnni); the caller checks the CPU and OA_CPU_ISA_VNNI. */
+const oa_q8_isa_t *oa_q8_isa(int32_t id, int32_t dot);
 
 /* Portable instances (arch/portable/quant.c), also the other ISAs' fall-backs. */
 void oa_q8_portable_requant(const int32_t *acc, int64_t n, int64_t corr, int32_t mult, int32_t shift, int32_t zp,
                             int32_t lo, int32_t hi, int8_t *y);
 void oa_q8_portable_dw(const int16_t *rows, int64_t ld, const int8_t *w, int64_t kh, int64_t kw, int64_t sw,
                        int64_t dh, int64_t dw, int64_t n, int32_t *acc);
-void oa_q8_portable_gemv(int64_t m, int64_t n, int64_t k, const int16_t *x, const int8_t *w, int32_t *acc);
+void oa_q8_portable_gemv(int64_t m, int64_t n, int64_t k, const void *x, const int8_t *w, int32_t *acc);
+void oa_q8_portable_add(const int8_t *a, const int8_t *b, int64_t n, const oa_q8_add_t *p, int8_t *y);
+void oa_q8_portable_quantize(const float *x, int64_t n, float inv, float zp, float lo, float hi, void *y);
+void oa_q8_portable_dequantize(const void *x, int64_t n, int32_t u8, int32_t zp, float scale, float *y);
+
+/* x86 instances the VNNI tables share with the plain ones (arch/x86/avx2/quant.c,
+ * arch/x86/avx512/quant.c; AVX-512 instances only run where env->isas has OA_CPU_ISA_AVX512). */
+void oa_q8_avx2_wsum(int64_t rows, int64_t k, const int8_t *w, int64_t *sums);
+void oa_q8_avx2_gemv(int64_t m, int64_t n, int64_t k, const void *x, const int8_t *w, int32_t *acc);
+void oa_q8_avx512_gemv(int64_t m, int64_t n, int64_t k, const void *x, const int8_t *w, int32_t *acc);
+void oa_q8_avx2_requant(const int32_t *acc, int64_t n, int64_t corr, int32_t mult, int32_t shift, int32_t zp,
+                        int32_t lo, int32_t hi, int8_t *y);
+void oa_q8_avx2_dw(const int16_t *rows, int64_t ld, const int8_t *w, int64_t kh, int64_t kw, int64_t sw,
+                   int64_t dh, int64_t dw, int64_t n, int32_t *acc);
+void oa_q8_avx512_requant(const int32_t *acc, int64_t n, int64_t corr, int32_t mult, int32_t shift, int32_t zp,
+                          int32_t lo, int32_t hi, int8_t *y);
+void oa_q8_avx512_dw(const int16_t *rows, int64_t ld, const int8_t *w, int64_t kh, int64_t kw, int64_t sw,
+                     int64_t dh, int64_t dw, int64_t n, int32_t *acc);
+void oa_q8_avx512_requant_f32(const float *acc, int64_t n, int64_t corr, int32_t mult, int32_t shift, int32_t zp,
+                              int32_t lo, int32_t hi, int8_t *y);
+void oa_q8_avx512_to_float(const int8_t *x, int64_t n, int32_t zp, float *d);
+void oa_q8_avx512_wsum(int64_t rows, int64_t k, const int8_t *w, int64_t *sums);
+void oa_q8_avx512_requant_pc(const int32_t *acc, int64_t n, const int64_t *corr, const int32_t *mult,
+                             const int32_t *shift, int32_t zp, int32_t lo, int32_t hi, int8_t *y);
+void oa_q8_avx512_dwp(const oa_q8_dwp_t *p);
+void oa_q8_avx2_add(const int8_t *a, const int8_t *b, int64_t n, const oa_q8_add_t *p, int8_t *y);
+void oa_q8_avx2_quantize(const float *x, int64_t n, float inv, float zp, float lo, float hi, void *y);
+void oa_q8_avx2_dequantize(const void *x, int64_t n, int32_t u8, int32_t zp, float scale, float *y);
+void oa_q8_avx512_add(const int8_t *a, const int8_t *b, int64_t n, const oa_q8_add_t *p, int8_t *y);
+void oa_q8_avx512_quantize(const float *x, int64_t n, float inv, float zp, float lo, float hi, void *y);
+void oa_q8_avx512_dequantize(const void *x, int64_t n, int32_t u8, int32_t zp, float scale, float *y);
+
+/* The elementwise rules in plain C (the portable instances, the SIMD ones' tails). */
+static inline int8_t oa_q8_add1(int8_t a, int8_t b, const oa_q8_add_t *p) {
+  const int64_t pa = ((int64_t)a - p->za) * p->ma, pb = ((int64_t)b - p->zb) * p->mb;
+  return q8_finish(q8_round_shift(pa + pb, p->shift), p->zo, p->lo, p->hi);
+}
+static inline float oa_q8_quantize1(float x, float inv, float zp, float lo, float hi) {
+  const float v = x * inv;
+  float q;
+  if (v != v) {
+    q = zp;
+  } else {
+    float r = nearbyintf(v);
+    if (r > 1e9f) r = 1e9f;
+    if (r < -1e9f) r = -1e9f;
+    q = r + zp;
+  }
+  return q < lo ? lo : (q > hi ? hi : q);
+}
 
 /* The depthwise row in plain C, for each ISA file to compile with its own flags: blocks of 16
  * outputs whose sums stay in registers over all taps (the compiler vectorises the block). */

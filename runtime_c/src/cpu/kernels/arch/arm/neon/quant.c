@@ -19,7 +19,7 @@
 #if defined(__aarch64__)
 #define MR 8
 /* A [kp][8], B [kp][8] int16 */
-static void q8_neon_gemm(int64_t kp, const void *a_, const void *b_, int32_t *c) {
+static void q8_neon_gemm(int64_t kp, const void *a_, const void *b_, int32_t *c, int64_t ldc) {
   const int16_t *a = (const int16_t *)a_, *b = (const int16_t *)b_;
   int32x4_t acc[8][2];
   for (int i = 0; i < 8; i++) acc[i][0] = acc[i][1] = vdupq_n_s32(0);
@@ -33,14 +33,14 @@ static void q8_neon_gemm(int64_t kp, const void *a_, const void *b_, int32_t *c)
 #undef ROW
   }
   for (int i = 0; i < 8; i++) {
-    vst1q_s32(c + i * 8, acc[i][0]);
-    vst1q_s32(c + i * 8 + 4, acc[i][1]);
+    vst1q_s32(c + i * ldc, acc[i][0]);
+    vst1q_s32(c + i * ldc + 4, acc[i][1]);
   }
 }
 
 /* A [kp/4][8][4], B [kp/4][8][4] int8 (raw values) */
 __attribute__((target("arch=armv8.2-a+dotprod"))) static void q8_neon_gemm_sdot(int64_t kp, const void *a_,
-                                                                               const void *b_, int32_t *c) {
+                                                                               const void *b_, int32_t *c, int64_t ldc) {
   const int8_t *a = (const int8_t *)a_, *b = (const int8_t *)b_;
   int32x4_t acc[8][2];
   for (int i = 0; i < 8; i++) acc[i][0] = acc[i][1] = vdupq_n_s32(0);
@@ -53,14 +53,14 @@ __attribute__((target("arch=armv8.2-a+dotprod"))) static void q8_neon_gemm_sdot(
 #undef ROW
   }
   for (int i = 0; i < 8; i++) {
-    vst1q_s32(c + i * 8, acc[i][0]);
-    vst1q_s32(c + i * 8 + 4, acc[i][1]);
+    vst1q_s32(c + i * ldc, acc[i][0]);
+    vst1q_s32(c + i * ldc + 4, acc[i][1]);
   }
 }
 #else
 #define MR 4
 /* A [kp][4], B [kp][8] int16 */
-static void q8_neon_gemm(int64_t kp, const void *a_, const void *b_, int32_t *c) {
+static void q8_neon_gemm(int64_t kp, const void *a_, const void *b_, int32_t *c, int64_t ldc) {
   const int16_t *a = (const int16_t *)a_, *b = (const int16_t *)b_;
   int32x4_t acc[4][2];
   for (int i = 0; i < 4; i++) acc[i][0] = acc[i][1] = vdupq_n_s32(0);
@@ -75,8 +75,8 @@ static void q8_neon_gemm(int64_t kp, const void *a_, const void *b_, int32_t *c)
 #undef ROW
   }
   for (int i = 0; i < 4; i++) {
-    vst1q_s32(c + i * 8, acc[i][0]);
-    vst1q_s32(c + i * 8 + 4, acc[i][1]);
+    vst1q_s32(c + i * ldc, acc[i][0]);
+    vst1q_s32(c + i * ldc + 4, acc[i][1]);
   }
 }
 #endif
@@ -143,7 +143,8 @@ static inline int32x4_t dot8(int32x4_t s, const int8_t *w, const int16_t *x) {
   return vmlal_s16(s, vget_high_s16(wv), vget_high_s16(xv));
 }
 
-static void q8_neon_gemv(int64_t m, int64_t n, int64_t k, const int16_t *x, const int8_t *w, int32_t *acc) {
+static void q8_neon_gemv(int64_t m, int64_t n, int64_t k, const void *x_, const int8_t *w, int32_t *acc) {
+  const int16_t *x = (const int16_t *)x_;
   const int64_t k8 = k / 8 * 8;
   for (int64_t i = 0; i < m; i++) {
     const int16_t *xr = x + i * k;
@@ -175,11 +176,17 @@ static void q8_neon_gemv(int64_t m, int64_t n, int64_t k, const int16_t *x, cons
   }
 }
 
-const oa_q8_isa_t oa_q8_neon_isa = {"neon", MR, 8, 1, 1, q8_neon_gemm, NULL, q8_neon_requant, q8_neon_dw, q8_neon_gemv};
+const oa_q8_isa_t oa_q8_neon_isa = {.name = "neon", .mr = MR, .nr = 8, .kg = 1, .wide = 1, .gemm = q8_neon_gemm,
+                                    .requant = q8_neon_requant, .dw = q8_neon_dw, .gemv = q8_neon_gemv,
+                                    .add = oa_q8_portable_add, .quantize = oa_q8_portable_quantize,
+                                    .dequantize = oa_q8_portable_dequantize};
 
 #if defined(__aarch64__)
-static const oa_q8_isa_t q8_neon_sdot_isa = {"neon", 8, 8, 4, 0, q8_neon_gemm_sdot, NULL, q8_neon_requant, q8_neon_dw,
-                                             q8_neon_gemv};
+static const oa_q8_isa_t q8_neon_sdot_isa = {.name = "neon", .mr = 8, .nr = 8, .kg = 4, .wide = 0,
+                                             .gemm = q8_neon_gemm_sdot, .requant = q8_neon_requant,
+                                             .dw = q8_neon_dw, .gemv = q8_neon_gemv, .add = oa_q8_portable_add,
+                                             .quantize = oa_q8_portable_quantize,
+                                             .dequantize = oa_q8_portable_dequantize};
 const oa_q8_isa_t *oa_q8_neon_sdot_isa(void) { return &q8_neon_sdot_isa; }
 #else
 const oa_q8_isa_t *oa_q8_neon_sdot_isa(void) { return NULL; }

@@ -17,7 +17,11 @@ static inline __m256i bcast_pair(const int16_t *a) {
 }
 
 /* A [kp/2][6][2], B [kp/2][16][2] int16 */
-static void q8_avx2_gemm_6x16(int64_t kp, const void *a_, const void *b_, int32_t *c) {
+static inline void store_row(int32_t *c, __m256i v0, __m256i v1) {
+  _mm256_storeu_si256((__m256i *)c, v0), _mm256_storeu_si256((__m256i *)(c + 8), v1);
+}
+
+static void q8_avx2_gemm_6x16(int64_t kp, const void *a_, const void *b_, int32_t *c, int64_t ldc) {
   const int16_t *a = (const int16_t *)a_, *b = (const int16_t *)b_;
   __m256i c00 = _mm256_setzero_si256(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
   __m256i c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
@@ -42,13 +46,8 @@ static void q8_avx2_gemm_6x16(int64_t kp, const void *a_, const void *b_, int32_
     c50 = _mm256_add_epi32(c50, _mm256_madd_epi16(x, b0));
     c51 = _mm256_add_epi32(c51, _mm256_madd_epi16(x, b1));
   }
-  __m256i *o = (__m256i *)c;
-  _mm256_storeu_si256(o + 0, c00), _mm256_storeu_si256(o + 1, c01);
-  _mm256_storeu_si256(o + 2, c10), _mm256_storeu_si256(o + 3, c11);
-  _mm256_storeu_si256(o + 4, c20), _mm256_storeu_si256(o + 5, c21);
-  _mm256_storeu_si256(o + 6, c30), _mm256_storeu_si256(o + 7, c31);
-  _mm256_storeu_si256(o + 8, c40), _mm256_storeu_si256(o + 9, c41);
-  _mm256_storeu_si256(o + 10, c50), _mm256_storeu_si256(o + 11, c51);
+  store_row(c, c00, c01), store_row(c + ldc, c10, c11), store_row(c + 2 * ldc, c20, c21);
+  store_row(c + 3 * ldc, c30, c31), store_row(c + 4 * ldc, c40, c41), store_row(c + 5 * ldc, c50, c51);
 }
 
 /* The 6x16 tile reading the weights in place (no A packing: for small pixel counts or linear
@@ -61,7 +60,8 @@ static inline __m256i wpair8(const int8_t *w) {
   return _mm256_cvtepi8_epi16(_mm_set1_epi16(v));
 }
 
-static void q8_avx2_gemm_rows_6x16(int64_t k, const int8_t *w, int64_t ldw, int32_t mr, const void *b_, int32_t *c) {
+static void q8_avx2_gemm_rows_6x16(int64_t k, const int8_t *w, int64_t ldw, int32_t mr, const void *b_, int32_t *c,
+                                   int64_t ldc) {
   const int16_t *b = (const int16_t *)b_;
   const int8_t *w0 = w, *w1 = w + (mr > 1 ? 1 : 0) * ldw, *w2 = w + (mr > 2 ? 2 : mr - 1) * ldw;
   const int8_t *w3 = w + (mr > 3 ? 3 : mr - 1) * ldw, *w4 = w + (mr > 4 ? 4 : mr - 1) * ldw;
@@ -89,13 +89,8 @@ static void q8_avx2_gemm_rows_6x16(int64_t k, const int8_t *w, int64_t ldw, int3
     c40 = _mm256_add_epi32(c40, _mm256_madd_epi16(x4, b0)), c41 = _mm256_add_epi32(c41, _mm256_madd_epi16(x4, b1));
     c50 = _mm256_add_epi32(c50, _mm256_madd_epi16(x5, b0)), c51 = _mm256_add_epi32(c51, _mm256_madd_epi16(x5, b1));
   }
-  __m256i *o = (__m256i *)c;
-  _mm256_storeu_si256(o + 0, c00), _mm256_storeu_si256(o + 1, c01);
-  _mm256_storeu_si256(o + 2, c10), _mm256_storeu_si256(o + 3, c11);
-  _mm256_storeu_si256(o + 4, c20), _mm256_storeu_si256(o + 5, c21);
-  _mm256_storeu_si256(o + 6, c30), _mm256_storeu_si256(o + 7, c31);
-  _mm256_storeu_si256(o + 8, c40), _mm256_storeu_si256(o + 9, c41);
-  _mm256_storeu_si256(o + 10, c50), _mm256_storeu_si256(o + 11, c51);
+  store_row(c, c00, c01), store_row(c + ldc, c10, c11), store_row(c + 2 * ldc, c20, c21);
+  store_row(c + 3 * ldc, c30, c31), store_row(c + 4 * ldc, c40, c41), store_row(c + 5 * ldc, c50, c51);
 }
 
 /* max(v, lo) and min(v, hi) on int64 lanes */
@@ -129,7 +124,7 @@ static inline __m128i lo32(__m256i v) {
   return _mm256_castsi256_si128(_mm256_permutevar8x32_epi32(v, _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6)));
 }
 
-static void q8_avx2_requant(const int32_t *acc, int64_t n, int64_t corr, int32_t mult, int32_t shift, int32_t zp,
+void oa_q8_avx2_requant(const int32_t *acc, int64_t n, int64_t corr, int32_t mult, int32_t shift, int32_t zp,
                             int32_t lo, int32_t hi, int8_t *y) {
   rq_t r;
   r.corr = _mm256_set1_epi64x(corr);
@@ -159,7 +154,7 @@ static inline __m256i wpair(const int8_t *w, int64_t j, int64_t kw) {
   return _mm256_set1_epi32((int32_t)((uint32_t)lo | ((uint32_t)hi << 16)));
 }
 
-static void q8_avx2_dw(const int16_t *rows, int64_t ld, const int8_t *w, int64_t kh, int64_t kw, int64_t sw,
+void oa_q8_avx2_dw(const int16_t *rows, int64_t ld, const int8_t *w, int64_t kh, int64_t kw, int64_t sw,
                        int64_t dh, int64_t dw, int64_t n, int32_t *acc) {
   if (sw > 2) {
     oa_q8_dw_generic(rows, ld, w, kh, kw, sw, dh, dw, n, acc);
@@ -195,6 +190,96 @@ static void q8_avx2_dw(const int16_t *rows, int64_t ld, const int8_t *w, int64_t
   if (n8 < n) oa_q8_dw_generic(rows + n8 * sw, ld, w, kh, kw, sw, dh, dw, n - n8, acc + n8);
 }
 
+/* ---- add_q8, quantize, dequantize ------------------------------------------------------------- */
+
+/* add_q8 on 8 lanes: the products (a - za) * ma, (b - zb) * mb as int64 on the even and the odd
+ * int32 lanes (vpmuldq), |p| < 2^41. AVX2 has no 64-bit arithmetic shift: for shift <= 41 the sum
+ * is offset by 2^42 (a multiple of 2^shift, so floor and parity are unchanged) and shifted
+ * logically; shift >= 42 rounds every |p| < 2^41 to 0. Then clamp to [lo - zo, hi - zo], zo. */
+static inline __m256i add_round(__m256i p, __m256i off, __m256i half, __m256i one, __m128i n, __m256i back) {
+  const __m256i u = _mm256_add_epi64(p, off);
+  const __m256i odd = _mm256_and_si256(_mm256_srl_epi64(u, n), one);
+  return _mm256_sub_epi64(_mm256_srl_epi64(_mm256_add_epi64(_mm256_add_epi64(u, half), odd), n), back);
+}
+
+void oa_q8_avx2_add(const int8_t *a, const int8_t *b, int64_t n, const oa_q8_add_t *p, int8_t *y) {
+  int64_t i = 0;
+  if (p->shift <= 41) {
+    const __m256i za = _mm256_set1_epi32(p->za), zb = _mm256_set1_epi32(p->zb);
+    const __m256i ma = _mm256_set1_epi64x(p->ma), mb = _mm256_set1_epi64x(p->mb);
+    const __m256i rlo = _mm256_set1_epi64x((int64_t)p->lo - p->zo), rhi = _mm256_set1_epi64x((int64_t)p->hi - p->zo);
+    const __m256i zo = _mm256_set1_epi32(p->zo), one = _mm256_set1_epi64x(p->shift ? 1 : 0); /* shift 0: exact */
+    const __m256i off = _mm256_set1_epi64x((int64_t)1 << 42), back = _mm256_set1_epi64x((int64_t)1 << (42 - p->shift));
+    const __m256i half = _mm256_set1_epi64x(p->shift ? ((int64_t)1 << (p->shift - 1)) - 1 : 0);
+    const __m128i sh = _mm_cvtsi32_si128(p->shift);
+    for (; i + 8 <= n; i += 8) {
+      const __m256i av = _mm256_sub_epi32(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(a + i))), za);
+      const __m256i bv = _mm256_sub_epi32(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(b + i))), zb);
+      __m256i pe = _mm256_add_epi64(_mm256_mul_epi32(av, ma), _mm256_mul_epi32(bv, mb));
+      __m256i po = _mm256_add_epi64(_mm256_mul_epi32(_mm256_srli_epi64(av, 32), ma),
+                                    _mm256_mul_epi32(_mm256_srli_epi64(bv, 32), mb));
+      pe = min64(max64(add_round(pe, off, half, one, sh, back), rlo), rhi);
+      po = min64(max64(add_round(po, off, half, one, sh, back), rlo), rhi);
+      const __m256i q = _mm256_add_epi32(_mm256_blend_epi32(pe, _mm256_slli_epi64(po, 32), 0xaa), zo);
+      const __m128i w16 = _mm_packs_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));
+      _mm_storel_epi64((__m128i *)(y + i), _mm_packs_epi16(w16, w16)); /* in [-128, 127]: exact */
+    }
+  }
+  for (; i < n; i++) y[i] = oa_q8_add1(a[i], b[i], p);
+}
+
+/* quantize on 8 lanes, the reference kernel's operations in its order (vroundps to nearest even:
+ * nearbyintf in the default rounding mode) */
+void oa_q8_avx2_quantize(const float *x, int64_t n, float inv, float zp, float lo, float hi, void *y) {
+  const __m256 vinv = _mm256_set1_ps(inv), vzp = _mm256_set1_ps(zp), vlo = _mm256_set1_ps(lo);
+  const __m256 vhi = _mm256_set1_ps(hi), big = _mm256_set1_ps(1e9f), nbig = _mm256_set1_ps(-1e9f);
+  uint8_t *yp = (uint8_t *)y;
+  const int u8 = lo >= 0.0f && hi > 127.0f;
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 v = _mm256_mul_ps(_mm256_loadu_ps(x + i), vinv);
+    const __m256 nan = _mm256_cmp_ps(v, v, _CMP_UNORD_Q);
+    __m256 r = _mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    r = _mm256_min_ps(_mm256_max_ps(r, nbig), big);
+    __m256 q = _mm256_blendv_ps(_mm256_add_ps(r, vzp), vzp, nan);
+    q = _mm256_min_ps(_mm256_max_ps(q, vlo), vhi);
+    const __m256i qi = _mm256_cvttps_epi32(q);
+    const __m128i w16 = _mm_packs_epi32(_mm256_castsi256_si128(qi), _mm256_extracti128_si256(qi, 1));
+    _mm_storel_epi64((__m128i *)(yp + i), u8 ? _mm_packus_epi16(w16, w16) : _mm_packs_epi16(w16, w16));
+  }
+  for (; i < n; i++) yp[i] = (uint8_t)(int32_t)oa_q8_quantize1(x[i], inv, zp, lo, hi);
+}
+
+void oa_q8_avx2_dequantize(const void *x, int64_t n, int32_t u8, int32_t zp, float scale, float *y) {
+  const __m256i vzp = _mm256_set1_epi32(zp);
+  const __m256 vs = _mm256_set1_ps(scale);
+  const uint8_t *xp = (const uint8_t *)x;
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i b = _mm_loadl_epi64((const __m128i *)(xp + i));
+    const __m256i q = u8 ? _mm256_cvtepu8_epi32(b) : _mm256_cvtepi8_epi32(b);
+    _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(q, vzp)), vs));
+  }
+  for (; i < n; i++) y[i] = (float)((u8 ? (int32_t)xp[i] : (int32_t)(int8_t)xp[i]) - zp) * scale;
+}
+
+/* sums of W rows through vpsadbw on w ^ 0x80: sum(w) = sum(w ^ 0x80) - 128 * 32 per vector */
+void oa_q8_avx2_wsum(int64_t rows, int64_t k, const int8_t *w, int64_t *sums) {
+  const __m256i flip = _mm256_set1_epi8((char)0x80), zero = _mm256_setzero_si256();
+  const int64_t k32 = k / 32 * 32;
+  for (int64_t c = 0; c < rows; c++) {
+    const int8_t *wr = w + c * k;
+    __m256i s = zero;
+    for (int64_t q = 0; q < k32; q += 32)
+      s = _mm256_add_epi64(s, _mm256_sad_epu8(_mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(wr + q)), flip),
+                                              zero));
+    const __m128i h = _mm_add_epi64(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+    int64_t t = _mm_cvtsi128_si64(h) + _mm_extract_epi64(h, 1) - 128 * k32;
+    for (int64_t q = k32; q < k; q++) t += wr[q];
+    sums[c] = t;
+  }
+}
+
 /* 16 k of a W row against 16 int16 of x: 8 int32 partial sums */
 static inline __m256i dot16(const int8_t *w, const int16_t *x) {
   const __m256i wv = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)w));
@@ -209,7 +294,8 @@ static inline int32_t hsum(__m256i v) {
 }
 
 /* 4 W rows at a time against one x row; (x - zp) * w <= 255 * 128: madd pairs exact */
-static void q8_avx2_gemv(int64_t m, int64_t n, int64_t k, const int16_t *x, const int8_t *w, int32_t *acc) {
+void oa_q8_avx2_gemv(int64_t m, int64_t n, int64_t k, const void *x_, const int8_t *w, int32_t *acc) {
+  const int16_t *x = (const int16_t *)x_;
   const int64_t k16 = k / 16 * 16;
   for (int64_t i = 0; i < m; i++) {
     const int16_t *xr = x + i * k;
@@ -241,5 +327,8 @@ static void q8_avx2_gemv(int64_t m, int64_t n, int64_t k, const int16_t *x, cons
   }
 }
 
-const oa_q8_isa_t oa_q8_avx2_isa = {"avx2", 6, 16, 2, 1, q8_avx2_gemm_6x16, q8_avx2_gemm_rows_6x16, q8_avx2_requant, q8_avx2_dw,
-                                    q8_avx2_gemv};
+const oa_q8_isa_t oa_q8_avx2_isa = {.name = "avx2", .mr = 6, .nr = 16, .kg = 2, .wide = 1, .gemm = q8_avx2_gemm_6x16,
+                                    .gemm_rows = q8_avx2_gemm_rows_6x16, .requant = oa_q8_avx2_requant,
+                                    .dw = oa_q8_avx2_dw, .gemv = oa_q8_avx2_gemv, .wsum = oa_q8_avx2_wsum,
+                                    .add = oa_q8_avx2_add,
+                                    .quantize = oa_q8_avx2_quantize, .dequantize = oa_q8_avx2_dequantize};
