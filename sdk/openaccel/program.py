@@ -198,8 +198,9 @@ class Program:
             shape = tuple(int(d) for d in (t.shape if t.shape is not None else []))
             code = int(t.dtype)
             dt = dtypes.name_of(code) if code in dtypes.known_codes() else f"<dtype {code}>"
-            out.append(QuantSpec(_s(t.name), dt, shape, tuple(float(x) for x in (q.scale if q.scale is not None else [])),
-                                 tuple(int(z) for z in (q.zeroPoint if q.zeroPoint is not None else [])), int(q.axis)))
+            scale = tuple(float(x) for x in (q.scale if q.scale is not None else []))
+            zps = tuple(int(z) for z in (q.zeroPoint if q.zeroPoint is not None else []))
+            out.append(QuantSpec(_s(t.name), dt, shape, scale, zps, int(q.axis)))
         return out
 
     def tests(self) -> list[tuple[str, list[np.ndarray], list[np.ndarray], float, float]]:
