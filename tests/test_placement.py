@@ -98,11 +98,10 @@ def test_quantized_model_runs_its_int8_convs_on_the_sim(
     CPU-only export; the sim reads the tensors' quantization parameters (it checks them against
     the arguments, so a file where they disagree is refused by the sim itself)."""
     import numpy as np
-
-    from openaccel.fileformat import pack, unpack
-
     from craft import segments_of
     from test_quant_model import _quantized
+
+    from openaccel.fileformat import pack, unpack
 
     lib, profile, _, _ = setup
     devices = json.loads(profile.read_text())

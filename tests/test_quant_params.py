@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from craft import segments_of
 
 import openaccel as oa
 from openaccel.errors import ProgramError
@@ -19,8 +20,6 @@ from openaccel.fileformat import pack, unpack
 from openaccel.oab.QuantParams import QuantParamsT
 from openaccel.opset import arg_names
 from openaccel.runtime.host import HostSession
-
-from craft import segments_of
 
 pytestmark = pytest.mark.xdist_group("quant_model")
 

@@ -683,11 +683,13 @@ def attach_quant_params(graph: Graph) -> int:
         for ins in graph.instrs:
             if ins.kind != "transfer" and ins.op not in _KEEPS_QUANT:
                 continue
-            ins_q = [v for v in ins.inputs if v is not None and v.quant is not None and v.dtype in quantized]
-            srcs = {(v.quant, v.dtype) for v in ins_q}
+            srcs = {(v.quant, v.dtype) for v in ins.inputs
+                    if v is not None and v.quant is not None and v.dtype in quantized}
             if len(srcs) != 1:
                 continue
-            (q, dt), = srcs
+            (q_or_none, dt), = srcs
+            assert q_or_none is not None
+            q = q_or_none
             if q.axis >= 0 and not (ins.kind == "transfer" or ins.op == "copy"):
                 continue   # a rearranged per-channel tensor's axis may have moved
             for o in ins.outputs:
