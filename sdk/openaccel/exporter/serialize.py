@@ -107,6 +107,8 @@ def serialize(graph: Graph, plan: MemoryPlan, tests: list[TestVector], *, target
             debug.append(d)
         return debug_index[s]
 
+    quantized = any(v.quant is not None for i in graph.instrs for v in i.outputs)
+
     def instruction(ins: Instr) -> InstructionT:
         x = InstructionT()
         if ins.kind == "transfer":
@@ -122,8 +124,10 @@ def serialize(graph: Graph, plan: MemoryPlan, tests: list[TestVector], *, target
         x.floats = list(ins.floats)
         x.device = ins.device
         x.debug = source(ins.source)
-        why = graph.float32_reasons.get(ins.source) if ins.kind == "op" else None
-        if why and ins.op not in ("quantize", "dequantize") and not any(o.quant is not None for o in ins.outputs):
+        if quantized and ins.kind == "op" and ins.op not in ("quantize", "dequantize") \
+                and not any(o.quant is not None for o in ins.outputs):
+            # a float32 op in a quantized program: the fold's reason, or where it sits
+            why = graph.float32_reasons.get(ins.source) or "inside a float32 region (no int8 input or output)"
             x.note = f"stays float32: {why}"
         return x
 
