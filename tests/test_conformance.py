@@ -38,6 +38,12 @@ INTERFACE_CHECKS = [
 ]
 
 
+INT8_CHECKS = [
+    "op.conv2d_q8.int8", "op.linear_q8.int8", "op.add_q8.int8", "op.mul_q8.int8", "op.mean_q8.int8",
+    "op.quantize.float32", "op.dequantize.int8", "op.dequantize.uint8", "op.max_pool2d.int8", "op.max_pool2d.uint8",
+]
+
+
 @pytest.fixture(scope="module")
 def sim_lib() -> Path:
     return build_vendor_example()
@@ -57,6 +63,10 @@ def test_cpu_device_passes_on_host() -> None:
     assert rep.result("event.host_wait_timeout") == "SKIP"
     for name in ("event.sticky_failure", "stream.ordering", "op.relu.float32", "op.linear.float32", "op.relu.int64"):
         assert rep.result(name) == "PASS", str(rep)
+    # the int8 ops (the optimized conv2d_q8 / linear_q8 kernels against the reference), bit for bit
+    for name in INT8_CHECKS:
+        assert rep.result(name) == "PASS", str(rep)
+        assert "(atol 0, rtol 0" in next(c.detail for c in rep.checks if c.name == name)
     # ops the CPU claims without a generator in the suite are listed, never silently dropped
     assert rep.result("op.copy") == "SKIP"
 
@@ -97,6 +107,8 @@ def test_vendor_sim_passes(sim_lib: Path) -> None:
         assert rep.result(name) == "PASS", str(rep)
     assert rep.result("op.relu.float32") == "PASS"
     assert rep.result("op.linear.float32") == "PASS"
+    # its int8 ops give the reference kernels' bytes
+    assert rep.result("op.conv2d_q8.int8") == "PASS" and rep.result("op.linear_q8.int8") == "PASS", str(rep)
     # claimed ops are either checked or reported as skipped (conv2d and add light up with their
     # reference kernels)
     for op in ("add", "conv2d"):
@@ -115,6 +127,7 @@ def test_vendor_sim_small_pool_and_two_devices(sim_lib: Path) -> None:
     ("misaligned", {"alloc.alignment"}),
     ("out_of_order", {"stream.ordering"}),
     ("wrong_result", {"op.relu.float32"}),
+    ("q8_rounding", {"op.conv2d_q8.int8"}),
     ("no_sticky", {"event.sticky_failure"}),
 ])
 def test_each_fault_fails_exactly_its_check(sim_lib: Path, fault: str, expected: set[str]) -> None:
@@ -126,13 +139,15 @@ def test_each_fault_fails_exactly_its_check(sim_lib: Path, fault: str, expected:
 def test_fault_messages_say_what_went_wrong(sim_lib: Path) -> None:
     details = {}
     for fault, check in [("misaligned", "alloc.alignment"), ("out_of_order", "stream.ordering"),
-                         ("wrong_result", "op.relu.float32"), ("no_sticky", "event.sticky_failure")]:
+                         ("wrong_result", "op.relu.float32"), ("q8_rounding", "op.conv2d_q8.int8"),
+                         ("no_sticky", "event.sticky_failure")]:
         rep = run_conformance(sim_lib, env={"OA_SIM_FAULT": fault}, filter=check)
         (c,) = [c for c in rep.checks if c.name == check]
         details[fault] = c.detail
     assert "16 bytes off a 256-byte boundary" in details["misaligned"]
     assert "out of order" in details["out_of_order"]
     assert "outside tolerance" in details["wrong_result"] and "reference" in details["wrong_result"]
+    assert "case 'ties: multiplier 1, shift 1" in details["q8_rounding"], details["q8_rounding"]
     assert "returned OK" in details["no_sticky"] or "reports OK" in details["no_sticky"]
 
 
@@ -184,7 +199,7 @@ def test_suite_knows_every_op_of_the_op_set() -> None:
     gens = {line.split()[0] for line in out.splitlines() if line.endswith(" generator")}
     assert names == set(opset.OPS)
     assert {"relu", "add", "mul", "sigmoid", "conv2d", "linear", "matmul", "softmax", "max_pool2d", "avg_pool2d",
-            "layer_norm"} <= gens
+            "layer_norm", "conv2d_q8", "linear_q8", "add_q8", "mul_q8", "mean_q8", "quantize", "dequantize"} <= gens
 
 
 def test_library_errors_are_clear(tmp_path: Path, sim_lib: Path) -> None:

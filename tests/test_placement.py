@@ -91,6 +91,50 @@ def test_split_model_runs_and_matches(setup: tuple[Path, Path, torch.nn.Module, 
         r.stdout + r.stderr
 
 
+def test_quantized_model_runs_its_int8_convs_on_the_sim(
+        setup: tuple[Path, Path, torch.nn.Module, torch.Tensor]) -> None:
+    """vendor.sim's profile has conv2d_q8 and linear_q8 (int8): a PT2E-quantized model preferred on
+    it runs its int8 convolutions and linear there (the rest on the CPU) and gives the bytes of the
+    CPU-only export; the sim reads the tensors' quantization parameters (it checks them against
+    the arguments, so a file where they disagree is refused by the sim itself)."""
+    import numpy as np
+    from craft import segments_of
+    from test_quant_model import _quantized
+
+    from openaccel.fileformat import pack, unpack
+
+    lib, profile, _, _ = setup
+    devices = json.loads(profile.read_text())
+    for d in devices:   # `openaccel devices --json`: int8 in the dtype sets
+        assert d["ops"]["conv2d_q8"] == ["int8"] and d["ops"]["linear_q8"] == ["int8"], d["kind"]
+    cpu_ops = next(d for d in devices if d["kind"] == "cpu")["ops"]
+    assert cpu_ops["add_q8"] == cpu_ops["mean_q8"] == cpu_ops["mul_q8"] == ["int8"]
+    assert "int8" in cpu_ops["max_pool2d"] and "int8" in cpu_ops["dequantize"]
+
+    _, ep, ex = _quantized()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        split = oa.export(ep, ex, devices=profile, prefer=["vendor.sim", "cpu"])
+        cpu = oa.export(ep, ex)
+    placed = [(p.op, p.device) for p in split.instructions if p.op != "transfer"]
+    assert [d for op, d in placed if op in ("conv2d_q8", "linear_q8")] == ["vendor.sim"] * 5, placed
+    assert {d for op, d in placed if op in ("quantize", "add_q8", "max_pool2d", "dequantize")} == {"cpu"}, placed
+    xs = [np.random.default_rng(s).standard_normal((1, 3, 16, 16)).astype(np.float32) for s in range(3)]
+    on_sim, on_cpu = oa.load(split, device_libs=[str(lib)]), oa.load(cpu)
+    assert on_sim.run_bundled_tests().ok
+    for x in xs:
+        np.testing.assert_array_equal(on_sim(x)[0].numpy(), on_cpu(x)[0].numpy())
+
+    # a file whose conv input parameters disagree with the conv's input_zp: the sim refuses it
+    fb, _ = unpack(split.buffer)
+    m = fb.methods[0]
+    conv = next(i for i in m.instructions if fb.operators[i.op].name == b"conv2d_q8")
+    t = m.tensors[conv.inputs[0]]
+    t.quant.zeroPoint = [int(t.quant.zeroPoint[0]) + 1]
+    with pytest.raises(oa.OpenAccelError, match=r"quantization parameters .* disagree with argument input_zp"):
+        oa.load(oa.Program(pack(fb, segments_of(split.buffer))), device_libs=[str(lib)])
+
+
 def test_prefer_cpu_keeps_everything_on_the_cpu(setup: tuple[Path, Path, torch.nn.Module, torch.Tensor]) -> None:
     _, profile, model, x = setup
     prog = oa.export(model, (x,), devices=profile, prefer=["cpu", "vendor.sim"])

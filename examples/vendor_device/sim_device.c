@@ -14,8 +14,9 @@
  *   host with a time-out or by another stream; a failure on a stream is sticky: every later event
  *   recorded on it carries it and every waiter (host or stream) sees it. A never-recorded event is
  *   complete.
- * - ops: conv2d, linear, relu, add in float32, with their own validation and simple kernels working
- *   on the pool.
+ * - ops: conv2d, linear, relu, add in float32, and conv2d_q8, linear_q8 in int8 (the requantization
+ *   rule of docs/quantization.md, bit-exact with the reference kernels), with their own validation
+ *   and simple kernels working on the pool.
  *
  * How to use it as a template
  * Copy this file and CMakeLists.txt, rename "vendor.sim", and fill in every place marked
@@ -28,7 +29,8 @@
  * Fault injection (for the conformance suite's own negative tests), chosen by OA_SIM_FAULT when a
  * device is created: "misaligned" (allocations 16 bytes off their alignment), "out_of_order" (the
  * stream runs pairs of queued commands last-in first-out), "wrong_result" (relu is slightly off),
- * "no_sticky" (failures are forgotten). A real device has none of this: delete it when copying.
+ * "q8_rounding" (conv2d_q8 rounds ties away from zero instead of to even), "no_sticky" (failures are
+ * forgotten). A real device has none of this: delete it when copying.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
@@ -53,6 +55,7 @@
 #define SIM_MAX_ELEMS ((int64_t)1 << 40)    /* bound on any tensor's element count */
 #define SIM_ARG_MAX ((int64_t)1 << 30)      /* bound on strides, pads, dilations, kernel sizes */
 #define SIM_F32 OA_DTYPE_BIT(OA_DTYPE_FLOAT32)
+#define SIM_I8 OA_DTYPE_BIT(OA_DTYPE_INT8)
 
 #if UINTPTR_MAX > 0xFFFFFFFFu
 /* a non-canonical address range on x86_64 and aarch64: dereferencing one on the host faults */
@@ -63,7 +66,14 @@
 #define SIM_MAX_MEMORY ((size_t)1 << 28)
 #endif
 
-typedef enum sim_fault { FAULT_NONE, FAULT_MISALIGNED, FAULT_OUT_OF_ORDER, FAULT_WRONG_RESULT, FAULT_NO_STICKY } sim_fault_t;
+typedef enum sim_fault {
+  FAULT_NONE,
+  FAULT_MISALIGNED,
+  FAULT_OUT_OF_ORDER,
+  FAULT_WRONG_RESULT,
+  FAULT_Q8_ROUNDING,
+  FAULT_NO_STICKY
+} sim_fault_t;
 
 /* ---- objects ----------------------------------------------------------------------------------- */
 
@@ -86,7 +96,7 @@ typedef struct sim_tensor {
   int64_t numel;
 } sim_tensor_t;
 
-enum { SIM_MAX_IN = 3, SIM_MAX_FLOATS = 2 };
+enum { SIM_MAX_IN = 5, SIM_MAX_FLOATS = 2 };
 
 typedef enum sim_cmd_kind { CMD_COPY, CMD_OP, CMD_RECORD, CMD_WAIT, CMD_FAIL } sim_cmd_kind_t;
 
@@ -310,7 +320,7 @@ static oa_status_t stream_failure(oa_stream_t *s) {
   return st;
 }
 
-static void run_op(sim_device_t *d, const sim_cmd_t *c);
+static oa_status_t run_op(sim_device_t *d, const sim_cmd_t *c);
 
 /* Run one command on the worker thread. VENDOR: this is where a real driver submits the command to
  * the hardware queue (or the worker is the hardware's completion thread). */
@@ -328,7 +338,7 @@ static void run_command(oa_stream_t *s, sim_cmd_t *c) {
       break;
     case CMD_OP:
       if (stream_failure(s)) break;
-      run_op(d, c);
+      set_failure(s, run_op(d, c)); /* a kernel's failure (a bad value in device memory) sticks */
       break;
     case CMD_RECORD: {
       oa_status_t failure = stream_failure(s);
@@ -523,11 +533,11 @@ static oa_status_t sim_query_i64(oa_device_t *dev, const char *category, const c
  * the kernel relies on: files are untrusted. Put what the kernel needs into plan->params. */
 
 typedef oa_status_t (*sim_check_fn)(const oa_op_call_t *call, int64_t *params, oa_diag_t *diag);
-typedef void (*sim_kernel_fn)(sim_device_t *d, const sim_cmd_t *c);
+typedef oa_status_t (*sim_kernel_fn)(sim_device_t *d, const sim_cmd_t *c);
 
 typedef struct sim_op {
   const char *name;
-  uint32_t max_in;
+  uint64_t dtypes; /* what supports_op answers (OA_DTYPE_BIT of the input's dtype) */
   sim_check_fn check;
   sim_kernel_fn run;
 } sim_op_t;
@@ -537,12 +547,21 @@ static double farg(const oa_op_call_t *call, uint32_t i, double dflt) {
   return i < call->n_floats ? call->floats[i] : dflt;
 }
 
-/* A present float32 tensor whose metadata is self-consistent and bounded. */
-static oa_status_t check_tensor(const oa_op_call_t *call, const oa_tensor_t *t, const char *arg, oa_diag_t *diag) {
+static size_t dtype_bytes(int32_t dtype) {
+  return dtype == OA_DTYPE_INT8 ? 1u : 4u; /* int8, or float32 / int32 */
+}
+
+static const char *dtype_text(int32_t dtype) {
+  return dtype == OA_DTYPE_INT8 ? "int8" : dtype == OA_DTYPE_INT32 ? "int32" : "float32";
+}
+
+/* A present tensor of `dtype` whose metadata is self-consistent and bounded. */
+static oa_status_t check_tensor_of(const oa_op_call_t *call, const oa_tensor_t *t, int32_t dtype, const char *arg,
+                                   oa_diag_t *diag) {
   if (!t) return oa_abi_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "%s: op '%s': tensor is missing", arg, call->op);
-  if (t->dtype != OA_DTYPE_FLOAT32)
-    return oa_abi_diag_fail(diag, OA_ERR_UNSUPPORTED, "%s ('%s'): %s supports float32 only, received dtype %d", arg,
-                    t->name ? t->name : "", SIM_KIND_NAME, (int)t->dtype);
+  if (t->dtype != dtype)
+    return oa_abi_diag_fail(diag, OA_ERR_UNSUPPORTED, "%s ('%s'): op '%s' on %s takes %s here, received dtype %d", arg,
+                    t->name ? t->name : "", call->op, SIM_KIND_NAME, dtype_text(dtype), (int)t->dtype);
   if (t->ndim < 0 || t->ndim > OA_MAX_DIMS)
     return oa_abi_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "%s: expected 0 to %d dims, received %d", arg, OA_MAX_DIMS,
                     (int)t->ndim);
@@ -555,10 +574,14 @@ static oa_status_t check_tensor(const oa_op_call_t *call, const oa_tensor_t *t, 
   }
   if (n > SIM_MAX_ELEMS)
     return oa_abi_diag_fail(diag, OA_ERR_UNSUPPORTED, "%s: more than 2^40 elements", arg);
-  if (t->numel != n || t->nbytes != (size_t)n * sizeof(float))
+  if (t->numel != n || t->nbytes != (size_t)n * dtype_bytes(dtype))
     return oa_abi_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "%s: numel %lld / nbytes %zu do not match its shape (%lld elements)",
                     arg, (long long)t->numel, t->nbytes, (long long)n);
   return OA_OK;
+}
+
+static oa_status_t check_tensor(const oa_op_call_t *call, const oa_tensor_t *t, const char *arg, oa_diag_t *diag) {
+  return check_tensor_of(call, t, OA_DTYPE_FLOAT32, arg, diag);
 }
 
 static oa_status_t check_counts(const oa_op_call_t *call, uint32_t min_in, uint32_t max_in, oa_diag_t *diag) {
@@ -623,7 +646,7 @@ static oa_status_t relu_check(const oa_op_call_t *call, int64_t *params, oa_diag
   return check_shape(call->outputs[0], call->inputs[0]->shape, call->inputs[0]->ndim, "output 0", diag);
 }
 
-static void relu_run(sim_device_t *d, const sim_cmd_t *c) {
+static oa_status_t relu_run(sim_device_t *d, const sim_cmd_t *c) {
   const float *x = (const float *)(void *)(d->pool + c->in[0].off);
   float *y = (float *)(void *)(d->pool + c->out.off);
   for (int64_t i = 0; i < c->out.numel; i++) {
@@ -631,6 +654,7 @@ static void relu_run(sim_device_t *d, const sim_cmd_t *c) {
     if (d->fault == FAULT_WRONG_RESULT) v *= 1.001f; /* fault: slightly wrong */
     y[i] = v;
   }
+  return OA_OK;
 }
 
 /* add: self + alpha * other with full broadcasting ------------------------------------------------ */
@@ -668,7 +692,7 @@ static void bstrides(const sim_tensor_t *t, const int64_t *oshape, int32_t nd, i
   }
 }
 
-static void add_run(sim_device_t *d, const sim_cmd_t *c) {
+static oa_status_t add_run(sim_device_t *d, const sim_cmd_t *c) {
   const float *a = (const float *)(void *)(d->pool + c->in[0].off);
   const float *b = (const float *)(void *)(d->pool + c->in[1].off);
   float *y = (float *)(void *)(d->pool + c->out.off);
@@ -689,6 +713,7 @@ static void add_run(sim_device_t *d, const sim_cmd_t *c) {
       idx[k] = 0;
     }
   }
+  return OA_OK;
 }
 
 /* linear: out[..., n] = sum_k x[..., k] * w[n, k] + b[n], fused act ------------------------------- */
@@ -720,7 +745,7 @@ static oa_status_t linear_check(const oa_op_call_t *call, int64_t *params, oa_di
   return OA_OK;
 }
 
-static void linear_run(sim_device_t *d, const sim_cmd_t *c) {
+static oa_status_t linear_run(sim_device_t *d, const sim_cmd_t *c) {
   const float *x = (const float *)(void *)(d->pool + c->in[0].off);
   const float *w = (const float *)(void *)(d->pool + c->in[1].off);
   const float *b = c->in[2].present ? (const float *)(void *)(d->pool + c->in[2].off) : NULL;
@@ -734,36 +759,37 @@ static void linear_run(sim_device_t *d, const sim_cmd_t *c) {
       y[i * n + j] = act_apply((float)acc, c->params[LIN_ACT], lo, hi);
     }
   }
+  return OA_OK;
 }
 
 /* conv2d: NCHW, weight [O, C/groups, kH, kW], bias [O], fused act -------------------------------- */
 enum { CV_SH, CV_SW, CV_PH, CV_PW, CV_DH, CV_DW, CV_G, CV_ACT };
 
-static oa_status_t conv2d_check(const oa_op_call_t *call, int64_t *params, oa_diag_t *diag) {
-  oa_status_t st = check_counts(call, 2, 3, diag);
-  if (st) return st;
+/* The geometry shared by conv2d and conv2d_q8: ints 0..6 are stride, pad, dilation (h, w) and groups;
+ * input [N, C, H, W], weight [O, C/groups, kH, kW], output [N, O, oH, oW], bias [O]. */
+static oa_status_t conv_geometry(const oa_op_call_t *call, const oa_tensor_t *b, int64_t *params, oa_diag_t *diag) {
+  oa_status_t st;
   const oa_tensor_t *x = call->inputs[0], *w = call->inputs[1], *o = call->outputs[0];
-  const oa_tensor_t *b = call->n_inputs > 2 ? call->inputs[2] : NULL;
   if (x->ndim != 4 || w->ndim != 4)
-    return oa_abi_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "op 'conv2d': expected 4-D input and weight, received %d and %d dims",
-                    (int)x->ndim, (int)w->ndim);
+    return oa_abi_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "op '%s': expected 4-D input and weight, received %d and %d dims",
+                    call->op, (int)x->ndim, (int)w->ndim);
   static const char *const names[] = {"stride_h", "stride_w", "pad_h", "pad_w", "dilation_h", "dilation_w"};
   for (uint32_t i = 0; i < 6; i++) {
     int64_t v = iarg(call, i), lo = (i == 2 || i == 3) ? 0 : 1;
     if (v < lo || v > SIM_ARG_MAX)
-      return oa_abi_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "op 'conv2d': argument %s = %lld (expected %lld to 2^30)", names[i],
+      return oa_abi_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "op '%s': argument %s = %lld (expected %lld to 2^30)", call->op, names[i],
                       (long long)v, (long long)lo);
   }
   int64_t c = x->shape[1], g = iarg(call, CV_G), oc = w->shape[0];
   if (g < 1 || g > (c > 0 ? c : 1) || c % g || oc % g)
-    return oa_abi_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "op 'conv2d': argument groups = %lld must divide %lld input and %lld "
-                    "output channels", (long long)g, (long long)c, (long long)oc);
+    return oa_abi_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "op '%s': argument groups = %lld must divide %lld input and %lld "
+                    "output channels", call->op, (long long)g, (long long)c, (long long)oc);
   if (w->shape[1] != c / g)
-    return oa_abi_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "op 'conv2d': weight dim 1 is %lld, expected %lld (channels / groups)",
-                    (long long)w->shape[1], (long long)(c / g));
+    return oa_abi_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "op '%s': weight dim 1 is %lld, expected %lld (channels / groups)",
+                    call->op, (long long)w->shape[1], (long long)(c / g));
   int64_t kh = w->shape[2], kw = w->shape[3];
   if (kh < 1 || kw < 1 || kh > SIM_ARG_MAX || kw > SIM_ARG_MAX)
-    return oa_abi_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "op 'conv2d': kernel %lld x %lld out of range", (long long)kh,
+    return oa_abi_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "op '%s': kernel %lld x %lld out of range", call->op, (long long)kh,
                     (long long)kw);
   int64_t out_hw[2];
   for (int k = 0; k < 2; k++) {
@@ -771,21 +797,28 @@ static oa_status_t conv2d_check(const oa_op_call_t *call, int64_t *params, oa_di
     int64_t dil = iarg(call, 4u + (uint32_t)k);
     int64_t span = dil * (kk - 1) + 1, padded = in + 2 * p; /* < 2^61: no overflow */
     if (span > padded)
-      return oa_abi_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "op 'conv2d': dilated kernel %lld exceeds the padded input %lld",
-                      (long long)span, (long long)padded);
+      return oa_abi_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "op '%s': dilated kernel %lld exceeds the padded input %lld",
+                      call->op, (long long)span, (long long)padded);
     out_hw[k] = (padded - span) / s + 1;
   }
   int64_t want[4] = {x->shape[0], oc, out_hw[0], out_hw[1]};
   if ((st = check_shape(o, want, 4, "output 0", diag))) return st;
   if (b && (st = check_shape(b, &oc, 1, "input 2 (bias)", diag))) return st;
+  for (uint32_t i = 0; i < 7; i++) params[i] = iarg(call, i);
+  return OA_OK;
+}
+
+static oa_status_t conv2d_check(const oa_op_call_t *call, int64_t *params, oa_diag_t *diag) {
+  oa_status_t st = check_counts(call, 2, 3, diag);
+  if (st) return st;
+  if ((st = conv_geometry(call, call->n_inputs > 2 ? call->inputs[2] : NULL, params, diag))) return st;
   int64_t act = 0;
   if ((st = check_act(call, 7, &act, diag))) return st;
-  for (uint32_t i = 0; i < 7; i++) params[i] = iarg(call, i);
   params[CV_ACT] = act;
   return OA_OK;
 }
 
-static void conv2d_run(sim_device_t *d, const sim_cmd_t *c) {
+static oa_status_t conv2d_run(sim_device_t *d, const sim_cmd_t *c) {
   const float *x = (const float *)(void *)(d->pool + c->in[0].off);
   const float *w = (const float *)(void *)(d->pool + c->in[1].off);
   const float *b = c->in[2].present ? (const float *)(void *)(d->pool + c->in[2].off) : NULL;
@@ -814,13 +847,202 @@ static void conv2d_run(sim_device_t *d, const sim_cmd_t *c) {
           y[((in * oc + o) * oh + yy) * ow + xx] = act_apply((float)acc, p[CV_ACT], lo, hi);
         }
     }
+  return OA_OK;
+}
+
+/* ---- int8: conv2d_q8 and linear_q8 ------------------------------------------------------------ */
+/* The requantization rule of docs/quantization.md, restated here rather than included: a plugin
+ * builds against openaccel/device_abi.h alone, and the runtime's kernels/quant_rule.h is not an
+ * installed header. The conformance suite (op.conv2d_q8.int8, op.linear_q8.int8) compares every
+ * output byte with the reference kernels (tolerance 0), ties and saturation included.
+ * VENDOR: your hardware's int8 engine must give these bytes; where it cannot (a different
+ * rounding), leave the op out of supports_op and the exporter keeps it on the CPU. */
+#define Q8_SHIFT_MAX 62
+
+/* round_half_even(p / 2^n) on the magnitude (symmetric in sign), |p| < 2^62, 0 <= n <= 62 */
+static int64_t q8_round_shift(int64_t p, int32_t n, int ties_away) {
+  if (n == 0) return p;
+  uint64_t u = p < 0 ? (uint64_t)0 - (uint64_t)p : (uint64_t)p;
+  uint64_t q = u >> n, rem = u & (((uint64_t)1 << n) - 1u), half = (uint64_t)1 << (n - 1);
+  if (rem > half || (rem == half && ((q & 1u) || ties_away))) q++; /* ties_away: the q8_rounding fault */
+  return p < 0 ? -(int64_t)q : (int64_t)q;
+}
+
+/* acc -> int8: saturate to int32, times the multiplier, rounded shift, zero point, clamp */
+static int8_t q8_requant(int64_t acc, int64_t mult, int32_t shift, int64_t zp, int64_t lo, int64_t hi, int ties_away) {
+  if (acc > INT32_MAX) acc = INT32_MAX;
+  if (acc < INT32_MIN) acc = INT32_MIN;
+  int64_t r = q8_round_shift(acc * mult, shift, ties_away);
+  if (r < lo - zp) return (int8_t)lo; /* |r| < 2^62: clamp before adding the zero point */
+  if (r > hi - zp) return (int8_t)hi;
+  return (int8_t)(r + zp);
+}
+
+/* The int8 ops' inputs: input int8, weight int8, bias int32 [C_out] (may be absent), multiplier and
+ * shift int32 [C_out] or [1]; integer arguments zero points and clamp bounds within int8. */
+enum { Q8_ZIN, Q8_ZOUT, Q8_LO, Q8_HI, Q8_MONE, Q8_BIAS, Q8_N };
+
+static oa_status_t q8_check(const oa_op_call_t *call, uint32_t first_int, int64_t cout, int64_t *q, oa_diag_t *diag) {
+  oa_status_t st;
+  static const char *const names[] = {"input_zp", "output_zp", "act_min", "act_max"};
+  if (call->n_ints < first_int + 4)
+    return oa_abi_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "op '%s': expected %u integer arguments, received %u", call->op,
+                    first_int + 4, call->n_ints);
+  for (uint32_t i = 0; i < 4; i++) {
+    int64_t v = iarg(call, first_int + i), lo = i == 3 ? iarg(call, first_int + 2) : -128;
+    if (v < lo || v > 127)
+      return oa_abi_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "op '%s': argument %s = %lld (expected %lld to 127)", call->op,
+                      names[i], (long long)v, (long long)lo);
+    q[i] = v;
+  }
+  const oa_tensor_t *b = call->inputs[2], *m = call->inputs[3], *sh = call->inputs[4];
+  if (b && ((st = check_tensor_of(call, b, OA_DTYPE_INT32, "input 2 (bias)", diag)) ||
+            (st = check_shape(b, &cout, 1, "input 2 (bias)", diag))))
+    return st;
+  if ((st = check_tensor_of(call, m, OA_DTYPE_INT32, "input 3 (multiplier)", diag)) ||
+      (st = check_tensor_of(call, sh, OA_DTYPE_INT32, "input 4 (shift)", diag)))
+    return st;
+  if (m->ndim != 1 || (m->shape[0] != cout && m->shape[0] != 1))
+    return check_shape(m, &cout, 1, "input 3 (multiplier)", diag);
+  if ((st = check_shape(sh, m->shape, 1, "input 4 (shift)", diag))) return st;
+  /* The tensors' quantization parameters (oa_tensor_t.quant, device ABI 2) describe the mapping the
+   * arguments encode. A device whose hardware takes real scales reads them here; this one checks
+   * that they agree with the zero points it uses. */
+  const oa_tensor_t *x = call->inputs[0], *w = call->inputs[1], *o = call->outputs[0];
+  const oa_tensor_t *qt[2] = {x, o};
+  for (int k = 0; k < 2; k++) {
+    if (qt[k]->quant.scale && (qt[k]->quant.count != 1 || qt[k]->quant.zero_point[0] != q[k]))
+      return oa_abi_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "%s ('%s'): its quantization parameters (%u values, zero point "
+                      "%lld) disagree with argument %s = %lld", k ? "output 0" : "input 0", qt[k]->name ? qt[k]->name : "",
+                      qt[k]->quant.count, (long long)qt[k]->quant.zero_point[0], names[k], (long long)q[k]);
+  }
+  if (w->quant.scale && (w->quant.count != (uint32_t)(w->quant.axis == 0 ? cout : 1) || w->quant.axis > 0))
+    return oa_abi_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "input 1 ('%s'): weight quantization parameters along axis %d "
+                    "(%u values): expected per tensor or per output channel (axis 0, %lld values)",
+                    w->name ? w->name : "", (int)w->quant.axis, w->quant.count, (long long)cout);
+  q[Q8_MONE] = m->shape[0] == 1 && cout != 1;
+  q[Q8_BIAS] = b != NULL;
+  return OA_OK;
+}
+
+/* multiplier and shift live in device memory: checked when the command runs (a bad value fails the
+ * stream, as a device would report a fault) */
+static oa_status_t q8_requant_values(const int32_t *mult, const int32_t *shift, int64_t n) {
+  for (int64_t c = 0; c < n; c++)
+    if (mult[c] < 0 || shift[c] < 0 || shift[c] > Q8_SHIFT_MAX) return OA_ERR_INVALID_PROGRAM;
+  return OA_OK;
+}
+
+static oa_status_t q8_counts(const oa_op_call_t *call, oa_diag_t *diag) {
+  oa_status_t st;
+  if (call->n_inputs != 5 || call->n_outputs != 1 || !call->inputs || !call->outputs)
+    return oa_abi_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "op '%s': expected 5 inputs and 1 output, received %u and %u",
+                    call->op, call->n_inputs, call->n_outputs);
+  if (call->n_ints && !call->ints) return oa_abi_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "op '%s': ints is NULL", call->op);
+  if ((st = check_tensor_of(call, call->inputs[0], OA_DTYPE_INT8, "input 0", diag)) ||
+      (st = check_tensor_of(call, call->inputs[1], OA_DTYPE_INT8, "input 1 (weight)", diag)) ||
+      (st = check_tensor_of(call, call->outputs[0], OA_DTYPE_INT8, "output 0", diag)))
+    return st;
+  return OA_OK;
+}
+
+enum { CQ_Q = 7 }; /* conv2d_q8 params: the conv geometry (0..6), then Q8_* */
+
+static oa_status_t conv2d_q8_check(const oa_op_call_t *call, int64_t *params, oa_diag_t *diag) {
+  oa_status_t st;
+  if ((st = q8_counts(call, diag))) return st;
+  if ((st = conv_geometry(call, NULL, params, diag))) return st;
+  return q8_check(call, 7, call->inputs[1]->shape[0], params + CQ_Q, diag);
+}
+
+static oa_status_t conv2d_q8_run(sim_device_t *d, const sim_cmd_t *c) {
+  const int8_t *x = (const int8_t *)(d->pool + c->in[0].off), *w = (const int8_t *)(d->pool + c->in[1].off);
+  const int64_t *p = c->params, *q = c->params + CQ_Q;
+  const int32_t *b = q[Q8_BIAS] ? (const int32_t *)(void *)(d->pool + c->in[2].off) : NULL;
+  const int32_t *mult = (const int32_t *)(void *)(d->pool + c->in[3].off);
+  const int32_t *shift = (const int32_t *)(void *)(d->pool + c->in[4].off);
+  int8_t *y = (int8_t *)(d->pool + c->out.off);
+  oa_status_t st = q8_requant_values(mult, shift, c->in[3].numel);
+  if (st) return st;
+  int64_t n = c->in[0].shape[0], ch = c->in[0].shape[1], h = c->in[0].shape[2], wd = c->in[0].shape[3];
+  int64_t oc = c->out.shape[1], oh = c->out.shape[2], ow = c->out.shape[3];
+  int64_t kh = c->in[1].shape[2], kw = c->in[1].shape[3], g = p[CV_G], cg = ch / g, og = oc / g;
+  int ties_away = d->fault == FAULT_Q8_ROUNDING;
+  for (int64_t in = 0; in < n; in++)
+    for (int64_t o = 0; o < oc; o++) {
+      int64_t c0 = (o / og) * cg, k = q[Q8_MONE] ? 0 : o;
+      for (int64_t yy = 0; yy < oh; yy++)
+        for (int64_t xx = 0; xx < ow; xx++) {
+          int64_t acc = b ? b[o] : 0;
+          for (int64_t ci = 0; ci < cg; ci++)
+            for (int64_t ky = 0; ky < kh; ky++) {
+              int64_t iy = yy * p[CV_SH] - p[CV_PH] + ky * p[CV_DH];
+              if (iy < 0 || iy >= h) continue; /* padding is the input's zero point: adds 0 */
+              for (int64_t kx = 0; kx < kw; kx++) {
+                int64_t ix = xx * p[CV_SW] - p[CV_PW] + kx * p[CV_DW];
+                if (ix < 0 || ix >= wd) continue;
+                acc += ((int64_t)x[((in * ch + c0 + ci) * h + iy) * wd + ix] - q[Q8_ZIN]) *
+                       w[((o * cg + ci) * kh + ky) * kw + kx];
+              }
+            }
+          y[((in * oc + o) * oh + yy) * ow + xx] =
+              q8_requant(acc, mult[k], shift[k], q[Q8_ZOUT], q[Q8_LO], q[Q8_HI], ties_away);
+        }
+    }
+  return OA_OK;
+}
+
+enum { LQ_M, LQ_N, LQ_K, LQ_Q }; /* linear_q8 params: rows, outputs, inner dim, then Q8_* */
+
+static oa_status_t linear_q8_check(const oa_op_call_t *call, int64_t *params, oa_diag_t *diag) {
+  oa_status_t st;
+  if ((st = q8_counts(call, diag))) return st;
+  const oa_tensor_t *x = call->inputs[0], *w = call->inputs[1], *o = call->outputs[0];
+  if (x->ndim < 1 || w->ndim != 2)
+    return oa_abi_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "op 'linear_q8': expected input with >= 1 dims and a 2-D weight, "
+                    "received %d and %d dims", (int)x->ndim, (int)w->ndim);
+  int64_t n = w->shape[0], k = w->shape[1];
+  if (x->shape[x->ndim - 1] != k)
+    return oa_abi_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "op 'linear_q8': input's last dim %lld does not match weight's %lld "
+                    "in_features", (long long)x->shape[x->ndim - 1], (long long)k);
+  int64_t want[OA_MAX_DIMS];
+  memcpy(want, x->shape, sizeof want);
+  want[x->ndim - 1] = n;
+  if ((st = check_shape(o, want, x->ndim, "output 0", diag))) return st;
+  int64_t rows = 1;
+  for (int32_t dd = 0; dd < x->ndim - 1; dd++) rows *= x->shape[dd];
+  params[LQ_M] = rows;
+  params[LQ_N] = n;
+  params[LQ_K] = k;
+  return q8_check(call, 0, n, params + LQ_Q, diag);
+}
+
+static oa_status_t linear_q8_run(sim_device_t *d, const sim_cmd_t *c) {
+  const int8_t *x = (const int8_t *)(d->pool + c->in[0].off), *w = (const int8_t *)(d->pool + c->in[1].off);
+  const int64_t *q = c->params + LQ_Q;
+  const int32_t *b = q[Q8_BIAS] ? (const int32_t *)(void *)(d->pool + c->in[2].off) : NULL;
+  const int32_t *mult = (const int32_t *)(void *)(d->pool + c->in[3].off);
+  const int32_t *shift = (const int32_t *)(void *)(d->pool + c->in[4].off);
+  int8_t *y = (int8_t *)(d->pool + c->out.off);
+  oa_status_t st = q8_requant_values(mult, shift, c->in[3].numel);
+  if (st) return st;
+  int64_t m = c->params[LQ_M], n = c->params[LQ_N], k = c->params[LQ_K];
+  for (int64_t i = 0; i < m; i++)
+    for (int64_t j = 0; j < n; j++) {
+      int64_t acc = b ? b[j] : 0, kk = q[Q8_MONE] ? 0 : j;
+      for (int64_t p = 0; p < k; p++) acc += ((int64_t)x[i * k + p] - q[Q8_ZIN]) * w[j * k + p];
+      y[i * n + j] = q8_requant(acc, mult[kk], shift[kk], q[Q8_ZOUT], q[Q8_LO], q[Q8_HI], 0);
+    }
+  return OA_OK;
 }
 
 static const sim_op_t sim_ops[] = {
-    {"conv2d", 3, conv2d_check, conv2d_run},
-    {"linear", 3, linear_check, linear_run},
-    {"relu", 1, relu_check, relu_run},
-    {"add", 2, add_check, add_run},
+    {"conv2d", SIM_F32, conv2d_check, conv2d_run},
+    {"linear", SIM_F32, linear_check, linear_run},
+    {"relu", SIM_F32, relu_check, relu_run},
+    {"add", SIM_F32, add_check, add_run},
+    {"conv2d_q8", SIM_I8, conv2d_q8_check, conv2d_q8_run},
+    {"linear_q8", SIM_I8, linear_q8_check, linear_q8_run},
 };
 #define SIM_N_OPS (sizeof sim_ops / sizeof sim_ops[0])
 
@@ -830,11 +1052,12 @@ static const sim_op_t *find_op(const char *name) {
   return NULL;
 }
 
-static void run_op(sim_device_t *d, const sim_cmd_t *c) { c->op->run(d, c); }
+static oa_status_t run_op(sim_device_t *d, const sim_cmd_t *c) { return c->op->run(d, c); }
 
 static oa_status_t sim_supports_op(oa_device_t *dev, const char *op, uint64_t *out_mask) {
   (void)dev;
-  *out_mask = find_op(op) ? SIM_F32 : 0;
+  const sim_op_t *o = find_op(op);
+  *out_mask = o ? o->dtypes : 0;
   return *out_mask ? OA_OK : OA_ERR_NOT_FOUND;
 }
 
@@ -844,7 +1067,8 @@ static oa_status_t sim_prepare_op(oa_device_t *dev, const oa_op_call_t *call, oa
   if (!call || !out_plan || !call->op) return oa_abi_diag_fail(diag, OA_ERR_INVALID_ARGUMENT, "NULL call or plan");
   const sim_op_t *op = find_op(call->op);
   if (!op)
-    return oa_abi_diag_fail(diag, OA_ERR_UNSUPPORTED, "%s has no kernel for op '%s' (it runs conv2d, linear, relu, add)",
+    return oa_abi_diag_fail(diag, OA_ERR_UNSUPPORTED, "%s has no kernel for op '%s' (it runs conv2d, linear, relu, add, conv2d_q8, "
+                    "linear_q8)",
                     SIM_KIND_NAME, call->op);
   memset(out_plan, 0, sizeof *out_plan);
   oa_status_t st = op->check(call, out_plan->params, diag);
@@ -1235,11 +1459,12 @@ static oa_status_t sim_factory_create(const oa_device_factory_t *factory, uint32
     if (!strcmp(f, "misaligned")) fault = FAULT_MISALIGNED;
     else if (!strcmp(f, "out_of_order")) fault = FAULT_OUT_OF_ORDER;
     else if (!strcmp(f, "wrong_result")) fault = FAULT_WRONG_RESULT;
+    else if (!strcmp(f, "q8_rounding")) fault = FAULT_Q8_ROUNDING;
     else if (!strcmp(f, "no_sticky")) fault = FAULT_NO_STICKY;
     else if (strcmp(f, "none") != 0) {
       /* VENDOR: say why the device refuses to start; the runtime passes stderr through */
       fprintf(stderr, "vendor.sim: OA_SIM_FAULT=%s is not a fault this simulator knows (misaligned, "
-              "out_of_order, wrong_result, no_sticky, none)\n", f);
+              "out_of_order, wrong_result, q8_rounding, no_sticky, none)\n", f);
       return OA_ERR_INVALID_ARGUMENT;
     }
   }

@@ -67,7 +67,11 @@ static oa_status_t skel_query_i64(oa_device_t *dev, const char *category, const 
 
 static oa_status_t skel_supports_op(oa_device_t *dev, const char *op, uint64_t *out_dtype_mask) {
   (void)dev; (void)op;
-  *out_dtype_mask = 0; /* VENDOR: OA_DTYPE_BIT(...) of each dtype you run `op` in, and OA_OK */
+  /* VENDOR: OA_DTYPE_BIT(...) of each dtype you run `op` in (its first input's), and OA_OK: e.g.
+   * "conv2d" -> OA_DTYPE_BIT(OA_DTYPE_FLOAT32); an int8 engine: "conv2d_q8" / "linear_q8" ->
+   * OA_DTYPE_BIT(OA_DTYPE_INT8), once it gives the reference kernels' bytes (the requantization
+   * rule of docs/quantization.md; sim_device.c restates it; op.conv2d_q8.int8 checks it bit for bit) */
+  *out_dtype_mask = 0;
   return OA_ERR_NOT_FOUND;
 }
 
@@ -137,7 +141,11 @@ static oa_status_t skel_synchronize(oa_device_t *dev) { return skel_of(dev)->fai
 static oa_status_t skel_prepare_op(oa_device_t *dev, const oa_op_call_t *call, oa_op_plan_t *out_plan,
                                    oa_diag_t *diag) {
   (void)dev; (void)out_plan;
-  /* VENDOR: check everything execute_op will rely on (files are untrusted), then fill out_plan */
+  /* VENDOR: check everything execute_op will rely on (files are untrusted), then fill out_plan.
+   * int8 ops take their requantization (zero points, clamp bounds, multiplier / shift constants)
+   * from the call's arguments and inputs (docs/ops.md); the tensors' scales and zero points are in
+   * call->inputs[i]->quant (oa_quant_params_t, device ABI 2; scale NULL when absent) for hardware
+   * that takes real scales. */
   return oa_abi_diag_fail(diag, OA_ERR_UNSUPPORTED, "%s has no kernel for op '%s' yet", SKEL_KIND_NAME,
                           call && call->op ? call->op : "?");
 }

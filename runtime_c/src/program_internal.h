@@ -35,6 +35,7 @@ typedef struct oa_tensor_desc {
   uint32_t segment;
   uint64_t offset;
   uint64_t nbytes;
+  oa_quant_params_t quant; /* from Tensor.quant, checked; scale NULL when absent */
 } oa_tensor_desc_t;
 
 typedef struct oa_instr_desc {

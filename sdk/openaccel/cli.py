@@ -107,9 +107,11 @@ def cmd_inspect(a: argparse.Namespace) -> int:
             "constant_bytes": prog.constant_bytes,
             "instructions": [{"index": p.index, "op": p.op, "device": p.device, "inputs": list(p.inputs),
                               "outputs": list(p.outputs), "args": {k: v for k, v in p.args},
-                              "source": p.source, "events": p.events} for p in prog.instructions],
+                              "source": p.source, "events": p.events, "note": p.note} for p in prog.instructions],
+            "quantization": [{"tensor": q.tensor, "dtype": q.dtype, "shape": list(q.shape), "scale": list(q.scale),
+                              "zero_point": list(q.zero_point), "axis": q.axis} for q in prog.quant_params()],
             "tests": [{"name": n, "atol": at, "rtol": rt} for n, _, _, at, rt in prog.tests()],
-            "float32_in_quantized": [{"index": p.index, "op": p.op, "source": p.source}
+            "float32_in_quantized": [{"index": p.index, "op": p.op, "source": p.source, "reason": p.note}
                                      for p in prog.float32_in_quantized()],
         }
         print(json.dumps(doc, indent=2, default=str))
@@ -125,6 +127,14 @@ def cmd_inspect(a: argparse.Namespace) -> int:
         row = [str(p.index), p.op, p.device, ", ".join(p.inputs), ", ".join(p.outputs), args, p.source]
         table.add_row(*(row + ([p.events] if multi else [])))
     out.print(table)
+    qps = prog.quant_params()
+    if qps:
+        qt = Table(title="quantization parameters", show_lines=False, header_style="bold")
+        for col in ("tensor", "dtype", "shape", "parameters"):
+            qt.add_column(col, overflow="fold")
+        for q in qps:
+            qt.add_row(q.tensor, q.dtype, str(list(q.shape)), q.describe())
+        out.print(qt)
     return 0
 
 

@@ -118,7 +118,7 @@ _TREE: dict[str, tuple[tuple[int, str, int, str], ...]] = {
     "QuantParams": ((0, "VECTOR", 4, ""), (1, "VECTOR", 8, "")),
     "Tensor": ((0, "STRING", 4, ""), (2, "VECTOR", 8, ""), (3, "VECTOR", 1, ""), (9, "TABLE", 4, "QuantParams")),
     "Instruction": ((1, "VECTOR", 4, ""), (2, "VECTOR", 4, ""), (3, "VECTOR", 8, ""), (4, "VECTOR", 8, ""),
-                    (8, "VECTOR", 4, "")),
+                    (8, "VECTOR", 4, ""), (10, "STRING", 4, "")),
     "Operator": ((0, "STRING", 4, ""),),
     "DeviceSlot": ((0, "STRING", 4, ""),),
     "MemoryPool": (),

@@ -33,6 +33,29 @@ class Source:
         return f"{where}{mod}{code}"
 
 
+@dataclass(frozen=True)
+class QuantParams:
+    """How an int8 / uint8 tensor maps to real numbers, real = (q - zero_point) * scale: one scale
+    and zero point (axis -1), or one per index of dim `axis` (per-channel weights). Written to the
+    file's Tensor.quant (runtime_c/schema/oab.fbs) and handed to devices (oa_tensor_t.quant)."""
+
+    scale: tuple[float, ...]
+    zero_point: tuple[int, ...]
+    axis: int = -1
+
+    @classmethod
+    def per_tensor(cls, scale: float, zero_point: int) -> QuantParams:
+        return cls((float(scale),), (int(zero_point),), -1)
+
+    def describe(self) -> str:
+        if self.axis < 0:
+            return f"scale {self.scale[0]:.6g}, zero point {self.zero_point[0]}"
+        lo, hi = min(self.scale), max(self.scale)
+        zps = sorted(set(self.zero_point))
+        zp = str(zps[0]) if len(zps) == 1 else f"{zps[0]}..{zps[-1]}"
+        return f"per-channel axis {self.axis}: {len(self.scale)} scales {lo:.6g}..{hi:.6g}, zero point {zp}"
+
+
 @dataclass(eq=False)
 class Value:
     """A tensor value: a graph input, a constant, or the output of a node/instruction."""
@@ -45,6 +68,8 @@ class Value:
     # (LowerCtx.alias: reshapes, slices ...), the layout pass and memory planning (in-place reuse).
     alias_of: Value | None = None
     alias_offset: int = 0
+    # int8 / uint8 values of a quantized program: their scale and zero point (exporter/quant.py)
+    quant: QuantParams | None = None
 
     @property
     def is_const(self) -> bool:
@@ -180,6 +205,8 @@ class Graph:
     instrs: list[Instr] = field(default_factory=list)
     num_events: int = 0
     homes: dict[Value, int] = field(default_factory=dict)  # buffer root -> device slot of its pool
+    # a quantized program's ops left in float32 (exporter/quant.py): their source -> the reason
+    float32_reasons: dict[Source, str] = field(default_factory=dict)
 
 
 def op_name_of(target: Any) -> str:

@@ -30,6 +30,28 @@ class Placement:
     args: tuple[tuple[str, object], ...]
     source: str
     events: str = ""
+    note: str = ""      # why the exporter left it so (a float32 op in a quantized program: the reason)
+
+
+@dataclass(frozen=True)
+class QuantSpec:
+    """The quantization parameters of one int8 / uint8 tensor (real = (q - zero_point) * scale):
+    per tensor (axis -1) or per channel along `axis`."""
+
+    tensor: str
+    dtype: str
+    shape: tuple[int, ...]
+    scale: tuple[float, ...]
+    zero_point: tuple[int, ...]
+    axis: int
+
+    def describe(self) -> str:
+        if self.axis < 0 and len(self.scale) == 1 and len(self.zero_point) == 1:
+            return f"scale {self.scale[0]:.6g}, zero point {self.zero_point[0]}"
+        lo, hi = (min(self.scale), max(self.scale)) if self.scale else (0.0, 0.0)
+        zps = sorted(set(self.zero_point))
+        zp = "none" if not zps else str(zps[0]) if len(zps) == 1 else f"{zps[0]}..{zps[-1]}"
+        return f"per channel (axis {self.axis}): {len(self.scale)} scales {lo:.6g}..{hi:.6g}, zero point {zp}"
 
 
 def _s(b: bytes | str | None) -> str:
@@ -160,10 +182,25 @@ class Program:
                 f"signal {ins.signalEvent}" if ins.signalEvent >= 0 else "")
             out.append(Placement(
                 index=i, op=op, device=devs[ins.device] if ins.device < len(devs) else f"<{ins.device}>",
-                events=sync.strip(),
+                events=sync.strip(), note=_s(ins.note),
                 inputs=tuple(tname(int(t)) for t in (ins.inputs if ins.inputs is not None else [])),
                 outputs=tuple(tname(int(t)) for t in (ins.outputs if ins.outputs is not None else [])),
                 args=tuple(arg_names(op, ints, floats)), source=src))
+        return out
+
+    def quant_params(self) -> list[QuantSpec]:
+        """The quantization parameters the file gives its tensors (Tensor.quant), in tensor order."""
+        out = []
+        for t in self._m.tensors or []:
+            q = t.quant
+            if q is None:
+                continue
+            shape = tuple(int(d) for d in (t.shape if t.shape is not None else []))
+            code = int(t.dtype)
+            dt = dtypes.name_of(code) if code in dtypes.known_codes() else f"<dtype {code}>"
+            scale = tuple(float(x) for x in (q.scale if q.scale is not None else []))
+            zps = tuple(int(z) for z in (q.zeroPoint if q.zeroPoint is not None else []))
+            out.append(QuantSpec(_s(t.name), dt, shape, scale, zps, int(q.axis)))
         return out
 
     def tests(self) -> list[tuple[str, list[np.ndarray], list[np.ndarray], float, float]]:
@@ -231,11 +268,17 @@ class Program:
         saved = f", {100 * (1 - self.arena_bytes / naive):.0f}% below no reuse ({naive:,})" if naive else ""
         lines.append(f"  memory plan: arena {self.arena_bytes:,} bytes{saved}")
         lines.append(f"  constants: {self.constant_bytes:,} bytes; bundled tests: {len(self._m.tests or [])}")
+        qps = self.quant_params()
+        if qps:
+            per_channel = sum(1 for q in qps if q.axis >= 0)
+            lines.append(f"  quantization parameters: {len(qps)} tensors ({len(qps) - per_channel} per tensor, "
+                         f"{per_channel} per channel)")
         islands = self.float32_in_quantized()
         if islands:
             lines.append(f"  quantized program: {len(islands)} instruction(s) stay float32 between dequantize / "
-                         "quantize (not an int8 pattern; the export warning gives each reason):")
-            lines += [f"    #{p.index} {p.op}" + (f" at {p.source}" if p.source else "") for p in islands]
+                         "quantize (not an int8 pattern):")
+            lines += [f"    #{p.index} {p.op}" + (f" at {p.source}" if p.source else "")
+                      + (f": {p.note.removeprefix('stays float32: ')}" if p.note else "") for p in islands]
         return "\n".join(lines)
 
     def float32_in_quantized(self) -> list[Placement]:

@@ -34,7 +34,11 @@
 extern "C" {
 #endif
 
-#define OA_DEVICE_ABI_VERSION 1
+/* Version history (a runtime accepts devices of every version up to its own; a device of a newer
+ * version than the runtime is refused at registration, so it never reads what the runtime lacks):
+ *   1  the vtable below, oa_tensor_t up to `name`
+ *   2  oa_tensor_t.quant: the quantization parameters of int8 / uint8 tensors (openaccel/types.h) */
+#define OA_DEVICE_ABI_VERSION 2
 
 typedef struct oa_device oa_device_t;
 typedef struct oa_stream oa_stream_t; /* device-defined; NULL means the device's default stream */

@@ -36,6 +36,21 @@ const char *oa_dtype_name(int32_t dtype);
 
 #define OA_MAX_DIMS 8
 
+/* How an int8 / uint8 tensor of a quantized program maps to real numbers (the file's
+ * Tensor.quant): real = (q - zero_point[i]) * scale[i], with i = 0 for per-tensor parameters
+ * (axis -1, count 1) and i the index along dim `axis` for per-channel ones (count = shape[axis]).
+ * `scale` NULL: the tensor carries no quantization parameters. The loader checked every value:
+ * scales finite and > 0, zero points within the dtype, count matching the axis. Host memory (the
+ * program's bytes, read-only), valid while the program is loaded. The int8 kernels take their
+ * requantization from the instruction's arguments (docs/ops.md); these are the same parameters in
+ * the form a device or a tool reads. */
+typedef struct oa_quant_params {
+  const float *scale;        /* count values */
+  const int64_t *zero_point; /* count values */
+  int32_t axis;              /* -1: per tensor; else the dim the vectors run along */
+  uint32_t count;
+} oa_quant_params_t;
+
 /* A dense tensor in a device's memory: contiguous and row-major (the last dim varies fastest). The
  * executor refuses a file whose tensors declare another dim order; channels-last data is a tensor
  * whose shape is in NHWC order. `data` is a host pointer for the CPU and a device address for
@@ -48,6 +63,9 @@ typedef struct oa_tensor {
   int64_t numel;       /* product of shape (1 for a 0-d tensor) */
   size_t nbytes;       /* numel * oa_dtype_size(dtype) */
   const char *name;    /* from the file; never NULL ("" when unnamed) */
+  /* ---- appended in device ABI version 2 (openaccel/device_abi.h): a device built against version 1
+   * never reads past `name`; zero-filled (no parameters) wherever the tensor is not quantized ---- */
+  oa_quant_params_t quant;
 } oa_tensor_t;
 
 #ifdef __cplusplus

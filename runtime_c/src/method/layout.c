@@ -77,6 +77,7 @@ oa_status_t oa_method_fill_tensor(const oa_program_t *p, const oa_method_view_t 
   out->numel = d.numel;
   out->nbytes = (size_t)d.nbytes;
   out->name = d.name;
+  out->quant = d.quant;
   if (d.storage == OAB_STORAGE_CONSTANT) {
     const uint8_t *seg;
     uint64_t seg_size;

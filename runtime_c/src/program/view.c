@@ -3,6 +3,7 @@
  * every field it reads (bounds, sizes, indices), so verify.c can call them once over the whole file
  * and the method phases (src/method/) can call them again without trusting the file. Nothing here
  * allocates. Hands the method phases typed descriptors (program_internal.h). */
+#include <math.h>
 #include <string.h>
 
 #include "oab_schema.h"
@@ -176,6 +177,72 @@ static oa_status_t read_shape(const oa_fb_vec_t *shape, int32_t dtype, int32_t *
 #undef OA_WHO
 }
 
+/* Tensor.quant of tensor `index` (already read: name, dtype, shape), checked value by value. Devices
+ * get pointers into the file (oa_tensor_t.quant), so the vectors must be aligned to their element
+ * size (flatbuffers writers align them) and the host little-endian, as the file is. */
+static oa_status_t read_quant(const oa_fb_table_t *t, uint32_t index, oa_tensor_desc_t *out, oa_diag_t *diag) {
+  oa_fb_table_t q;
+  oa_fb_vec_t scale, zp;
+  bool has = false;
+  int32_t axis;
+  oa_status_t st;
+  memset(&out->quant, 0, sizeof out->quant);
+  out->quant.axis = -1;
+  if ((st = oa_fb_subtable(t, OAB_TENSOR_QUANT, &q, &has, diag)) || !has) return st;
+  if ((st = oa_fb_vector(&q, OAB_QUANT_PARAMS_SCALE, 4, &scale, diag))) return st;
+  if ((st = oa_fb_vector(&q, OAB_QUANT_PARAMS_ZERO_POINT, 8, &zp, diag))) return st;
+  if ((st = oa_fb_i32(&q, OAB_QUANT_PARAMS_AXIS, -1, &axis, diag))) return st;
+  const char *dt = oa_dtype_name(out->dtype);
+  if (out->dtype != OA_DTYPE_INT8 && out->dtype != OA_DTYPE_UINT8)
+    return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM,
+                        "tensor %u ('%s'): quant: quantization parameters on a %s tensor (int8 and uint8 only)", index,
+                        out->name, dt);
+  if (axis < -1 || axis >= out->ndim)
+    return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM,
+                        "tensor %u ('%s'): quant.axis = %d: expected -1 (per tensor) or a dim of its %d", index,
+                        out->name, (int)axis, (int)out->ndim);
+  int64_t want = axis < 0 ? 1 : out->shape[axis];
+  const oa_fb_vec_t *vecs[2] = {&scale, &zp};
+  static const char *const field_names[2] = {"scale", "zero_point"};
+  for (int k = 0; k < 2; k++) {
+    if ((int64_t)vecs[k]->count != want) {
+      char buf[200];
+      return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM,
+                          "tensor %u ('%s'): quant.%s has %u values, expected %lld (%s%d of shape %s)", index,
+                          out->name, field_names[k], vecs[k]->count, (long long)want,
+                          axis < 0 ? "one per tensor: axis " : "dim ", (int)axis,
+                          shape_str(out->shape, out->ndim, buf, sizeof buf));
+    }
+    if ((uintptr_t)(vecs[k]->fb.buf + vecs[k]->pos) % vecs[k]->elem_size)
+      return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "tensor %u ('%s'): quant.%s is not %u-byte aligned in the file",
+                          index, out->name, field_names[k], vecs[k]->elem_size);
+  }
+  const uint16_t one = 1;
+  if (*(const uint8_t *)&one != 1)
+    return oa_diag_fail(diag, OA_ERR_UNSUPPORTED, "tensor %u ('%s'): quant: quantization parameters need a "
+                        "little-endian host", index, out->name);
+  for (uint32_t i = 0; i < scale.count; i++) {
+    float s = oa_fb_vec_f32(&scale, i);
+    if (!(s > 0.0f) || !isfinite(s))
+      return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM,
+                          "tensor %u ('%s'): quant.scale[%u] = %g: expected a finite number > 0", index, out->name, i,
+                          (double)s);
+  }
+  int64_t lo = out->dtype == OA_DTYPE_INT8 ? -128 : 0, hi = out->dtype == OA_DTYPE_INT8 ? 127 : 255;
+  for (uint32_t i = 0; i < zp.count; i++) {
+    int64_t z = oa_fb_vec_i64(&zp, i);
+    if (z < lo || z > hi)
+      return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM,
+                          "tensor %u ('%s'): quant.zero_point[%u] = %lld: expected %lld to %lld (%s)", index, out->name,
+                          i, (long long)z, (long long)lo, (long long)hi, dt);
+  }
+  out->quant.scale = (const float *)(const void *)(scale.fb.buf + scale.pos);
+  out->quant.zero_point = (const int64_t *)(const void *)(zp.fb.buf + zp.pos);
+  out->quant.axis = axis;
+  out->quant.count = scale.count;
+  return OA_OK;
+}
+
 oa_status_t oa_program_tensor(const oa_program_t *p, const oa_method_view_t *m, uint32_t index,
                               oa_tensor_desc_t *out, oa_diag_t *diag) {
   oa_fb_table_t t;
@@ -210,6 +277,7 @@ oa_status_t oa_program_tensor(const oa_program_t *p, const oa_method_view_t *m, 
       if (v != d) out->contiguous = 0;
     }
   }
+  if ((st = read_quant(&t, index, out, diag))) return st;
   if ((st = oa_fb_u8(&t, OAB_TENSOR_STORAGE, OAB_STORAGE_PLANNED, &out->storage, diag))) return st;
   if ((st = oa_fb_u32(&t, OAB_TENSOR_POOL, 0, &out->pool, diag))) return st;
   if ((st = oa_fb_u32(&t, OAB_TENSOR_SEGMENT, 0, &out->segment, diag))) return st;

@@ -25,17 +25,56 @@ static void make_tensor(oa_tensor_t *t, const tspec_t *sp, int32_t dtype, void *
   t->name = name;
 }
 
-static void random_fill(rng_t *r, void *data, int32_t dtype, int64_t n, float scale) {
+static int32_t dtype_of(const tspec_t *sp, int32_t case_dtype) { return sp->dtype ? sp->dtype - 1 : case_dtype; }
+
+/* NaN, +-inf, -0.0, +-3e38, then four half-way points (k + 0.5) * step, repeating */
+static float special_value(int64_t i, float step) {
+  switch (i % 10) {
+    case 0: return NAN;
+    case 1: return INFINITY;
+    case 2: return -INFINITY;
+    case 3: return -0.0f;
+    case 4: return 3e38f;
+    case 5: return -3e38f;
+    default: return ((float)((i / 10) * 4 + (i % 10 - 6) - 20) + 0.5f) * step;
+  }
+}
+
+static void random_fill(rng_t *r, void *data, int32_t dtype, int64_t n, const tspec_t *sp) {
+  uint64_t span = sp->ranged ? (uint64_t)(sp->hi - sp->lo) + 1u : 0; /* 0: the whole 64-bit range */
   for (int64_t i = 0; i < n; i++) {
+    int64_t v = sp->ranged ? sp->lo + (int64_t)(span ? rng_next(r) % span : rng_next(r)) : 0;
     switch (dtype) {
-      case OA_DTYPE_FLOAT32: ((float *)data)[i] = rng_float(r) * scale; break;
-      case OA_DTYPE_INT32: ((int32_t *)data)[i] = (int32_t)rng_below(r, 101) - 50; break;
-      case OA_DTYPE_INT64: ((int64_t *)data)[i] = (int64_t)rng_below(r, 101) - 50; break;
-      case OA_DTYPE_BOOL:
-      case OA_DTYPE_UINT8: ((uint8_t *)data)[i] = (uint8_t)rng_below(r, 2); break;
+      case OA_DTYPE_FLOAT32:
+        ((float *)data)[i] = sp->special ? special_value(i, sp->scale) : rng_float(r) * sp->scale;
+        break;
+      case OA_DTYPE_INT32: ((int32_t *)data)[i] = sp->ranged ? (int32_t)v : (int32_t)rng_below(r, 101) - 50; break;
+      case OA_DTYPE_INT64: ((int64_t *)data)[i] = sp->ranged ? v : (int64_t)rng_below(r, 101) - 50; break;
+      case OA_DTYPE_INT8: ((int8_t *)data)[i] = (int8_t)(sp->ranged ? v : (int64_t)rng_below(r, 256) - 128); break;
+      case OA_DTYPE_UINT8: ((uint8_t *)data)[i] = (uint8_t)(sp->ranged ? v : (int64_t)rng_below(r, 256)); break;
+      case OA_DTYPE_BOOL: ((uint8_t *)data)[i] = (uint8_t)rng_below(r, 2); break;
       default: memset((uint8_t *)data + (size_t)i * oa_dtype_size(dtype), 0, oa_dtype_size(dtype)); break;
     }
   }
+}
+
+/* The quantization parameters a tensor of the case carries (oa_tensor_t.quant), as the executor
+ * hands them to a device; per channel: one scale per index of dim 0, zero points 0. */
+static int attach_quant(suite_t *s, oa_tensor_t *t, const tspec_t *sp) {
+  if (!sp->quant) return 1;
+  uint32_t count = sp->quant == 2 && sp->ndim > 0 ? (uint32_t)sp->shape[0] : 1u;
+  float *scale = (float *)host_alloc(s, (count ? count : 1u) * sizeof(float));
+  int64_t *zp = (int64_t *)host_alloc(s, (count ? count : 1u) * sizeof(int64_t));
+  if (!scale || !zp) return 0;
+  for (uint32_t c = 0; c < count; c++) {
+    scale[c] = sp->quant == 2 ? 0.002f * (float)(1u + c % 5u) : sp->qscale;
+    zp[c] = sp->quant == 2 ? 0 : sp->qzp;
+  }
+  t->quant.scale = scale;
+  t->quant.zero_point = zp;
+  t->quant.axis = sp->quant == 2 ? 0 : -1;
+  t->quant.count = count;
+  return 1;
 }
 
 typedef struct cmp {
@@ -44,21 +83,29 @@ typedef struct cmp {
   uint32_t output_first;
 } cmp_t;
 
-static void compare_out(const void *got, const void *want, int32_t dtype, int64_t n, int sums, uint32_t o, cmp_t *c) {
-  double rtol = sums ? 1e-4 : 1e-6, atol = sums ? 1e-5 : 1e-6;
+static void compare_out(const void *got, const void *want, int32_t dtype, int64_t n, const gen_t *gen, uint32_t o,
+                        cmp_t *c) {
+  double rtol = gen->sums ? 1e-4 : 1e-6, atol = gen->sums ? 1e-5 : 1e-6;
+  int exact = dtype != OA_DTYPE_FLOAT32 || (gen->sums == TOL_EXACT);
   for (int64_t i = 0; i < n; i++) {
     double g, w;
-    int exact = dtype != OA_DTYPE_FLOAT32;
+    int same_bits = 0;
     switch (dtype) {
-      case OA_DTYPE_FLOAT32: g = ((const float *)got)[i]; w = ((const float *)want)[i]; break;
+      case OA_DTYPE_FLOAT32:
+        g = ((const float *)got)[i];
+        w = ((const float *)want)[i];
+        same_bits = memcmp((const float *)got + i, (const float *)want + i, sizeof(float)) == 0;
+        break;
       case OA_DTYPE_INT32: g = ((const int32_t *)got)[i]; w = ((const int32_t *)want)[i]; break;
       case OA_DTYPE_INT64: g = (double)((const int64_t *)got)[i]; w = (double)((const int64_t *)want)[i]; break;
+      case OA_DTYPE_INT8: g = ((const int8_t *)got)[i]; w = ((const int8_t *)want)[i]; break;
       default: g = ((const uint8_t *)got)[i]; w = ((const uint8_t *)want)[i]; break;
     }
     c->elements++;
     int bad;
     double d = fabs(g - w);
     if (isnan(g) || isnan(w)) bad = !(isnan(g) && isnan(w));
+    else if (dtype == OA_DTYPE_FLOAT32 && (gen->sums == TOL_EXACT)) bad = !same_bits; /* bit for bit: -0.0 is not 0.0 */
     else if (g == w) bad = 0;
     else bad = exact || !(d <= atol + rtol * fabs(w));
     if (!isnan(d) && d > c->max_abs) c->max_abs = d;
@@ -95,23 +142,29 @@ static case_result_t run_case(suite_t *s, const char *op, const gen_t *g, int32_
   for (uint32_t i = 0; i < k->n_in; i++) {
     if (!k->in[i].present) continue;
     int64_t n = numel_of(&k->in[i]);
-    host_in[i] = host_alloc(s, (size_t)n * oa_dtype_size(dtype));
+    int32_t dt = dtype_of(&k->in[i], dtype);
+    host_in[i] = host_alloc(s, (size_t)(n ? n : 1) * oa_dtype_size(dt));
     if (!host_in[i]) goto oom;
-    random_fill(r, host_in[i], dtype, n, k->in[i].scale);
-    make_tensor(&ref_t[i], &k->in[i], dtype, host_in[i], in_names[i]);
-    make_tensor(&meta_t[i], &k->in[i], dtype, NULL, in_names[i]);
+    random_fill(r, host_in[i], dt, n, &k->in[i]);
+    make_tensor(&ref_t[i], &k->in[i], dt, host_in[i], in_names[i]);
+    make_tensor(&meta_t[i], &k->in[i], dt, NULL, in_names[i]);
+    if (!attach_quant(s, &ref_t[i], &k->in[i])) goto oom;
+    meta_t[i].quant = ref_t[i].quant;
     ref_p[i] = &ref_t[i];
     meta_p[i] = &meta_t[i];
   }
   for (uint32_t o = 0; o < k->n_out; o++) {
     int64_t n = numel_of(&k->out[o]);
-    ref_out[o] = host_alloc(s, (size_t)n * oa_dtype_size(dtype));
-    dev_out[o] = host_alloc(s, (size_t)n * oa_dtype_size(dtype));
+    int32_t dt = dtype_of(&k->out[o], dtype);
+    ref_out[o] = host_alloc(s, (size_t)(n ? n : 1) * oa_dtype_size(dt));
+    dev_out[o] = host_alloc(s, (size_t)(n ? n : 1) * oa_dtype_size(dt));
     if (!ref_out[o] || !dev_out[o]) goto oom;
-    memset(ref_out[o], 0xAB, (size_t)n * oa_dtype_size(dtype));
-    memset(dev_out[o], 0xCD, (size_t)n * oa_dtype_size(dtype));
-    make_tensor(&ref_t[k->n_in + o], &k->out[o], dtype, ref_out[o], out_names[o]);
-    make_tensor(&meta_t[k->n_in + o], &k->out[o], dtype, NULL, out_names[o]);
+    memset(ref_out[o], 0xAB, (size_t)n * oa_dtype_size(dt));
+    memset(dev_out[o], 0xCD, (size_t)n * oa_dtype_size(dt));
+    make_tensor(&ref_t[k->n_in + o], &k->out[o], dt, ref_out[o], out_names[o]);
+    make_tensor(&meta_t[k->n_in + o], &k->out[o], dt, NULL, out_names[o]);
+    if (!attach_quant(s, &ref_t[k->n_in + o], &k->out[o])) goto oom;
+    meta_t[k->n_in + o].quant = ref_t[k->n_in + o].quant;
     ref_p[k->n_in + o] = &ref_t[k->n_in + o];
     meta_p[k->n_in + o] = &meta_t[k->n_in + o];
   }
@@ -172,7 +225,8 @@ static case_result_t run_case(suite_t *s, const char *op, const gen_t *g, int32_
         return CASE_ERROR;
       }
     }
-    make_tensor(&dev_t[i], sp, dtype, d, is_in ? in_names[i] : out_names[i - k->n_in]);
+    make_tensor(&dev_t[i], sp, ref_t[i].dtype, d, is_in ? in_names[i] : out_names[i - k->n_in]);
+    dev_t[i].quant = ref_t[i].quant;
     dev_p[i] = &dev_t[i];
   }
   if ((st = sync_stream(s, stream))) {
@@ -208,7 +262,7 @@ static case_result_t run_case(suite_t *s, const char *op, const gen_t *g, int32_
   }
   int64_t before = cmp->mismatches;
   for (uint32_t o = 0; o < k->n_out; o++)
-    compare_out(dev_out[o], ref_out[o], dtype, ref_t[k->n_in + o].numel, g->sums, o, cmp);
+    compare_out(dev_out[o], ref_out[o], ref_t[k->n_in + o].dtype, ref_t[k->n_in + o].numel, g, o, cmp);
   if (cmp->mismatches > before) {
     snprintf(why, why_n, "case '%s': %lld of %lld elements outside tolerance; first: output %u element %lld = %.9g, "
              "reference %.9g", k->name, (long long)(cmp->mismatches - before), (long long)cmp->elements,
@@ -287,9 +341,11 @@ void run_op_checks(suite_t *s) {
         set_detail(s, "no case ran: %d unsupported by the device%s%s, %d by the reference", dev_unsup, dev_unsup ? ": " : "",
                    unsup, ref_unsup);
       } else {
-        set_detail(s, "%d cases, %lld elements, max abs err %.3g, max rel err %.3g (atol %g, rtol %g)%s%s%s", ok,
-                   (long long)cmp.elements, cmp.max_abs, cmp.max_rel, dtype != OA_DTYPE_FLOAT32 ? 0.0 : g->sums ? 1e-5 : 1e-6,
-                   dtype != OA_DTYPE_FLOAT32 ? 0.0 : g->sums ? 1e-4 : 1e-6, dev_unsup ? "; UNSUPPORTED by the device: " : "",
+        int exact = dtype != OA_DTYPE_FLOAT32 || (g->sums == TOL_EXACT);
+        set_detail(s, "%d cases, %lld elements, max abs err %.3g, max rel err %.3g (atol %g, rtol %g%s)%s%s%s", ok,
+                   (long long)cmp.elements, cmp.max_abs, cmp.max_rel, exact ? 0.0 : g->sums ? 1e-5 : 1e-6,
+                   exact ? 0.0 : g->sums ? 1e-4 : 1e-6, (g->sums == TOL_EXACT) ? ", bit-exact" : "",
+                   dev_unsup ? "; UNSUPPORTED by the device: " : "",
                    unsup, ref_unsup ? "; some cases unsupported by the reference" : "");
       }
       report(s, name, result);

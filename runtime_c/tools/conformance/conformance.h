@@ -173,7 +173,14 @@ typedef struct tspec {
   int64_t shape[OA_MAX_DIMS];
   int present;
   int constant; /* a weight: the executor wraps these into the device (wrap_memory) */
-  float scale;  /* float inputs: uniform in [-scale, scale) */
+  float scale;  /* float inputs: uniform in [-scale, scale) (special: the step of the half-way points) */
+  int32_t dtype; /* 1 + OA_DTYPE_* when this tensor's dtype is not the case's (int8 ops), 0: the case's */
+  int ranged;    /* integer inputs: uniform in [lo, hi] instead of the dtype's default fill */
+  int64_t lo, hi;
+  int special;   /* float inputs: NaN, +-inf, -0.0, +-3e38 and half-way points (k + 0.5) * scale */
+  int quant;     /* oa_tensor_t.quant it carries: 0 none, 1 per tensor (qscale, qzp), 2 per channel (axis 0) */
+  float qscale;
+  int64_t qzp;
 } tspec_t;
 
 typedef struct op_case {
@@ -191,9 +198,10 @@ typedef int (*gen_fn)(int32_t dtype, op_case_t *cases);
 typedef struct gen {
   const char *op;
   uint64_t dtypes; /* dtypes the generator produces inputs for */
-  int sums;        /* tolerance class: 1 = accumulates sums */
+  int sums;        /* tolerance class: 1 = accumulates sums; TOL_EXACT = every output bit for bit (the int8 ops) */
   gen_fn fn;
 } gen_t;
+#define TOL_EXACT 2
 
 /* The generator for `op`, or NULL when this suite has none. */
 const gen_t *find_gen(const char *op);

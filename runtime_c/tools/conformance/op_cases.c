@@ -1,6 +1,7 @@
 /* The op set and the case generators: for each op with a generator, several shapes and argument
  * combinations (op.<name>.<dtype> runs them through checks_ops.c). */
 #include <math.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "conformance.h"
@@ -291,6 +292,210 @@ static int gen_layer_norm(int32_t dtype, op_case_t *c) {
   return n;
 }
 
+/* ---- int8 ---------------------------------------------------------------------------------------
+ * The int8 ops run the requantization rule of docs/quantization.md; a device must give the reference
+ * kernels' bytes (tolerance 0), ties and saturation included. Inputs span the whole int8 range with
+ * zero points at both ends; multipliers and shifts are int32 constants of the file, here from the
+ * typical (multiplier in [2^30, 2^31), shift 30..41) to the extremes (shift 0 and 62, multiplier 0,
+ * 1 and 2^31 - 1, biases that saturate int32), and "ties" cases (multiplier 1, shift 1) where every
+ * odd sum lies half-way between two outputs. Tensors carry their quantization parameters
+ * (oa_tensor_t.quant) as the executor hands them over. */
+
+#define M30 ((int64_t)1 << 30)
+#define MMAX (((int64_t)1 << 31) - 1)
+
+static tspec_t as_dt(tspec_t t, int32_t dtype) {
+  t.dtype = dtype + 1;
+  return t;
+}
+static tspec_t ranged(tspec_t t, int64_t lo, int64_t hi) {
+  t.ranged = 1;
+  t.lo = lo;
+  t.hi = hi;
+  return t;
+}
+static tspec_t cst(tspec_t t) {
+  t.constant = 1;
+  return t;
+}
+static tspec_t qpt(tspec_t t, float scale, int64_t zp) { /* per-tensor parameters */
+  t.quant = 1;
+  t.qscale = scale;
+  t.qzp = zp;
+  return t;
+}
+static tspec_t qpc(tspec_t t) { /* per-channel (axis 0) parameters */
+  t.quant = 2;
+  return t;
+}
+static tspec_t special(tspec_t t, float step) {
+  t.special = 1;
+  t.scale = step;
+  return t;
+}
+/* an int8 weight (symmetric: -127..127), a constant */
+static tspec_t w8(tspec_t t) { return cst(ranged(t, -127, 127)); }
+/* an int32 constant vector of n values in [lo, hi] (bias, multiplier, shift) */
+static tspec_t i32v(int64_t n, int64_t lo, int64_t hi) { return cst(ranged(as_dt(S(n), OA_DTYPE_INT32), lo, hi)); }
+
+/* conv2d_q8 inputs input, weight, bias?, multiplier, shift; ints stride, pad, dilation (h, w), groups,
+ * input_zp, output_zp, act_min, act_max; floats input_scale, output_scale */
+static int gen_conv2d_q8(int32_t dtype, op_case_t *c) {
+  (void)dtype;
+  int n = 0;
+  c[n++] = mk("3x3 [1, 3, 8, 8] -> 4, per-channel requantization, bias",
+              IN(qpt(S(1, 3, 8, 8), 0.02f, -3), qpc(w8(S(4, 3, 3, 3))), i32v(4, -5000, 5000), i32v(4, M30, MMAX),
+                 i32v(4, 37, 41)),
+              OUT(qpt(S(1, 4, 6, 6), 0.05f, 4)), INTS(1, 1, 0, 0, 1, 1, 1, -3, 4, -128, 127), FLOATS(0.02, 0.05));
+  c[n++] = mk("stride 2, pad 1, batch 2, one multiplier, zero points -128",
+              IN(qpt(S(2, 3, 9, 9), 0.1f, -128), qpt(w8(S(5, 3, 3, 3)), 0.01f, 0), absent(), i32v(1, M30, MMAX),
+                 i32v(1, 38, 40)),
+              OUT(qpt(S(2, 5, 5, 5), 0.2f, -128)), INTS(2, 2, 1, 1, 1, 1, 1, -128, -128, -128, 127), FLOATS(0.1, 0.2));
+  c[n++] = mk("depthwise 3x3, groups 4, bias, fused relu (act_min = output_zp)",
+              IN(S(1, 4, 7, 7), w8(S(4, 1, 3, 3)), i32v(4, -2000, 2000), i32v(4, M30, MMAX), i32v(4, 34, 38)),
+              OUT(S(1, 4, 7, 7)), INTS(1, 1, 1, 1, 1, 1, 4, 10, -20, -20, 127), NOFLOATS);
+  c[n++] = mk("grouped 2, dilation 2, pad 2, input_zp 127, clamp [-60, 60]",
+              IN(S(1, 4, 9, 9), w8(S(6, 2, 3, 3)), i32v(6, -9000, 9000), i32v(6, M30, MMAX), i32v(6, 36, 40)),
+              OUT(S(1, 6, 9, 9)), INTS(1, 1, 2, 2, 2, 2, 2, 127, 0, -60, 60), NOFLOATS);
+  c[n++] = mk("ties: multiplier 1, shift 1 (every odd sum is half-way)",
+              IN(ranged(S(1, 2, 6, 6), -20, 20), cst(ranged(S(3, 2, 3, 3), -1, 1)), absent(), i32v(1, 1, 1),
+                 i32v(1, 1, 1)),
+              OUT(S(1, 3, 4, 4)), INTS(1, 1, 0, 0, 1, 1, 1, 0, 0, -128, 127), NOFLOATS);
+  c[n++] = mk("shift 62, multiplier 2^31 - 1, biases saturating int32",
+              IN(S(1, 2, 5, 5), w8(S(3, 2, 3, 3)), i32v(3, INT32_MIN, INT32_MAX), i32v(3, MMAX, MMAX), i32v(3, 62, 62)),
+              OUT(S(1, 3, 3, 3)), INTS(1, 1, 0, 0, 1, 1, 1, 0, 0, -128, 127), NOFLOATS);
+  c[n++] = mk("shift 0, multipliers 0 and 1: results saturate to the clamp [-100, 100]",
+              IN(S(1, 2, 5, 5), w8(S(3, 2, 3, 3)), i32v(3, -100, 100), i32v(3, 0, 1), i32v(3, 0, 0)),
+              OUT(S(1, 3, 3, 3)), INTS(1, 1, 0, 0, 1, 1, 1, -7, 5, -100, 100), NOFLOATS);
+  c[n++] = mk("1x1 [2, 16, 5, 5] -> 8, stride (1, 2)",
+              IN(S(2, 16, 5, 5), qpc(w8(S(8, 16, 1, 1))), i32v(8, -3000, 3000), i32v(8, M30, MMAX), i32v(8, 35, 39)),
+              OUT(S(2, 8, 5, 3)), INTS(1, 2, 0, 0, 1, 1, 1, -1, 3, -128, 127), NOFLOATS);
+  return n;
+}
+
+/* linear_q8 inputs input [..., K], weight [N, K], bias?, multiplier, shift; ints input_zp, output_zp,
+ * act_min, act_max; floats input_scale, output_scale */
+static int gen_linear_q8(int32_t dtype, op_case_t *c) {
+  (void)dtype;
+  int n = 0;
+  c[n++] = mk("[3, 8] x [5, 8], per-channel requantization, bias",
+              IN(qpt(S(3, 8), 0.05f, 2), qpc(w8(S(5, 8))), i32v(5, -3000, 3000), i32v(5, M30, MMAX), i32v(5, 35, 39)),
+              OUT(qpt(S(3, 5), 0.1f, -1)), INTS(2, -1, -128, 127), FLOATS(0.05, 0.1));
+  c[n++] = mk("3-D [2, 3, 32], one multiplier, input_zp -128, clamp [0, 127]",
+              IN(S(2, 3, 32), w8(S(4, 32)), i32v(4, -9000, 9000), i32v(1, M30, MMAX), i32v(1, 38, 40)),
+              OUT(S(2, 3, 4)), INTS(-128, 0, 0, 127), NOFLOATS);
+  c[n++] = mk("1-D [16] x [3, 16], no bias, input_zp 127",
+              IN(S(16), w8(S(3, 16)), absent(), i32v(3, M30, MMAX), i32v(3, 36, 40)), OUT(S(3)), INTS(127, 0, -128, 127),
+              NOFLOATS);
+  c[n++] = mk("ties: multiplier 1, shift 1",
+              IN(ranged(S(4, 6), -20, 20), cst(ranged(S(5, 6), -1, 1)), absent(), i32v(1, 1, 1), i32v(1, 1, 1)),
+              OUT(S(4, 5)), INTS(0, 0, -128, 127), NOFLOATS);
+  c[n++] = mk("shift 62, multiplier 2^31 - 1, biases saturating int32",
+              IN(S(2, 8), w8(S(3, 8)), i32v(3, INT32_MIN, INT32_MAX), i32v(3, MMAX, MMAX), i32v(3, 62, 62)), OUT(S(2, 3)),
+              INTS(5, -5, -128, 127), NOFLOATS);
+  c[n++] = mk("[3, 300] x [2, 300], output_zp 127, clamp [-128, 127]",
+              IN(S(3, 300), w8(S(2, 300)), i32v(2, -99999, 99999), i32v(2, M30, MMAX), i32v(2, 38, 41)), OUT(S(3, 2)),
+              INTS(-9, 127, -128, 127), NOFLOATS);
+  return n;
+}
+
+/* add_q8 ints self_zp, other_zp, output_zp, self_multiplier, other_multiplier, shift, act_min, act_max;
+ * floats self_scale, other_scale, output_scale */
+static int gen_add_q8(int32_t dtype, op_case_t *c) {
+  (void)dtype;
+  int n = 0;
+  c[n++] = mk("same shape [4, 5]", IN(qpt(S(4, 5), 0.02f, 3), qpt(S(4, 5), 0.03f, -7)), OUT(qpt(S(4, 5), 0.04f, 1)),
+              INTS(3, -7, 1, M30, 3 * (M30 / 4), 31, -128, 127), FLOATS(0.02, 0.03, 0.04));
+  c[n++] = mk("row broadcast [4, 5] x [5], zero points -128 and 127", IN(S(4, 5), S(5)), OUT(S(4, 5)),
+              INTS(-128, 127, 0, M30 / 2, M30 / 2, 31, -128, 127), NOFLOATS);
+  c[n++] = mk("both broadcast [2, 1, 4] x [3, 1], fused relu", IN(S(2, 1, 4), S(3, 1)), OUT(S(2, 3, 4)),
+              INTS(0, 0, -10, M30, MMAX, 32, -10, 127), NOFLOATS);
+  c[n++] = mk("0-d x [3, 4]", IN(scalar0(), S(3, 4)), OUT(S(3, 4)), INTS(5, -5, 0, MMAX, M30, 32, -128, 127), NOFLOATS);
+  c[n++] = mk("ties: multipliers 1, shift 1", IN(S(6, 7), S(6, 7)), OUT(S(6, 7)), INTS(0, 0, 0, 1, 1, 1, -128, 127),
+              NOFLOATS);
+  c[n++] = mk("shift 62, multipliers 2^31 - 1", IN(S(3, 5), S(3, 5)), OUT(S(3, 5)),
+              INTS(-128, 127, 0, MMAX, MMAX, 62, -128, 127), NOFLOATS);
+  c[n++] = mk("shift 0, multipliers 0 and 2^31 - 1, clamp [-3, 3]", IN(S(3, 5), S(3, 5)), OUT(S(3, 5)),
+              INTS(1, 2, 0, 0, MMAX, 0, -3, 3), NOFLOATS);
+  c[n++] = mk("4-D [2, 3, 4, 5] x [2, 1, 1, 5]", IN(S(2, 3, 4, 5), S(2, 1, 1, 5)), OUT(S(2, 3, 4, 5)),
+              INTS(-1, 1, 2, 1500000000, 700000000, 31, -128, 127), NOFLOATS);
+  return n;
+}
+
+/* mul_q8 ints self_zp, other_zp, output_zp, multiplier, shift, act_min, act_max; floats the scales */
+static int gen_mul_q8(int32_t dtype, op_case_t *c) {
+  (void)dtype;
+  int n = 0;
+  c[n++] = mk("same shape [4, 5]", IN(qpt(S(4, 5), 0.02f, 5), qpt(S(4, 5), 0.03f, -5)), OUT(qpt(S(4, 5), 0.05f, 0)),
+              INTS(5, -5, 0, M30 + 12345, 37, -128, 127), FLOATS(0.02, 0.03, 0.05));
+  c[n++] = mk("row broadcast [4, 5] x [5], zero points -128 and 127", IN(S(4, 5), S(5)), OUT(S(4, 5)),
+              INTS(-128, 127, 3, MMAX, 39, -128, 127), NOFLOATS);
+  c[n++] = mk("both broadcast [2, 1, 4] x [3, 1], fused relu", IN(S(2, 1, 4), S(3, 1)), OUT(S(2, 3, 4)),
+              INTS(0, 0, -10, M30, 36, -10, 127), NOFLOATS);
+  c[n++] = mk("0-d x [3, 4]", IN(scalar0(), S(3, 4)), OUT(S(3, 4)), INTS(2, -2, 1, 1700000000, 37, -128, 127), NOFLOATS);
+  c[n++] = mk("ties: multiplier 1, shift 1", IN(ranged(S(6, 7), -15, 15), ranged(S(6, 7), -15, 15)), OUT(S(6, 7)),
+              INTS(0, 0, 0, 1, 1, -128, 127), NOFLOATS);
+  c[n++] = mk("shift 62, multiplier 2^31 - 1", IN(S(3, 5), S(3, 5)), OUT(S(3, 5)), INTS(-128, 127, 0, MMAX, 62, -128, 127),
+              NOFLOATS);
+  c[n++] = mk("shift 0, multiplier 1, clamp [-50, 50]", IN(S(3, 5), S(3, 5)), OUT(S(3, 5)), INTS(1, 2, 0, 1, 0, -50, 50),
+              NOFLOATS);
+  return n;
+}
+
+/* mean_q8 ints input_zp, output_zp, multiplier, shift, act_min, act_max, keepdim, dims...; floats the scales */
+static int gen_mean_q8(int32_t dtype, op_case_t *c) {
+  (void)dtype;
+  int n = 0;
+  c[n++] = mk("global average [1, 8, 4, 4] over (2, 3), keepdim: exact 1/16 (half-way sums)",
+              IN(qpt(S(1, 8, 4, 4), 0.1f, 3)), OUT(qpt(S(1, 8, 1, 1), 0.1f, -2)),
+              INTS(3, -2, M30, 34, -128, 127, 1, 2, 3), FLOATS(0.1, 0.1));
+  c[n++] = mk("[2, 3, 5] over dim 1, zero points -128", IN(S(2, 3, 5)), OUT(S(2, 5)),
+              INTS(-128, -128, 1431655765, 32, -128, 127, 0, 1), NOFLOATS);
+  c[n++] = mk("[4, 6] over every dim (no dims listed) -> 0-d", IN(S(4, 6)), OUT(scalar0()),
+              INTS(0, 7, 1789569707, 32, -128, 127, 0), NOFLOATS);
+  c[n++] = mk("[3, 4, 5] over dims (0, 2), input_zp 127, clamp [-20, 20]", IN(S(3, 4, 5)), OUT(S(4)),
+              INTS(127, 0, 1431655765, 33, -20, 20, 0, 0, 2), NOFLOATS);
+  c[n++] = mk("ties: multiplier 1, shift 1, [2, 7] over dim 0", IN(S(2, 7)), OUT(S(7)),
+              INTS(0, 0, 1, 1, -128, 127, 0, 0), NOFLOATS);
+  c[n++] = mk("shift 62, multiplier 2^31 - 1", IN(S(3, 9)), OUT(S(3, 1)), INTS(-128, 0, MMAX, 62, -128, 127, 1, 1),
+              NOFLOATS);
+  return n;
+}
+
+/* quantize (float32 in) ints zero_point, qmin, qmax; floats scale */
+static int gen_quantize(int32_t dtype, op_case_t *c) {
+  (void)dtype;
+  int n = 0;
+  c[n++] = mk("[4, 5] -> int8, scale 0.05, zero point 3", IN(scaled(S(4, 5), 8.0f)),
+              OUT(qpt(as_dt(S(4, 5), OA_DTYPE_INT8), 0.05f, 3)), INTS(3, -128, 127), FLOATS(0.05));
+  c[n++] = mk("[2, 3, 4] -> uint8, zero point 128", IN(scaled(S(2, 3, 4), 3.0f)),
+              OUT(qpt(as_dt(S(2, 3, 4), OA_DTYPE_UINT8), 0.02f, 128)), INTS(128, 0, 255), FLOATS(0.02));
+  c[n++] = mk("NaN, +-inf, -0.0, +-3e38 and half-way points -> int8, scale 0.25", IN(special(S(40), 0.25f)),
+              OUT(as_dt(S(40), OA_DTYPE_INT8)), INTS(-1, -128, 127), FLOATS(0.25));
+  c[n++] = mk("the same -> uint8, scale 2^-10, zero point 0", IN(special(S(30), 1.0f / 1024.0f)),
+              OUT(as_dt(S(30), OA_DTYPE_UINT8)), INTS(0, 0, 255), FLOATS(1.0 / 1024.0));
+  c[n++] = mk("scale 1e-30 (everything saturates), range [-100, 100]", IN(S(3, 4)), OUT(as_dt(S(3, 4), OA_DTYPE_INT8)),
+              INTS(-5, -100, 100), FLOATS(1e-30));
+  c[n++] = mk("scale 1e30, zero point -128", IN(scaled(S(3, 4), 1e30f)), OUT(as_dt(S(3, 4), OA_DTYPE_INT8)),
+              INTS(-128, -128, 127), FLOATS(1e30));
+  c[n++] = mk("0-d -> uint8", IN(scaled(scalar0(), 2.0f)), OUT(as_dt(scalar0(), OA_DTYPE_UINT8)), INTS(255, 0, 255),
+              FLOATS(0.01));
+  return n;
+}
+
+/* dequantize (int8 or uint8 in, float32 out) ints zero_point; floats scale */
+static int gen_dequantize(int32_t dtype, op_case_t *c) {
+  int n = 0, u8 = dtype == OA_DTYPE_UINT8;
+  c[n++] = mk("[4, 5], scale 0.05", IN(qpt(S(4, 5), 0.05f, u8 ? 128 : 3)), OUT(as_dt(S(4, 5), OA_DTYPE_FLOAT32)),
+              INTS(u8 ? 128 : 3), FLOATS(0.05));
+  c[n++] = mk("[2, 3, 4], lowest zero point, scale 1e-30", IN(S(2, 3, 4)), OUT(as_dt(S(2, 3, 4), OA_DTYPE_FLOAT32)),
+              INTS(u8 ? 0 : -128), FLOATS(1e-30));
+  c[n++] = mk("[7, 3], highest zero point, scale 3e38 (some results overflow to -inf)", IN(S(7, 3)),
+              OUT(as_dt(S(7, 3), OA_DTYPE_FLOAT32)), INTS(u8 ? 255 : 127), FLOATS(3e38));
+  c[n++] = mk("0-d, scale 0.1", IN(scalar0()), OUT(as_dt(scalar0(), OA_DTYPE_FLOAT32)), INTS(u8 ? 7 : -7), FLOATS(0.1));
+  return n;
+}
+
 static const gen_t k_gens[] = {
     {"relu", DT_NUM, 0, gen_relu},
     {"sigmoid", DT_F32, 0, gen_sigmoid},
@@ -304,9 +509,16 @@ static const gen_t k_gens[] = {
     {"linear_packed", DT_F32, 1, gen_linear_packed},
     {"matmul", DT_F32, 1, gen_matmul},
     {"softmax", DT_F32, 1, gen_softmax},
-    {"max_pool2d", DT_NUM, 0, gen_max_pool2d},
+    {"max_pool2d", DT_NUM | DT(OA_DTYPE_INT8) | DT(OA_DTYPE_UINT8), 0, gen_max_pool2d},
     {"avg_pool2d", DT_F32, 1, gen_avg_pool2d},
     {"layer_norm", DT_F32, 1, gen_layer_norm},
+    {"conv2d_q8", DT(OA_DTYPE_INT8), TOL_EXACT, gen_conv2d_q8},
+    {"linear_q8", DT(OA_DTYPE_INT8), TOL_EXACT, gen_linear_q8},
+    {"add_q8", DT(OA_DTYPE_INT8), TOL_EXACT, gen_add_q8},
+    {"mul_q8", DT(OA_DTYPE_INT8), TOL_EXACT, gen_mul_q8},
+    {"mean_q8", DT(OA_DTYPE_INT8), TOL_EXACT, gen_mean_q8},
+    {"quantize", DT_F32, TOL_EXACT, gen_quantize},
+    {"dequantize", DT(OA_DTYPE_INT8) | DT(OA_DTYPE_UINT8), TOL_EXACT, gen_dequantize},
 };
 #define N_GENS (sizeof k_gens / sizeof k_gens[0])
 

@@ -3,8 +3,8 @@
     torch.export -> to_edge (core ATen) -> import graph, then the passes of pipeline.PIPELINE:
     fold constants -> fold batch norm -> remove dead code -> lower to openaccel ops -> Winograd
     convolutions -> fuse residual adds -> fuse activations -> pack linear weights -> channels-last
-    layout -> fuse inverted-residual blocks -> place ops on devices -> plan memory -> bundle test
-    vectors -> serialize, with the graph checked after each (verify.py).
+    layout -> fuse inverted-residual blocks -> place ops on devices -> label quantized tensors ->
+    plan memory -> bundle test vectors -> serialize, with the graph checked after each (verify.py).
 """
 
 from __future__ import annotations

@@ -209,6 +209,7 @@ PIPELINE: list[Pass] = [
               cpu_only=True),
     GraphPass("fuse inverted-residual blocks", lambda g, c: fuse.fuse_mbconv(g), cpu_only=True),
     GraphPass("place ops on devices", _place),
+    GraphPass("label quantized tensors", lambda g, c: quant.attach_quant_params(g)),
     GraphPass("plan memory", _plan_memory),
     GraphPass("bundle test vectors", _bundle_tests),
     GraphPass("serialize", _serialize),

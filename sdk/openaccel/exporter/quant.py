@@ -32,7 +32,7 @@ from typing import Any
 import torch
 
 from ..errors import ExportError, ExportWarning
-from ..ir import AtenNode, Graph, Source, Value
+from ..ir import AtenNode, Graph, QuantParams, Source, Value
 
 Q = "quantized_decomposed.quantize_per_tensor.default"
 DQ = "quantized_decomposed.dequantize_per_tensor.default"
@@ -52,6 +52,13 @@ class QuantParamError(ExportError):
 def register_ops() -> None:
     """torch.ops.quantized_decomposed.* (torch defines them on import of this module only)."""
     import torch.ao.quantization.fx._decomposed  # noqa: F401
+
+
+def set_quant(v: Value, qp: QuantParams) -> None:
+    """Label int8 / uint8 value `v` with its quantization parameters (the file's Tensor.quant);
+    the first label stands."""
+    if v.quant is None and v.dtype in (torch.int8, torch.uint8):
+        v.quant = qp
 
 
 # ---- the rule, export half ------------------------------------------------------------------------
@@ -235,9 +242,10 @@ class _Folder:
         what = f"dequantize at {n.source.describe()}"
         check_scale(float(scale), what)
         check_zero_point(int(zp), what)
+        set_quant(xq, QuantParams.per_tensor(float(scale), int(zp)))
         return xq, float(scale), int(zp), n
 
-    def weight_of(self, v: Any) -> tuple[torch.Tensor, list[float], AtenNode]:
+    def weight_of(self, v: Any) -> tuple[torch.Tensor, list[float], AtenNode, QuantParams]:
         """v = dequantize_per_channel(W int8 constant, scales, zps (0), axis 0) (or per tensor)."""
         if not isinstance(v, Value):
             raise _Miss("the weight is not a tensor")
@@ -268,7 +276,8 @@ class _Folder:
             sc = [scale] * w.shape[0]
         for c, s in enumerate(sc):
             check_scale(s, f"{what}, channel {c}")
-        return w.data, sc, n
+        qp = (QuantParams(tuple(sc), (0,) * len(sc), 0) if n.op_name == DQC else QuantParams.per_tensor(sc[0], 0))
+        return w.data, sc, n, qp
 
     def q_after(self, v: Value, allow_act: bool = True) -> tuple[Value, float, int, int, int, list[AtenNode]]:
         """Follow v through an optional relu/hardtanh to quantize_per_tensor: (out int8, scale, zp,
@@ -302,6 +311,7 @@ class _Folder:
             lo, hi = self._act_bounds(act, float(scale), int(zp))
         out = qn.outputs[0]
         assert out is not None
+        set_quant(out, QuantParams.per_tensor(float(scale), int(zp)))
         return out, float(scale), int(zp), lo, hi, [*chain, qn]
 
     def kill(self, *nodes: AtenNode) -> None:
@@ -335,7 +345,7 @@ class _Folder:
             w = p.args[0]
         x, unview = self._flattened(x, n)
         xq, s_in, zp_in, _ = self.dq_of(x)
-        wdata, w_scales, dqw = self.weight_of(w)
+        wdata, w_scales, dqw, wqp = self.weight_of(w)
         if b is not None and not (isinstance(b, Value) and b.is_const and b.dtype == torch.float32):
             raise _Miss("the bias is not a float32 constant")
         if name != "aten.convolution.default" and (b is not None and b.numel != wdata.shape[0]):
@@ -351,6 +361,7 @@ class _Folder:
         bias = quantize_bias(b.data if isinstance(b, Value) else None, s_in, w_scales, cout)
         base = (w.name if isinstance(w, Value) else "w")
         wq = self.const(wdata, dqw.args[0].name if isinstance(dqw.args[0], Value) else base)
+        wq.quant = wqp
         bq = self.const(torch.tensor(bias, dtype=torch.int32), (b.name if isinstance(b, Value) else "bias") + ".q")
         mq = self.const(torch.tensor(mults, dtype=torch.int32), f"{wq.name}.multiplier")
         sq = self.const(torch.tensor(shifts, dtype=torch.int32), f"{wq.name}.shift")
@@ -400,7 +411,9 @@ class _Folder:
         register_ops()
         wq = torch.ops.quantized_decomposed.quantize_per_tensor(w.data.to(torch.float32), s_out, zp_out,
                                                                  INT8_MIN, INT8_MAX, torch.int8)
-        new = AtenNode(target=n.target, args=(self.const(wq, f"{w.name}.q"), idx, *n.args[2:]), kwargs=dict(n.kwargs),
+        table = self.const(wq, f"{w.name}.q")
+        table.quant = QuantParams.per_tensor(s_out, zp_out)
+        new = AtenNode(target=n.target, args=(table, idx, *n.args[2:]), kwargs=dict(n.kwargs),
                        outputs=[yq], source=n.source)
         self.kill(*tail)
         self.replace[id(n)] = new
@@ -609,6 +622,9 @@ def fold_quantized(graph: Graph, stacklevel: int = 2) -> QuantReport:
     report = folder.run()
     remove_dead(graph)
     folder.note_fallbacks()
+    for f in report.fallbacks:
+        if f.source != Source():
+            graph.float32_reasons[f.source] = f.reason
     note = report.note()
     if note:
         warnings.warn(note, ExportWarning, stacklevel=stacklevel)
@@ -627,3 +643,57 @@ def bundled_atol(graph: Graph) -> float:
     outs = set(map(id, graph.outputs))
     scales = [i.farg("scale") for i in graph.instrs if i.op == "dequantize" and id(i.outputs[0]) in outs]
     return BUNDLED_LSB * max(scales, default=0.0)
+
+
+# Ops whose int8 output holds values of their int8 inputs (rearranged, a subset, or the max): the
+# output has its inputs' parameters (fold_move folds exactly these patterns).
+_KEEPS_QUANT = frozenset({"copy", "permute", "expand", "slice", "select", "cat", "split", "max_pool2d",
+                          "adaptive_max_pool2d", "flip", "repeat", "index_select", "gather"})
+
+
+def attach_quant_params(graph: Graph) -> int:
+    """Label the int8 / uint8 tensors of a quantized program that the fold and the lowering did not
+    (views, copies and transfers of labelled ones) with their source's parameters, so every such
+    tensor of the file carries its QuantParams. Runs before memory planning, whose in-place reuse
+    makes tensors alias unrelated ones. Returns the number of labelled tensors."""
+    def labelled(v: Value | None) -> bool:
+        return v is not None and v.quant is not None
+
+    quantized = (torch.int8, torch.uint8)
+    if not any(labelled(v) for ins in graph.instrs for v in (*ins.inputs, *ins.outputs)):
+        return 0
+    values: dict[int, Value] = {}
+    for ins in graph.instrs:
+        for v in (*ins.inputs, *ins.outputs):
+            while v is not None and id(v) not in values:
+                values[id(v)] = v
+                v = v.alias_of
+    changed = True
+    while changed:
+        changed = False
+        for v in values.values():   # a view and the tensor it views (per-tensor, or the same shape)
+            r = v.alias_of
+            if r is None or r.dtype != v.dtype or v.dtype not in quantized:
+                continue
+            for src, dst in ((r, v), (v, r)):
+                q = src.quant
+                if q is not None and dst.quant is None and (q.axis < 0 or dst.shape == src.shape):
+                    dst.quant = q
+                    changed = True
+        for ins in graph.instrs:
+            if ins.kind != "transfer" and ins.op not in _KEEPS_QUANT:
+                continue
+            srcs = {(v.quant, v.dtype) for v in ins.inputs
+                    if v is not None and v.quant is not None and v.dtype in quantized}
+            if len(srcs) != 1:
+                continue
+            (q_or_none, dt), = srcs
+            assert q_or_none is not None
+            q = q_or_none
+            if q.axis >= 0 and not (ins.kind == "transfer" or ins.op == "copy"):
+                continue   # a rearranged per-channel tensor's axis may have moved
+            for o in ins.outputs:
+                if o.quant is None and o.dtype == dt:
+                    o.quant = q
+                    changed = True
+    return sum(1 for v in values.values() if v.quant is not None)

@@ -16,6 +16,7 @@ from ..oab.MemoryPool import MemoryPoolT
 from ..oab.Method import MethodT
 from ..oab.Operator import OperatorT
 from ..oab.Program import ProgramT
+from ..oab.QuantParams import QuantParamsT
 from ..oab.SourceLocation import SourceLocationT
 from ..oab.Tensor import TensorT
 from ..oab.TensorData import TensorDataT
@@ -72,6 +73,12 @@ def serialize(graph: Graph, plan: MemoryPlan, tests: list[TestVector], *, target
         t.dtype = dtype_code(v.dtype)
         t.shape = list(v.shape)
         t.nbytes = v.nbytes
+        if v.quant is not None:
+            q = QuantParamsT()
+            q.scale = [float(x) for x in v.quant.scale]
+            q.zeroPoint = [int(z) for z in v.quant.zero_point]
+            q.axis = int(v.quant.axis)
+            t.quant = q
         root, off = root_of(v)
         if root.is_const:
             if root not in const_segment:
@@ -100,6 +107,8 @@ def serialize(graph: Graph, plan: MemoryPlan, tests: list[TestVector], *, target
             debug.append(d)
         return debug_index[s]
 
+    quantized = any(v.quant is not None for i in graph.instrs for v in i.outputs)
+
     def instruction(ins: Instr) -> InstructionT:
         x = InstructionT()
         if ins.kind == "transfer":
@@ -115,6 +124,11 @@ def serialize(graph: Graph, plan: MemoryPlan, tests: list[TestVector], *, target
         x.floats = list(ins.floats)
         x.device = ins.device
         x.debug = source(ins.source)
+        if quantized and ins.kind == "op" and ins.op not in ("quantize", "dequantize") \
+                and not any(o.quant is not None for o in ins.outputs):
+            # a float32 op in a quantized program: the fold's reason, or where it sits
+            why = graph.float32_reasons.get(ins.source) or "inside a float32 region (no int8 input or output)"
+            x.note = f"stays float32: {why}"
         return x
 
     m = MethodT()

@@ -198,7 +198,14 @@ class Instruction(object):
             return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
         return -1
 
-def InstructionStart(builder): builder.StartObject(10)
+    # Instruction
+    def Note(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(24))
+        if o != 0:
+            return self._tab.String(o + self._tab.Pos)
+        return None
+
+def InstructionStart(builder): builder.StartObject(11)
 def Start(builder):
     return InstructionStart(builder)
 def InstructionAddOp(builder, op): builder.PrependUint32Slot(0, op, 0)
@@ -246,6 +253,9 @@ def StartWaitEventsVector(builder, numElems):
 def InstructionAddSignalEvent(builder, signalEvent): builder.PrependInt32Slot(9, signalEvent, -1)
 def AddSignalEvent(builder, signalEvent):
     return InstructionAddSignalEvent(builder, signalEvent)
+def InstructionAddNote(builder, note): builder.PrependUOffsetTRelativeSlot(10, flatbuffers.number_types.UOffsetTFlags.py_type(note), 0)
+def AddNote(builder, note):
+    return InstructionAddNote(builder, note)
 def InstructionEnd(builder): return builder.EndObject()
 def End(builder):
     return InstructionEnd(builder)
@@ -268,6 +278,7 @@ class InstructionT(object):
         self.kind = 0  # type: int
         self.waitEvents = None  # type: List[int]
         self.signalEvent = -1  # type: int
+        self.note = None  # type: str
 
     @classmethod
     def InitFromBuf(cls, buf, pos):
@@ -325,6 +336,7 @@ class InstructionT(object):
             else:
                 self.waitEvents = instruction.WaitEventsAsNumpy()
         self.signalEvent = instruction.SignalEvent()
+        self.note = instruction.Note()
 
     # InstructionT
     def Pack(self, builder):
@@ -368,6 +380,8 @@ class InstructionT(object):
                 for i in reversed(range(len(self.waitEvents))):
                     builder.PrependUint32(self.waitEvents[i])
                 waitEvents = builder.EndVector()
+        if self.note is not None:
+            note = builder.CreateString(self.note)
         InstructionStart(builder)
         InstructionAddOp(builder, self.op)
         if self.inputs is not None:
@@ -384,5 +398,7 @@ class InstructionT(object):
         if self.waitEvents is not None:
             InstructionAddWaitEvents(builder, waitEvents)
         InstructionAddSignalEvent(builder, self.signalEvent)
+        if self.note is not None:
+            InstructionAddNote(builder, note)
         instruction = InstructionEnd(builder)
         return instruction

@@ -26,9 +26,17 @@ STATUS_NAMES = {0: "OK", 1: "INVALID_ARGUMENT", 2: "INVALID_PROGRAM", 3: "UNSUPP
 STATUS_INVALID_PROGRAM = 2
 
 
+class QuantParams(C.Structure):
+    """oa_quant_params_t: scale NULL when the tensor carries none."""
+
+    _fields_ = [("scale", C.POINTER(C.c_float)), ("zero_point", C.POINTER(C.c_int64)), ("axis", C.c_int32),
+                ("count", C.c_uint32)]
+
+
 class Tensor(C.Structure):
     _fields_ = [("data", C.c_void_p), ("shape", C.c_int64 * MAX_DIMS), ("ndim", C.c_int32),
-                ("dtype", C.c_int32), ("numel", C.c_int64), ("nbytes", C.c_size_t), ("name", C.c_char_p)]
+                ("dtype", C.c_int32), ("numel", C.c_int64), ("nbytes", C.c_size_t), ("name", C.c_char_p),
+                ("quant", QuantParams)]
 
 
 class Diag(C.Structure):

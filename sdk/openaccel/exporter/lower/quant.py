@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from ...ir import AtenNode, Value
+from ...ir import AtenNode, QuantParams, Value
 from .. import quant
 from . import LowerCtx, rule
 
@@ -53,6 +53,7 @@ def quantize(ctx: LowerCtx, node: AtenNode) -> None:
     scale, zp, qmin, qmax, _ = _qparams(ctx, node, x)
     if x.dtype != torch.float32:
         x = ctx.cast(x, torch.float32)
+    quant.set_quant(ctx.output(node), QuantParams.per_tensor(scale, zp))
     ctx.emit("quantize", [x], [ctx.output(node)], *_encode("quantize", dict(scale=scale, zero_point=zp, qmin=qmin,
                                                                              qmax=qmax)))
 
@@ -61,6 +62,7 @@ def quantize(ctx: LowerCtx, node: AtenNode) -> None:
 def dequantize(ctx: LowerCtx, node: AtenNode) -> None:
     x = ctx.tensor_arg({"x": node.args[0]}, "x")
     scale, zp, _, _, _ = _qparams(ctx, node, x)
+    quant.set_quant(x, QuantParams.per_tensor(scale, zp))
     out = ctx.output(node)
     if out.dtype != torch.float32:
         raise ctx.unsupported(f"dequantize to {out.dtype} (float32 only)")
