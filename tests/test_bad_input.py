@@ -60,7 +60,7 @@ def test_wrong_magic(program: tuple[oa.Program, Path], tmp_path: Path) -> None:
 def test_newer_version(program: tuple[oa.Program, Path], tmp_path: Path) -> None:
     prog, _ = program
     fb, _ = unpack(prog.buffer)
-    fb.formatMajor = 7
+    fb.formatMajor, fb.formatMinor = 7, 0
     bad = tmp_path / "newer.oab"
     bad.write_bytes(pack(fb, SegmentWriter()))
     assert_user_error(cli("test", str(bad)), "format 7.0 is newer")

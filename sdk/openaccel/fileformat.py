@@ -21,7 +21,7 @@ HEADER_SIZE = 32
 PREFIX = 8 + HEADER_SIZE  # root offset + identifier + extended header
 SEGMENT_ALIGNMENT = 64
 FORMAT_MAJOR = 1
-FORMAT_MINOR = 0
+FORMAT_MINOR = 1
 
 
 def _align(n: int, a: int = SEGMENT_ALIGNMENT) -> int:
