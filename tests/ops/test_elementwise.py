@@ -116,6 +116,11 @@ CASES = [
            (torch.tensor([2**53 + 1, 2**40 + 3, -(2**62), 5, 2**31, -(2**31) - 1]), I32, BOOL, I64 // 10, U8,
             torch.tensor([1.0 + 1e-12, 1e300, -3.25], dtype=torch.float64)),
            ops=("cast",)),
+    # a memory format (dim order) changes PyTorch's strides, not the values: a cast or an alias here
+    OpCase("ew_cast_memory_format",
+           lambda x: (x.to(memory_format=torch.channels_last) * 2, x.to(torch.int32, memory_format=torch.channels_last),
+                      x.contiguous(memory_format=torch.channels_last)),
+           (randn(2, 3, 4, 5) * 10,), ops=("cast", "mul")),
     # int inputs of float ops are promoted; int rounding is the identity (an alias)
     OpCase("ew_int_promotion", lambda x: (torch.exp(x), torch.sigmoid(x), torch.floor(x) + 1, x.to(torch.int64)),
            (randint(-5, 5, 2, 6),), ops=("cast", "exp", "sigmoid", "add"), **ULP4),

@@ -222,6 +222,24 @@ def isnan_isinf(ctx: LowerCtx, node: AtenNode) -> None:
     ctx.emit("eq", [mag, ctx.scalar(float("inf"), torch.float32)], [out])
 
 
+@rule("aten.angle.default")
+def angle(ctx: LowerCtx, node: AtenNode) -> None:
+    """angle of a real number: pi where x < 0, else 0 (NaN stays NaN; -0.0 gives 0): where(x != x, x,
+    where(x < 0, pi, 0)), exact."""
+    x = ctx.bind(node)["self"]
+    out = output(node)
+    if not isinstance(x, Value) or out.dtype != torch.float32:
+        raise ctx.unsupported(f"angle producing {dtype_name(out.dtype)} (real inputs, float32 result only)")
+    xf = ctx.cast(x, torch.float32)
+    neg = ctx.temp(torch.bool, x.shape, hint="neg")
+    ctx.emit("lt", [xf, ctx.scalar(0.0, torch.float32)], [neg])
+    t = ctx.temp(torch.float32, x.shape, hint="angle")
+    ctx.emit("where", [neg, ctx.scalar(math.pi, torch.float32), ctx.scalar(0.0, torch.float32)], [t])
+    nan = ctx.temp(torch.bool, x.shape, hint="isnan")
+    ctx.emit("ne", [xf, xf], [nan])
+    ctx.emit("where", [nan, xf, t], [out])
+
+
 @rule("aten.logical_not.default")
 def logical_not(ctx: LowerCtx, node: AtenNode) -> None:
     x = ctx.bind(node)["self"]
@@ -246,12 +264,9 @@ def to_copy(ctx: LowerCtx, node: AtenNode) -> None:
     a = ctx.bind(node)
     x = a["self"]
     out = output(node)
-    dim_order = a.get("dim_order")
-    if dim_order is not None and list(dim_order) != list(range(len(out.shape))):
-        raise ctx.unsupported(f"dim_order {list(dim_order)} (only the contiguous order is supported)")
-    fmt = a.get("memory_format")
-    if fmt is not None and fmt not in (torch.preserve_format, torch.contiguous_format):
-        raise ctx.unsupported(f"memory_format {fmt} (only contiguous tensors are supported)")
+    # dim_order / memory_format (x.to(memory_format=torch.channels_last)) change how PyTorch lays the
+    # bytes out, not the logical values: openaccel tensors are dense row-major whatever they ask for,
+    # as for clone (shape.reinterpret)
     if not isinstance(x, Value) or tuple(x.shape) != tuple(out.shape):
         raise ctx.unsupported("a conversion that changes the shape")
     if out.dtype == x.dtype:
