@@ -31,3 +31,6 @@ refuse("aten._linalg_check_errors.default", "aten._linalg_det.default", "aten._l
 refuse("aten._to_sparse.default", "aten._to_sparse.sparse_dim", "aten.sparse_sampled_addmm.default",
        "aten._sparse_mm_reduce_impl.default",
        why="sparse layouts: openaccel tensors are dense (use the dense tensor, e.g. x.to_dense())")
+refuse("aten.resize.default",
+       why="resize_ / resize_as_ change a tensor's size in place, and the elements they add are uninitialized "
+           "memory: use reshape / view, or make a new tensor (torch.zeros, torch.cat)")
