@@ -299,9 +299,16 @@ def summarize(results: list[dict[str, Any]]) -> dict[str, Any]:
         if r["status"] == "refused":
             for o in r.get("ops") or ["(" + r.get("why", "")[:80] + ")"]:
                 causes[o] += 1
+    # where a rule exists but refuses the form: its reason ("aten.x is not supported: <why> (from ...)")
+    partial: dict[str, str] = {}
+    for r in results:
+        for smp in r.get("samples", []):
+            m = re.search(r"(\w+\.\w+\.\w+) is not supported: (.*?) \(from ", smp.get("why", ""))
+            if smp["status"] == "refused" and m:
+                partial.setdefault(m.group(1), m.group(2)[:160])
     considered = sum(counts[s] for s in ("match", "refused", "wrong", "crash"))
     return {"ops": considered, "total": len(results), "counts": {s: counts.get(s, 0) for s in ORDER},
-            "refused_by_op": dict(causes.most_common()),
+            "refused_by_op": dict(causes.most_common()), "rule_refuses": partial,
             "wrong": [r["op"] for r in results if r["status"] == "wrong"],
             "crash": [r["op"] for r in results if r["status"] == "crash"]}
 
@@ -326,21 +333,28 @@ def main() -> None:
     ap.add_argument("--json", metavar="OUT", help="write every result (per sample) and the summary here")
     ap.add_argument("--record", action="store_true",
                     help="write the figures to docs/opinfo_sweep.json (docs/ops.md shows them: run make docs)")
+    ap.add_argument("--from-json", metavar="FILE", help="summarize (and --record) the results of an earlier --json")
     ap.add_argument("--log", metavar="FILE", help="workers' stderr (default: discarded)")
     ap.add_argument("-v", "--verbose", action="store_true", help="print the reason of every non-match")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.record and args.ops:
         ap.error("--record is for a full sweep (without --ops)")
+    if args.from_json and args.ops:
+        ap.error("--from-json takes the ops of the file")
     if args.worker:
         worker()
         return
     import warnings
 
     warnings.filterwarnings("ignore")
-    names = select_ops(args.ops, sorted(_op_db()))
-    print(f"{len(names)} OpInfo ops, {args.jobs} job(s), {SAMPLES} samples each", flush=True)
-    results = sweep(names, args.jobs, args.timeout, args.verbose, args.log)
+    if args.from_json:
+        with open(args.from_json) as f:
+            results = json.load(f)["results"]
+    else:
+        names = select_ops(args.ops, sorted(_op_db()))
+        print(f"{len(names)} OpInfo ops, {args.jobs} job(s), {SAMPLES} samples each", flush=True)
+        results = sweep(names, args.jobs, args.timeout, args.verbose, args.log)
     summary = summarize(results)
     c = summary["counts"]
     print(f"\n{summary['ops']} ops considered (of {summary['total']}): {c['match']} match, {c['refused']} refused "
