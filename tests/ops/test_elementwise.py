@@ -142,6 +142,9 @@ CASES = [
                             f + torch.arange(5, -295, -1, dtype=torch.float32),
                             j + torch.arange(3, 603, 2, dtype=torch.int32)),
            (randint(-5, 5, 300), randn(300), randint(-5, 5, 300, dtype=torch.int32)), ops=("arange",)),
+    # a program without inputs: to_edge leaves linspace's constants on the module (get_attr nodes)
+    # instead of lifting them (OpInfo's linspace was refused at import); they fold at export
+    OpCase("ew_linspace_no_inputs", lambda: (torch.linspace(-2.0, -3, 50), torch.logspace(0, 2, 7)), ()),
     # Tensor.fill_ with a number or a 0-d tensor (to_edge: full_like, copy), Tensor.copy_ (copy: broadcast to
     # self's shape and converted to its dtype, float -> int truncating), eval-mode dropout (identity, mask all
     # True); creation ops kept as kernels (no folding)
