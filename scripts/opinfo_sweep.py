@@ -43,7 +43,8 @@ SAMPLES = 3
 # ops whose result is uninitialized memory: no answer to compare with
 UNINITIALIZED = {"empty", "empty_like", "empty_strided", "empty_permuted", "new_empty", "new_empty_strided"}
 ORDER = ("crash", "wrong", "refused", "match", "export-failed", "skipped")
-_OP_NAME = re.compile(r"\b((?:aten|dim_order_ops|quantized_decomposed|openaccel)\.\w+\.\w+)")
+# an op an export error names: "  ns.op.overload  (first used at ...)" or "ns.op.overload is not supported: ..."
+_OP_NAME = re.compile(r"([A-Za-z_]\w*\.\w+\.\w+)(?=\s+\(first used| is not supported)")
 
 
 # ---- one op, in a worker ------------------------------------------------------------------------
@@ -297,7 +298,8 @@ def summarize(results: list[dict[str, Any]]) -> dict[str, Any]:
     causes: collections.Counter[str] = collections.Counter()
     for r in results:
         if r["status"] == "refused":
-            for o in r.get("ops") or ["(" + r.get("why", "")[:80] + ")"]:
+            named = r.get("ops") or _refused_ops(r.get("why", "").replace(" | ", "\n"))
+            for o in named or ["(" + r.get("why", "")[:80] + ")"]:
                 causes[o] += 1
     # where a rule exists but refuses the form: its reason ("aten.x is not supported: <why> (from ...)")
     partial: dict[str, str] = {}
