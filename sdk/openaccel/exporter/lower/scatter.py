@@ -111,20 +111,33 @@ def index_reduce(ctx: LowerCtx, node: AtenNode) -> None:
                               f"shape {list(x.shape)} (expected a 1-D index and source with self's dims)")
     if reduce == "mean" and x.dtype == torch.bool:
         raise ctx.unsupported("mean of a bool tensor")
-    if not x.shape:
-        raise ctx.unsupported("index_reduce of a 0-dim tensor")
     dim = _norm_dim(ctx, int(a["dim"]), len(x.shape))
     if out.numel == 0 or idx.numel == 0:
         ctx.alias(out, x)  # nothing is reduced
         return
+    dst = out
+    if not x.shape:  # a 0-dim self (and source): read as [1], the index must be 0
+        if src.numel != 1:
+            raise ctx.unsupported(f"source of shape {list(src.shape)} for a 0-dim self")
+        x, src = _as_1d(ctx, x), _as_1d(ctx, src)
+        dst = ctx.temp(out.dtype, (1,), hint="index_reduce")
     lined = ctx.temp(idx.dtype, tuple(idx.numel if d == dim else 1 for d in range(len(x.shape))), hint="index")
     ctx.alias(lined, idx)
     full = lined
     if lined.shape != src.shape:
         full = ctx.temp(idx.dtype, src.shape, hint="index")
         ctx.emit("expand", [lined], [full])
-    ctx.emit("scatter", [x, full, _same_dtype(ctx, src, x)], [out],
+    ctx.emit("scatter", [x, full, _same_dtype(ctx, src, x)], [dst],
              ints=[dim, _REDUCE[reduce], int(bool(a["include_self"]))])
+    if dst is not out:
+        ctx.alias(out, dst)
+
+
+def _as_1d(ctx: LowerCtx, v: Value) -> Value:
+    """A [1] view of a 0-dim (or one-element) tensor."""
+    t = ctx.temp(v.dtype, (1,), hint=v.name)
+    ctx.alias(t, v)
+    return t
 
 
 @rule("aten.index_put.default")
