@@ -72,7 +72,8 @@ CASES = [
     OpCase("ew_activations",
            _each(F.silu, F.gelu, lambda x: F.gelu(x, approximate="tanh"), F.leaky_relu,
                  lambda x: F.leaky_relu(x, 0.2), F.elu, lambda x: F.elu(x, alpha=0.7), F.selu, F.relu6,
-                 lambda x: F.hardtanh(x, -0.5, 2.0)),
+                 lambda x: F.hardtanh(x, -0.5, 2.0), lambda x: F.rrelu(x, training=False),
+                 lambda x: F.rrelu(x, 0.1, 0.6)),  # eval rrelu: the mean slope
            (X,), ops=("sigmoid", "mul", "gelu", "leaky_relu", "elu", "hardtanh"), **ULP4),
     # float64 reference: float32 eager gelu(+inf) is NaN on Intel CPUs with AVX-512 whenever the tensor
     # has more than one element (inf on AMD Zen 3, in float64 and for a one-element tensor)
@@ -215,6 +216,11 @@ def test_training_dropout_is_refused() -> None:
     with pytest.raises(oa.UnsupportedOpError, match=r"aten\.native_dropout\.default.*training mode.*random mask.*"
                                                      r"eval mode.*dropout\(x, 0\.5, training=True\)"):
         oa.export(_TrainingDropout(), (randn(4),))
+
+
+def test_training_rrelu_is_refused() -> None:
+    with pytest.raises(oa.UnsupportedOpError, match=r"rrelu_with_noise_functional.*training mode.*random slope"):
+        oa.export(Fn(lambda x: F.rrelu(x, training=True)), (randn(4),))
 
 
 class _Item(torch.nn.Module):

@@ -128,6 +128,23 @@ def leaky_relu(ctx: LowerCtx, node: AtenNode) -> None:
     emit_as(ctx, "leaky_relu", [ctx.cast(a["self"], dt)], out, dt, floats=[float(a["negative_slope"])])
 
 
+@rule("aten.rrelu_with_noise_functional.default")
+def rrelu(ctx: LowerCtx, node: AtenNode) -> None:
+    """F.rrelu in eval mode: leaky_relu with the mean slope (lower + upper) / 2, as PyTorch; the noise
+    output is the noise input, unchanged. In training mode the slopes are random: refused."""
+    a = ctx.bind(node)
+    if a["training"]:
+        raise ctx.unsupported("rrelu in training mode draws a random slope per element: export the model in eval "
+                              "mode (model.eval(), or F.rrelu(..., training=False))")
+    out, noise_out = node.outputs
+    assert out is not None
+    dt = compute_dtype(ctx, "leaky_relu", out.dtype)
+    slope = (float(a["lower"]) + float(a["upper"])) / 2
+    emit_as(ctx, "leaky_relu", [ctx.cast(a["self"], dt)], out, dt, floats=[slope])
+    if noise_out is not None and ctx.is_used(noise_out):
+        ctx.alias(noise_out, ctx.tensor_arg(a, "noise"))
+
+
 @rule("aten.elu.default")
 def elu(ctx: LowerCtx, node: AtenNode) -> None:
     a = ctx.bind(node)
@@ -228,8 +245,9 @@ def angle(ctx: LowerCtx, node: AtenNode) -> None:
     where(x < 0, pi, 0)), exact."""
     x = ctx.bind(node)["self"]
     out = output(node)
-    if not isinstance(x, Value) or out.dtype != torch.float32:
-        raise ctx.unsupported(f"angle producing {dtype_name(out.dtype)} (real inputs, float32 result only)")
+    if not isinstance(x, Value) or x.dtype.is_complex or out.dtype != torch.float32:
+        raise ctx.unsupported(f"angle of {dtype_name(x.dtype) if isinstance(x, Value) else 'a number'} "
+                              "(real inputs only, a float32 result)")
     xf = ctx.cast(x, torch.float32)
     neg = ctx.temp(torch.bool, x.shape, hint="neg")
     ctx.emit("lt", [xf, ctx.scalar(0.0, torch.float32)], [neg])
