@@ -8,7 +8,11 @@ from . import refuse
 refuse("aten.rand.default", "aten.randn.default", "aten.randperm.default", "aten.randint.default",
        "aten.randint.low", "aten.rand_like.default", "aten.randn_like.default", "aten.bernoulli.default",
        "aten.bernoulli.p", "aten.normal.Tensor_float", "aten.normal.float_Tensor", "aten.normal.Tensor_Tensor",
-       "aten.uniform.default", "aten.multinomial.default",
+       "aten.uniform.default", "aten.multinomial.default", "aten.bernoulli.Tensor", "aten.normal.float_float",
+       "aten.normal_functional.default", "aten.randint_like.default", "aten.randint_like.low_dtype",
+       "aten.randint_like.Tensor", "aten.cauchy.default", "aten.exponential.default", "aten.geometric.default",
+       "aten.log_normal.default", "aten.poisson.default", "aten.binomial.default", "aten._standard_gamma.default",
+       "aten._sample_dirichlet.default", "aten.random.default", "aten.random.from", "aten.random.to",
        why="random numbers: a deployed model gets its randomness as an input tensor (generate it in the "
            "application and pass it in), so that a file gives the same answers on every board")
 
