@@ -308,6 +308,10 @@ def summarize(results: list[dict[str, Any]]) -> dict[str, Any]:
             m = re.search(r"(\w+\.\w+\.\w+) is not supported: (.*?) \(from ", smp.get("why", ""))
             if smp["status"] == "refused" and m:
                 partial.setdefault(m.group(1), m.group(2)[:160])
+            elif smp["status"] == "refused" and "depend on the values of their inputs" in smp.get("why", ""):
+                for o in smp.get("ops", []):  # refused before lowering (exporter/dynamic.py)
+                    partial.setdefault(o, "its outputs depend on the values of its inputs (a size known only at "
+                                          "run time, or a Python number read from a tensor)")
     considered = sum(counts[s] for s in ("match", "refused", "wrong", "crash"))
     return {"ops": considered, "total": len(results), "counts": {s: counts.get(s, 0) for s in ORDER},
             "refused_by_op": dict(causes.most_common()), "rule_refuses": partial,

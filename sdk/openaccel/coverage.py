@@ -549,8 +549,11 @@ def _render_sweep() -> str:
 
     lowered = set(supported_edge_ops())
     for op, k in list(s["refused_by_op"].items())[:25]:
+        reason = s.get("rule_refuses", {}).get(op)
         if op in lowered:
-            why = "its rule refuses the form: " + s.get("rule_refuses", {}).get(op, "?")
+            why = "its rule refuses the form: " + (reason or "?")
+        elif reason:
+            why = reason
         elif op in REFUSED:
             why = "refused on purpose"
         else:
