@@ -5,7 +5,7 @@ PY        := .venv/bin/python
 TARGET    ?= qemu-aarch64
 PYTEST_J  ?= 2
 
-.PHONY: setup demo test test-c test-fast lint schema docs bench bench-setup fuzz clean
+.PHONY: setup demo test test-c test-fast lint schema docs opinfo bench bench-setup fuzz clean
 
 setup:
 	@scripts/setup.sh
@@ -43,8 +43,14 @@ lint: setup
 schema:
 	@scripts/gen_schema.sh
 
+# the op set, the core ATen coverage table (sdk/openaccel/coverage.py) and the OpInfo sweep's last figures
 docs: setup
 	@$(PY) -c "from openaccel.opset import render_markdown; open('docs/ops.md','w').write(render_markdown() + '\n')"
+
+# PyTorch's OpInfo samples through export and the runtime (about 30 minutes on 2 cores); --record
+# keeps the figures for docs/ops.md (then make docs)
+opinfo: setup
+	@$(PY) scripts/opinfo_sweep.py --jobs $(PYTEST_J) --json build/opinfo.json $(OPINFO_ARGS)
 
 # onnx / onnxruntime are benchmark peers only, installed on demand
 bench-setup: setup

@@ -570,8 +570,10 @@ def arg_names(name: str, ints: list[int], floats: list[float]) -> list[tuple[str
     return out
 
 
-def render_markdown() -> str:
-    """docs/ops.md: the op reference, generated from OPS."""
+def render_markdown(coverage: bool = True) -> str:
+    """docs/ops.md: the op reference, generated from OPS, then (`coverage`) the core ATen coverage
+    table and the OpInfo sweep's figures (openaccel/coverage.py; that part imports torch and the
+    exporter's rules, here only when called)."""
     lines = ["# openaccel op set", "",
              "Generated from `sdk/openaccel/opset.py` (`make docs`). Each instruction names one op;",
              "its integer and float arguments follow the layouts below.", ""]
@@ -587,4 +589,8 @@ def render_markdown() -> str:
                 f"{', '.join(d.ints) or '-'} | {', '.join(d.floats) or '-'} | "
                 f"{', '.join(sorted(d.dtypes))} | {d.doc} |")
         lines.append("")
-    return "\n".join(lines)
+    if coverage:
+        from .coverage import render_coverage
+
+        lines.append(render_coverage())
+    return "\n".join(lines).rstrip("\n")

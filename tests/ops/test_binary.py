@@ -75,6 +75,13 @@ CASES = [
            lambda x, y, a, c, i, f: (torch.minimum(x, y), torch.maximum(x, y), torch.maximum(a, c),
                                      torch.minimum(i, I64B), torch.maximum(i, f)),
            (SPECIAL, SPECIAL2, A, C, I64, randn(3, 4) * 10), ops=("minimum", "maximum", "cast")),
+    # fmax / fmin: a NaN loses to a number (NaN only when both are); integers, bool, broadcasting; and
+    # angle of reals (pi below zero, NaN kept), all composed of where / ne / maximum / minimum
+    OpCase("bin_fmax_fmin_angle",
+           lambda x, y, a, c, i, b: (torch.fmax(x, y), torch.fmin(x, y), torch.fmax(x, x.flip(0)),
+                                     torch.fmin(a, c), torch.fmax(i, I64B), torch.fmin(i, torch.tensor(2)),
+                                     torch.fmax(b, BOOL_B), torch.angle(x), torch.angle(i)),
+           (SPECIAL, SPECIAL2, A, C, I64, BOOL), ops=("minimum", "maximum", "where", "ne", "lt")),
     # remainder (divisor's sign) and fmod (dividend's sign)
     OpCase("bin_rem_fmod",
            lambda x, y, a, d: (torch.remainder(x, y), torch.fmod(x, y), a % d, torch.fmod(a, d), a % -3,

@@ -1,4 +1,5 @@
-"""conv2d / conv_transpose2d (and 1-D convolutions through 2-D views) against PyTorch.
+"""conv2d / conv_transpose2d (and 1-D convolutions through 2-D views, 3-D ones through conv2d) against
+PyTorch.
 
 Tolerances: rtol 1e-4, atol 1e-5. The reference kernel sums each output in double in
 (channel, kernel row, kernel column) order while PyTorch sums in float in its own blocked order,
@@ -14,7 +15,7 @@ import torch.nn.functional as F
 
 import openaccel as oa
 
-from helpers import Fn, OpCase, randn, run_case, tamper
+from helpers import Fn, OpCase, export_case, randn, run_case, tamper
 
 TOL: dict[str, Any] = {"atol": 1e-5, "rtol": 1e-4}
 
@@ -86,15 +87,35 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+# 3-D convolutions (OpInfo's conv3d / conv_transpose3d): stride, padding, dilation, groups per dim,
+# a constant and a run-time weight (a transposed one is flipped at export, or by instructions)
+CASES_3D = [
+    OpCase("conv3d_variants",
+           lambda x, xg, w, b, wg: (F.conv3d(x, w, b, stride=(2, 1, 2), padding=(1, 0, 1), dilation=(1, 2, 1)),
+                                    F.conv3d(xg, wg, groups=2, padding=1), F.conv3d(x[:1, :, :4], w[:2, :, :1])),
+           (randn(2, 4, 7, 8, 6),  randn(1, 4, 4, 5, 5, seed=3)),
+           consts=(randn(6, 4, 3, 2, 3, seed=1), randn(6, seed=2), randn(6, 2, 3, 3, 3, seed=4)),
+           ops=("conv2d", "slice", "cat", "permute"), export_kwargs={"winograd_convs": False}, **TOL),
+    OpCase("conv_transpose3d_variants",
+           lambda x, xg, wr, w, b, wg: (
+               F.conv_transpose3d(x, w, b, stride=2, padding=1, output_padding=1),
+               F.conv_transpose3d(xg, wg, groups=2, stride=(1, 2, 3), dilation=(2, 1, 1), padding=(0, 1, 2)),
+               F.conv_transpose3d(x[:, :2], wr, stride=2, padding=2)),
+           (randn(1, 4, 3, 4, 3), randn(2, 4, 3, 3, 4, seed=5), randn(2, 3, 3, 3, 3, seed=6)),
+           consts=(randn(4, 3, 3, 3, 3, seed=1), randn(3, seed=2), randn(4, 3, 2, 3, 3, seed=4)),
+           ops=("conv2d", "pad", "flip"), export_kwargs={"winograd_convs": False}, **TOL),
+]
+
+
+@pytest.mark.parametrize("case", CASES + CASES_3D, ids=lambda c: c.name)
 def test_case(case: OpCase) -> None:
     run_case(case)
 
 
-def test_conv3d_unsupported() -> None:
-    m = Fn(lambda x, w: F.conv3d(x, w), (randn(2, 2, 3, 3, 3, seed=1),))
-    with pytest.raises(oa.UnsupportedOpError, match=r"aten\.convolution\.default.*3-D convolution"):
-        oa.export(m, (randn(1, 2, 4, 4, 4),))
+def test_conv3d_runs_as_one_conv2d() -> None:
+    """the depth taps are gathered into channels: one conv2d, no per-depth instructions"""
+    prog = export_case(CASES_3D[0])
+    assert prog.ops.count("conv2d") == 1 and "conv_transpose2d" not in prog.ops, prog.ops
 
 
 

@@ -72,7 +72,8 @@ CASES = [
     OpCase("ew_activations",
            _each(F.silu, F.gelu, lambda x: F.gelu(x, approximate="tanh"), F.leaky_relu,
                  lambda x: F.leaky_relu(x, 0.2), F.elu, lambda x: F.elu(x, alpha=0.7), F.selu, F.relu6,
-                 lambda x: F.hardtanh(x, -0.5, 2.0)),
+                 lambda x: F.hardtanh(x, -0.5, 2.0), lambda x: F.rrelu(x, training=False),
+                 lambda x: F.rrelu(x, 0.1, 0.6)),  # eval rrelu: the mean slope
            (X,), ops=("sigmoid", "mul", "gelu", "leaky_relu", "elu", "hardtanh"), **ULP4),
     # float64 reference: float32 eager gelu(+inf) is NaN on Intel CPUs with AVX-512 whenever the tensor
     # has more than one element (inf on AMD Zen 3, in float64 and for a one-element tensor)
@@ -116,6 +117,11 @@ CASES = [
            (torch.tensor([2**53 + 1, 2**40 + 3, -(2**62), 5, 2**31, -(2**31) - 1]), I32, BOOL, I64 // 10, U8,
             torch.tensor([1.0 + 1e-12, 1e300, -3.25], dtype=torch.float64)),
            ops=("cast",)),
+    # a memory format (dim order) changes PyTorch's strides, not the values: a cast or an alias here
+    OpCase("ew_cast_memory_format",
+           lambda x: (x.to(memory_format=torch.channels_last) * 2, x.to(torch.int32, memory_format=torch.channels_last),
+                      x.contiguous(memory_format=torch.channels_last)),
+           (randn(2, 3, 4, 5) * 10,), ops=("cast", "mul")),
     # int inputs of float ops are promoted; int rounding is the identity (an alias)
     OpCase("ew_int_promotion", lambda x: (torch.exp(x), torch.sigmoid(x), torch.floor(x) + 1, x.to(torch.int64)),
            (randint(-5, 5, 2, 6),), ops=("cast", "exp", "sigmoid", "add"), **ULP4),
@@ -137,6 +143,9 @@ CASES = [
                             f + torch.arange(5, -295, -1, dtype=torch.float32),
                             j + torch.arange(3, 603, 2, dtype=torch.int32)),
            (randint(-5, 5, 300), randn(300), randint(-5, 5, 300, dtype=torch.int32)), ops=("arange",)),
+    # a program without inputs: to_edge leaves linspace's constants on the module (get_attr nodes)
+    # instead of lifting them (OpInfo's linspace was refused at import); they fold at export
+    OpCase("ew_linspace_no_inputs", lambda: (torch.linspace(-2.0, -3, 50), torch.logspace(0, 2, 7)), ()),
     # Tensor.fill_ with a number or a 0-d tensor (to_edge: full_like, copy), Tensor.copy_ (copy: broadcast to
     # self's shape and converted to its dtype, float -> int truncating), eval-mode dropout (identity, mask all
     # True); creation ops kept as kernels (no folding)
@@ -207,6 +216,11 @@ def test_training_dropout_is_refused() -> None:
     with pytest.raises(oa.UnsupportedOpError, match=r"aten\.native_dropout\.default.*training mode.*random mask.*"
                                                      r"eval mode.*dropout\(x, 0\.5, training=True\)"):
         oa.export(_TrainingDropout(), (randn(4),))
+
+
+def test_training_rrelu_is_refused() -> None:
+    with pytest.raises(oa.UnsupportedOpError, match=r"rrelu_with_noise_functional.*training mode.*random slope"):
+        oa.export(Fn(lambda x: F.rrelu(x, training=True)), (randn(4),))
 
 
 class _Item(torch.nn.Module):

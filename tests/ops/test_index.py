@@ -37,9 +37,10 @@ CASES = [
     OpCase("index_embedding_module", lambda i: i, (randint(0, 10, 2, 5),), module=Emb(), ops=("embedding",)),
     # ---- index_select --------------------------------------------------------------------------
     OpCase("index_select",
-           lambda x, xi, b, i, j: (x.index_select(0, i), x.index_select(1, j), xi.index_select(-1, i),
-                                   b.index_select(2, j), x.index_select(1, torch.tensor(3))),
-           (X, XI, XB, torch.tensor([2, 0, 2, 1]), torch.tensor([3, 0], dtype=torch.int32)),
+           lambda x, xi, b, i, j, s: (x.index_select(0, i), x.index_select(1, j), xi.index_select(-1, i),
+                                      b.index_select(2, j), x.index_select(1, torch.tensor(3)),
+                                      s.index_select(0, torch.tensor([0])), s.index_select(-1, torch.tensor(0))),
+           (X, XI, XB, torch.tensor([2, 0, 2, 1]), torch.tensor([3, 0], dtype=torch.int32), torch.tensor(2.5)),
            ops=("index_select",)),
     # ---- aten.index with one tensor index ------------------------------------------------------
     OpCase("index_tensor",

@@ -101,6 +101,10 @@ CASES = [
     # nextafter is a float32 operation (exact): its float64 result cast back would not be the float32 neighbour
     OpCase("math_nextafter", lambda x, y: (torch.nextafter(x, y), torch.nextafter(y, x), torch.nextafter(x, x)),
            (SPECIAL2[0], SPECIAL2[1]), ops=("nextafter",), atol=0, rtol=0, tags=(FLOAT32_DEFINED,)),
+    # signbit: the sign bit of -0.0 and of a negative NaN too (copysign(1, x) < 0); integers x < 0, bool False
+    OpCase("math_signbit", lambda x, i, b: (torch.signbit(x), torch.signbit(i), torch.signbit(b)),
+           (torch.cat([SPECIAL, -SPECIAL]), randint(-5, 5, 4, 5), randint(0, 2, 4).bool()),
+           ops=("copysign", "lt", "full"), atol=0, rtol=0, tags=(FLOAT32_DEFINED,)),
     OpCase("math_binary_broadcast",
            lambda x, y, i: (torch.atan2(x.transpose(0, 2), y), torch.copysign(x, -0.0), torch.copysign(x, y[0, 0]),
                             torch.hypot(y, torch.tensor(3.0)), torch.nextafter(x, y.t()[:, :1, None]),

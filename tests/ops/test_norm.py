@@ -111,6 +111,11 @@ CASES = [
     ln("norm_ln_1d_input", (12,), 1),
     OpCase("norm_ln_stats_outputs", lambda x, w, b: torch.ops.aten.native_layer_norm(x, [6], w, b, 1e-5),
            (randn(2, 3, 6),), consts=(randn(6, seed=1), randn(6, seed=2)), ops=("layer_norm",), **TOL),
+    # a negative eps is legal in PyTorch (OpInfo's layer_norm sample uses -0.5): NaN where var + eps < 0
+    # (the constant row), the usual answer elsewhere; it was refused at prepare though exported
+    OpCase("norm_ln_gn_negative_eps",
+           lambda x: (F.layer_norm(x, (8,), eps=-0.5), F.group_norm(x.reshape(3, 4, 2), 2, eps=-0.5)),
+           (torch.cat([randn(2, 8) * 2 + 0.5, torch.full((1, 8), 0.25)]),), ops=("layer_norm", "group_norm"), **TOL),
     gn("norm_gn_2_groups", (2, 4, 5, 5), 2),
     gn("norm_gn_1_group", (1, 6, 3, 4), 1),
     gn("norm_gn_groups_eq_channels", (2, 6, 4, 4), 6),
@@ -150,7 +155,7 @@ def test_train_mode_batch_norm_module_refused() -> None:
 def test_batch_norm_training_bad_outputs_rejected(monkeypatch: pytest.MonkeyPatch) -> None:
     check_rejected(monkeypatch, "aten._native_batch_norm_legit.no_stats",
                    lambda t: F.batch_norm(t, None, None, training=True), randn(2, 4, 3),
-                   r"batch_norm_training.*eps = -1 is out of range", floats=[-1.0])
+                   r"batch_norm_training.*eps = nan is out of range", floats=[float("nan")])
 
 
 def test_layer_norm_bad_ndim_rejected(monkeypatch: pytest.MonkeyPatch) -> None:

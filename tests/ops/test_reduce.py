@@ -131,8 +131,10 @@ CASES = [
         x4.argmax(), torch.argmax(x3, keepdim=True), x4.argmax(1), x3.argmax(-1, keepdim=True), t.argmax(1),
         t.argmin(0), t.argmax(), s.argmax(1), s.argmin(0), s.argmin(), s.argmax(0)),
       [X4, X3, TIES, SPECIAL2], ["argmax", "argmin"]),
-    C("max_min_dim", lambda x3, s, i: (*x3.max(1), *s.min(0, keepdim=True), *s.max(-1), *i.min(2)),
-      [X3, SPECIAL2, I3], ["amax", "amin", "argmax", "argmin"]),
+    C("max_min_dim", lambda x3, s, i, u, b, i8: (
+        *x3.max(1), *s.min(0, keepdim=True), *s.max(-1), *i.min(2), *u.max(1), *b.min(0), *i8.max(-1)),
+      [X3, SPECIAL2, I3, U8, B3, randint(-128, 128, 3, 4, seed=24, dtype=torch.int8)],
+      ["amax", "amin", "argmax", "argmin"]),
     C("argmax_argmin_int", lambda i, lg: (i.argmax(2), lg.argmin(), i.argmin(0), lg.argmax(1, keepdim=True)),
       [I3, L3], ["argmax", "argmin"]),
     # ---- cumsum

@@ -124,6 +124,19 @@ CASES = [
            (randint(0, 3, 3, 6, 2, seed=7), *(ints(dt, 3, 6, 2, seed=8 + k) for k, dt in enumerate(INTS)),
             (torch.arange(300) % 7 == 0).long(), torch.arange(300).to(torch.uint8), torch.arange(300).to(torch.int8)),
            ops=("scatter",)),
+    # ---- index_reduce (outside core ATen, kept by to_edge): a scatter with the index expanded along dim;
+    # repeated targets, NaN, include_self both ways, integer mean (floor), an empty index
+    OpCase("scatter_index_reduce",
+           lambda x, i, s, xi, si, u: (
+               *(t for r in ("prod", "mean", "amax", "amin") for inc in (True, False)
+                 for t in (x.index_reduce(1, i, s, r, include_self=inc),
+                           xi.index_reduce(0, i[:2], si, r, include_self=inc))),
+               u.index_reduce(-1, i, u[:, :4].flip(1), "mean"), x.index_reduce(1, i[:0], s[:, :0], "amax"),
+               x[0, 0, 0].index_reduce(0, i[1:2], s[1, 1, 1], "prod"),  # 0-dim self and source, index [0]
+               x[0, 0, 0].index_reduce(0, i[1:2], s[1, 1, 1], "amin", include_self=False)),
+           (randn(3, 5, 2), torch.tensor([4, 0, 4, 1]), special(3, 4, 2, seed=1), ints(torch.int64, 5, 3, seed=2),
+            ints(torch.int64, 2, 3, seed=3), torch.arange(12).to(torch.uint8).reshape(2, 6) * 20),
+           ops=("scatter", "expand")),
     # ---- index_put: one or several index tensors, None, broadcasting, negative indices --------
     OpCase("scatter_index_put",
            lambda x, v, i, j, k: (

@@ -73,25 +73,29 @@ def reference_outputs(model: Callable[..., Any], inputs: Sequence[Any],
         return [o64.to(o.dtype) for o, o64 in zip(outs, outs64)]
 
 
-def _edge_config(check: bool) -> Any:
-    from executorch.exir import EdgeCompileConfig
-
+def preserved_ops() -> list[torch._ops.OpOverload]:
+    """Ops to_edge keeps whole instead of decomposing them: scaled_dot_product_attention (a fused
+    kernel instead of ~20 decomposed ops), the non-constant pads (one pad_mode instead of arange / abs /
+    index arithmetic, or for circular padding a chain of slice_scatters over the whole output), and
+    the ops the rules keep whole (lower.keep_whole: the 1-D / 3-D / bicubic resizes)."""
     aten = torch.ops.aten
-    # Ops to_edge keeps whole: scaled_dot_product_attention (a fused kernel instead of ~20 decomposed
-    # ops), the non-constant pads (one pad_mode instead of arange / abs / index arithmetic, or for
-    # circular padding a chain of slice_scatters over the whole output).
     preserve = [aten.scaled_dot_product_attention.default,
                 aten.reflection_pad1d.default, aten.reflection_pad2d.default, aten.reflection_pad3d.default,
                 aten.replication_pad1d.default, aten.replication_pad2d.default, aten.replication_pad3d.default,
                 aten._pad_circular.default]
-    # and the ops the rules keep whole (lower.keep_whole: the 1-D / 3-D / bicubic resizes)
-    preserve += [op for op in edge_ops_to_keep() if op not in preserve]
+    return preserve + [op for op in edge_ops_to_keep() if op not in preserve]
+
+
+def _edge_config(check: bool) -> Any:
+    from executorch.exir import EdgeCompileConfig
+
+    aten = torch.ops.aten
     # Ops outside core ATen that torch.export writes and openaccel runs (the verifier would refuse
     # them): every non-core op with a lowering rule, Tensor.unfold (a strided view read as a copy),
     # scatter(reduce="add" / "multiply").
     beyond_core = [aten.unfold.default, aten.scatter.reduce, aten.scatter.value_reduce]
     beyond_core += [op for op in rules_outside_core() if op not in beyond_core]
-    return EdgeCompileConfig(_check_ir_validity=check, preserve_ops=preserve,
+    return EdgeCompileConfig(_check_ir_validity=check, preserve_ops=preserved_ops(),
                              _core_aten_ops_exception_list=beyond_core)
 
 

@@ -135,6 +135,16 @@ def import_program(ep: ExportedProgram, method: str = "forward") -> Graph:
             nodes.append(AtenNode(target=node.target, args=lookup(tuple(node.args)),
                                   kwargs={k: lookup(v) for k, v in node.kwargs.items()},
                                   outputs=outs, source=src))
+        elif node.op == "get_attr":
+            # a tensor constant to_edge left on the module instead of lifting it to an input (it does
+            # so in a program without inputs: torch.linspace(-2, -3, 50) alone)
+            data = ep.graph_module
+            for part in str(node.target).split("."):
+                data = getattr(data, part, None)
+            if not isinstance(data, torch.Tensor):
+                raise ExportError(f"graph attribute '{node.target}' is not a tensor ({type(data).__name__})")
+            data = data.detach().contiguous()
+            env[node] = Value(name=str(node.target), dtype=data.dtype, shape=tuple(data.shape), data=data)
         elif node.op == "output":
             flat = node.args[0]
             for i, o in enumerate(flat if isinstance(flat, (list, tuple)) else [flat]):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..ir import Graph, Value
+from ..ir import Graph, Value, dtype_size
 from ..opset import OPS
 
 ALIGNMENT = 64
@@ -132,8 +132,21 @@ def plan_memory(graph: Graph, inplace: bool = True, n_pools: int = 1) -> MemoryP
     for v in every:
         r, off = root_of(v)
         if not r.is_const:
-            plan.placement[v] = (homes.get(r, 0), offsets[r] + off)
+            pool = homes.get(r, 0)
+            plan.placement[v] = (pool, offsets[r] + off)
+            if v.numel == 0:  # the format bounds an empty tensor's dims by its pool (docs/format.md)
+                sizes[pool] = max(sizes[pool], _align(nominal_bytes(v)))
     return plan
+
+
+def nominal_bytes(v: Value) -> int:
+    """The bytes `v`'s shape describes with its zero dims counted as 1: the runtime requires a
+    tensor's pool to hold that much even when it has no elements (its kernels still loop over the
+    other dims), so an empty tensor grows its pool to it."""
+    n = dtype_size(v.dtype)
+    for d in v.shape:
+        n *= d or 1
+    return n
 
 
 def _place(buffers: list[Value], first: dict[Value, int], last: dict[Value, int],

@@ -166,3 +166,34 @@ def float_binary(ctx: LowerCtx, node: AtenNode) -> None:
     dt = compute_dtype(ctx, op, out.dtype)
     xv = operand(ctx, x, dt)
     emit_as(ctx, op, [xv, xv if y is x else operand(ctx, y, dt)], out, dt)
+
+
+# ---- fmax / fmin ----------------------------------------------------------------------------------
+
+@rule("aten.fmax.default", "aten.fmin.default")
+def fmax_fmin(ctx: LowerCtx, node: AtenNode) -> None:
+    """fmax / fmin: maximum / minimum where a NaN operand loses to a number (NaN only when both are):
+    where(x != x, y, where(y != y, x, maximum(x, y))), exact. Integers: maximum / minimum."""
+    is_max = node.op_name == "aten.fmax.default"
+    a = ctx.bind(node)
+    out = output(node)
+    x, y = a["self"], a["other"]
+    if out.dtype == torch.bool:
+        op = "logical_or" if is_max else "logical_and"
+        ctx.emit(op, [operand(ctx, x, torch.bool), operand(ctx, y, torch.bool)], [out])
+        return
+    op = "maximum" if is_max else "minimum"
+    dt = compute_dtype(ctx, op, out.dtype)
+    xv, yv = operand(ctx, x, dt), operand(ctx, y, dt)
+    if not dt.is_floating_point:
+        emit_as(ctx, op, [xv, yv], out, dt)
+        return
+    m = ctx.temp(dt, out.shape, hint=op)
+    ctx.emit(op, [xv, yv], [m])
+    y_nan = ctx.temp(torch.bool, yv.shape, hint="isnan")
+    ctx.emit("ne", [yv, yv], [y_nan])
+    t = ctx.temp(dt, out.shape, hint=op)
+    ctx.emit("where", [y_nan, xv, m], [t])
+    x_nan = ctx.temp(torch.bool, xv.shape, hint="isnan")
+    ctx.emit("ne", [xv, xv], [x_nan])
+    emit_as(ctx, "where", [x_nan, yv, t], out, dt)

@@ -128,6 +128,23 @@ def leaky_relu(ctx: LowerCtx, node: AtenNode) -> None:
     emit_as(ctx, "leaky_relu", [ctx.cast(a["self"], dt)], out, dt, floats=[float(a["negative_slope"])])
 
 
+@rule("aten.rrelu_with_noise_functional.default")
+def rrelu(ctx: LowerCtx, node: AtenNode) -> None:
+    """F.rrelu in eval mode: leaky_relu with the mean slope (lower + upper) / 2, as PyTorch; the noise
+    output is the noise input, unchanged. In training mode the slopes are random: refused."""
+    a = ctx.bind(node)
+    if a["training"]:
+        raise ctx.unsupported("rrelu in training mode draws a random slope per element: export the model in eval "
+                              "mode (model.eval(), or F.rrelu(..., training=False))")
+    out, noise_out = node.outputs
+    assert out is not None
+    dt = compute_dtype(ctx, "leaky_relu", out.dtype)
+    slope = (float(a["lower"]) + float(a["upper"])) / 2
+    emit_as(ctx, "leaky_relu", [ctx.cast(a["self"], dt)], out, dt, floats=[slope])
+    if noise_out is not None and ctx.is_used(noise_out):
+        ctx.alias(noise_out, ctx.tensor_arg(a, "noise"))
+
+
 @rule("aten.elu.default")
 def elu(ctx: LowerCtx, node: AtenNode) -> None:
     a = ctx.bind(node)
@@ -222,6 +239,25 @@ def isnan_isinf(ctx: LowerCtx, node: AtenNode) -> None:
     ctx.emit("eq", [mag, ctx.scalar(float("inf"), torch.float32)], [out])
 
 
+@rule("aten.angle.default")
+def angle(ctx: LowerCtx, node: AtenNode) -> None:
+    """angle of a real number: pi where x < 0, else 0 (NaN stays NaN; -0.0 gives 0): where(x != x, x,
+    where(x < 0, pi, 0)), exact."""
+    x = ctx.bind(node)["self"]
+    out = output(node)
+    if not isinstance(x, Value) or x.dtype.is_complex or out.dtype != torch.float32:
+        raise ctx.unsupported(f"angle of {dtype_name(x.dtype) if isinstance(x, Value) else 'a number'} "
+                              "(real inputs only, a float32 result)")
+    xf = ctx.cast(x, torch.float32)
+    neg = ctx.temp(torch.bool, x.shape, hint="neg")
+    ctx.emit("lt", [xf, ctx.scalar(0.0, torch.float32)], [neg])
+    t = ctx.temp(torch.float32, x.shape, hint="angle")
+    ctx.emit("where", [neg, ctx.scalar(math.pi, torch.float32), ctx.scalar(0.0, torch.float32)], [t])
+    nan = ctx.temp(torch.bool, x.shape, hint="isnan")
+    ctx.emit("ne", [xf, xf], [nan])
+    ctx.emit("where", [nan, xf, t], [out])
+
+
 @rule("aten.logical_not.default")
 def logical_not(ctx: LowerCtx, node: AtenNode) -> None:
     x = ctx.bind(node)["self"]
@@ -246,12 +282,9 @@ def to_copy(ctx: LowerCtx, node: AtenNode) -> None:
     a = ctx.bind(node)
     x = a["self"]
     out = output(node)
-    dim_order = a.get("dim_order")
-    if dim_order is not None and list(dim_order) != list(range(len(out.shape))):
-        raise ctx.unsupported(f"dim_order {list(dim_order)} (only the contiguous order is supported)")
-    fmt = a.get("memory_format")
-    if fmt is not None and fmt not in (torch.preserve_format, torch.contiguous_format):
-        raise ctx.unsupported(f"memory_format {fmt} (only contiguous tensors are supported)")
+    # dim_order / memory_format (x.to(memory_format=torch.channels_last)) change how PyTorch lays the
+    # bytes out, not the logical values: openaccel tensors are dense row-major whatever they ask for,
+    # as for clone (shape.reinterpret)
     if not isinstance(x, Value) or tuple(x.shape) != tuple(out.shape):
         raise ctx.unsupported("a conversion that changes the shape")
     if out.dtype == x.dtype:

@@ -42,11 +42,18 @@ def index_select(ctx: LowerCtx, node: AtenNode) -> None:
     a = ctx.bind(node)
     x, idx, out = ctx.tensor_arg(a, "self"), ctx.tensor_arg(a, "index"), ctx.output(node)
     _index_dtype(ctx, idx, "index")
-    if not x.shape:
-        raise ctx.unsupported("index_select on a 0-dim tensor")
     if len(idx.shape) > 1:
         raise ctx.unsupported(f"index of shape {list(idx.shape)} (expected 0 or 1 dims)")
     dim = _norm_dim(ctx, int(a["dim"]), len(x.shape))
+    if not x.shape:  # a 0-dim self reads as [1] (its index must be 0), the result as [len(index)]
+        x1 = ctx.temp(x.dtype, (1,), hint=x.name)
+        ctx.alias(x1, x)
+        i1 = ctx.temp(idx.dtype, (idx.numel,), hint=idx.name)
+        ctx.alias(i1, idx)
+        o1 = ctx.temp(out.dtype, (out.numel,), hint=out.name)
+        ctx.emit("index_select", [x1, i1], [o1], ints=[0, 0])
+        ctx.alias(out, o1)
+        return
     ctx.emit("index_select", [x, idx], [out], ints=[dim, 0])
 
 

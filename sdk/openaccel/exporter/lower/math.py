@@ -11,6 +11,8 @@ logaddexp2 (exp2, log1p), expit (sigmoid), entr, sinc, logit.
 
 from __future__ import annotations
 
+import torch
+
 from ...ir import AtenNode, Value
 from . import LowerCtx, rule
 from .elementwise import compute_dtype, emit_as, output
@@ -49,3 +51,23 @@ def polygamma(ctx: LowerCtx, node: AtenNode) -> None:
     out = output(node)
     dt = compute_dtype(ctx, "polygamma", out.dtype)
     emit_as(ctx, "polygamma", [ctx.cast(x, dt)], out, dt, ints=[n])
+
+
+@rule("aten.signbit.default")
+def signbit(ctx: LowerCtx, node: AtenNode) -> None:
+    """signbit(x): the sign bit, of -0.0 and of a negative NaN too: copysign(1, x) < 0, exact. Integers:
+    x < 0; bool: False."""
+    x = _input(ctx, ctx.bind(node)["self"])
+    out = output(node)
+    if x.dtype == torch.bool:
+        ctx.emit("full", [], [out], floats=[0.0])
+        return
+    if not x.dtype.is_floating_point:
+        ctx.emit("lt", [x, ctx.scalar(0, x.dtype)], [out])
+        return
+    if x.dtype != torch.float32:
+        raise ctx.unsupported(f"dtype {x.dtype} (float32 and integers only)")
+    one = ctx.temp(torch.float32, x.shape, hint="sign")
+    ctx.emit("copysign", [ctx.scalar(1.0, torch.float32), x], [one])
+    ctx.emit("lt", [one, ctx.scalar(0.0, torch.float32)], [out])
+

@@ -188,10 +188,18 @@ def max_min_dim(ctx: LowerCtx, node: AtenNode) -> None:
     is_max = node.op_name.startswith("aten.max")
     dim = _dim(ctx, a["dim"], len(x.shape))
     keepdim = int(bool(a.get("keepdim") or False))
-    if x.dtype not in (torch.float32, torch.int32, torch.int64):
+    if x.dtype in _EXACT_INT32:  # bool, uint8, int8: exactly (and in order) in int32
+        x = ctx.cast(x, torch.int32)
+    elif x.dtype not in (torch.float32, torch.int32, torch.int64):
         raise ctx.unsupported(f"dtype {x.dtype}")
     if values is not None:
-        ctx.emit("amax" if is_max else "amin", [x], [values], ints=[keepdim, dim])
+        op = "amax" if is_max else "amin"
+        if values.dtype == x.dtype:
+            ctx.emit(op, [x], [values], ints=[keepdim, dim])
+        else:
+            t = ctx.temp(x.dtype, values.shape, hint=op)
+            ctx.emit(op, [x], [t], ints=[keepdim, dim])
+            ctx.emit("cast", [t], [values])
     if indices is not None:
         ctx.emit("argmax" if is_max else "argmin", [x], [indices], ints=[1, dim, keepdim])
 

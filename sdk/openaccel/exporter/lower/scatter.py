@@ -1,5 +1,5 @@
 """Lowering rules: the scatter family (see opset.py for the openaccel side): scatter, scatter_add,
-scatter_reduce, index_put (which index_add, index_copy, index_fill and `x[idx] = v` become),
+scatter_reduce, index_reduce, index_put (which index_add, index_copy, index_fill and `x[idx] = v` become),
 slice_scatter, masked_scatter.
 
 Index tensors stay int32 / int64 and are range-checked by the kernels at run time; targets named
@@ -90,6 +90,54 @@ def scatter_reduce(ctx: LowerCtx, node: AtenNode) -> None:
     if str(a["reduce"]) not in ("sum", "prod", "mean", "amax", "amin"):
         raise ctx.unsupported(f"reduce = {a['reduce']!r} (expected sum, prod, mean, amax or amin)")
     _scatter(ctx, node, ctx.tensor_arg(a, "src"), str(a["reduce"]), bool(a["include_self"]))
+
+
+# index_reduce is outside core ATen without a decomposition: to_edge keeps it (the verifier's exception
+# list takes every op with a rule)
+@rule("aten.index_reduce.default")
+def index_reduce(ctx: LowerCtx, node: AtenNode) -> None:
+    """self.index_reduce(dim, index, source, reduce) reduces source[..., i, ...] into self[..., index[i], ...]:
+    a scatter whose index is `index` along `dim`, expanded to source's shape (as scatter_reduce with
+    index[..., i, ...] = index[i])."""
+    a = ctx.bind(node)
+    x, idx, src = ctx.tensor_arg(a, "self"), ctx.tensor_arg(a, "index"), ctx.tensor_arg(a, "source")
+    out = ctx.output(node)
+    reduce = str(a["reduce"])
+    if reduce not in ("prod", "mean", "amax", "amin"):
+        raise ctx.unsupported(f"reduce = {reduce!r} (expected prod, mean, amax or amin)")
+    _index_dtype(ctx, idx, "index")
+    if len(idx.shape) > 1 or len(src.shape) != len(x.shape):
+        raise ctx.unsupported(f"index of shape {list(idx.shape)} and source of shape {list(src.shape)} for self of "
+                              f"shape {list(x.shape)} (expected a 1-D index and source with self's dims)")
+    if reduce == "mean" and x.dtype == torch.bool:
+        raise ctx.unsupported("mean of a bool tensor")
+    dim = _norm_dim(ctx, int(a["dim"]), len(x.shape))
+    if out.numel == 0 or idx.numel == 0:
+        ctx.alias(out, x)  # nothing is reduced
+        return
+    dst = out
+    if not x.shape:  # a 0-dim self (and source): read as [1], the index must be 0
+        if src.numel != 1:
+            raise ctx.unsupported(f"source of shape {list(src.shape)} for a 0-dim self")
+        x, src = _as_1d(ctx, x), _as_1d(ctx, src)
+        dst = ctx.temp(out.dtype, (1,), hint="index_reduce")
+    lined = ctx.temp(idx.dtype, tuple(idx.numel if d == dim else 1 for d in range(len(x.shape))), hint="index")
+    ctx.alias(lined, idx)
+    full = lined
+    if lined.shape != src.shape:
+        full = ctx.temp(idx.dtype, src.shape, hint="index")
+        ctx.emit("expand", [lined], [full])
+    ctx.emit("scatter", [x, full, _same_dtype(ctx, src, x)], [dst],
+             ints=[dim, _REDUCE[reduce], int(bool(a["include_self"]))])
+    if dst is not out:
+        ctx.alias(out, dst)
+
+
+def _as_1d(ctx: LowerCtx, v: Value) -> Value:
+    """A [1] view of a 0-dim (or one-element) tensor."""
+    t = ctx.temp(v.dtype, (1,), hint=v.name)
+    ctx.alias(t, v)
+    return t
 
 
 @rule("aten.index_put.default")

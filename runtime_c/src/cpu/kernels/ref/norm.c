@@ -22,10 +22,13 @@ static double farg(const oa_op_call_t *call, uint32_t i) { return i < call->n_fl
 _Static_assert(OA_ARG_LAYER_NORM_EPS == OA_ARG_BATCH_NORM_EPS && OA_ARG_GROUP_NORM_EPS == OA_ARG_BATCH_NORM_EPS,
                "layer_norm / group_norm no longer keep eps where batch_norm does in opset.py");
 
+/* Any finite eps, as PyTorch: a negative one gives NaN where var + eps < 0, as there (its rstd is
+ * 1 / sqrt(max(var, 0) + eps)); NaN and huge values are a damaged file. */
 static oa_status_t check_eps(const oa_op_call_t *call, oa_diag_t *diag) {
   double eps = farg(call, OA_ARG_BATCH_NORM_EPS);
-  if (!(eps >= 0.0) || eps > 1e30)
-    return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "argument eps = %g is out of range (expected 0 to 1e30)", eps);
+  if (!(eps >= -1e30 && eps <= 1e30))
+    return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "argument eps = %g is out of range (expected -1e30 to 1e30)",
+                        eps);
   return OA_OK;
 }
 
