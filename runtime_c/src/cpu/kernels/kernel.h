@@ -65,6 +65,12 @@ extern const uint32_t oa_kernel_table_size;
 
 /* "[1, 3, 224, 224]" into buf (at least 96 bytes recommended). */
 const char *oa_shape_str(const oa_tensor_t *t, char *buf, size_t size);
+/* Element i of an int32 / int64 index tensor. */
+int64_t oa_load_index(const oa_tensor_t *t, int64_t i);
+/* "[1, 2]" for flat position `i` of a tensor (row-major), "[]" for a 0-d one (error messages). */
+const char *oa_position_str(const oa_tensor_t *t, int64_t i, char *buf, size_t size);
+/* dst[i] = src[j] for elements of `es` bytes. */
+void oa_copy_elem(void *dst, int64_t i, const void *src, int64_t j, size_t es);
 
 /* Exactly n_in (or between min and max) inputs and n_out outputs; ints/floats at least as many. */
 oa_status_t oa_check_arity(const oa_op_call_t *call, uint32_t min_in, uint32_t max_in, uint32_t n_out,

@@ -1,5 +1,6 @@
 /* Shared checks and helpers for kernels. */
 #include <math.h>
+#include <string.h>
 
 #include "kernel.h"
 
@@ -193,5 +194,36 @@ void oa_store_from_double(void *data, int32_t dtype, int64_t i, double v) {
     case OA_DTYPE_UINT8: ((uint8_t *)data)[i] = (uint8_t)clampd(v, 0.0, 255.0); break;
     case OA_DTYPE_BOOL: ((uint8_t *)data)[i] = v != 0.0; break;
     default: break;
+  }
+}
+
+int64_t oa_load_index(const oa_tensor_t *t, int64_t i) {
+  if (t->dtype == OA_DTYPE_INT32) return ((const int32_t *)t->data)[i];
+  return ((const int64_t *)t->data)[i];
+}
+
+const char *oa_position_str(const oa_tensor_t *t, int64_t i, char *buf, size_t size) {
+  int64_t idx[OA_MAX_DIMS];
+  for (int32_t d = t->ndim - 1; d >= 0; d--) {
+    int64_t n = t->shape[d] > 0 ? t->shape[d] : 1;
+    idx[d] = i % n;
+    i /= n;
+  }
+  size_t w = oa_format(buf, size, "[");
+  for (int32_t d = 0; d < t->ndim && w + 1 < size; d++)
+    w += oa_format(buf + w, size - w, d ? ", %lld" : "%lld", (long long)idx[d]);
+  if (w + 1 < size) oa_format(buf + w, size - w, "]");
+  return buf;
+}
+
+void oa_copy_elem(void *dst, int64_t i, const void *src, int64_t j, size_t es) {
+  uint8_t *d = (uint8_t *)dst;
+  const uint8_t *s = (const uint8_t *)src;
+  switch (es) {
+    case 1: d[i] = s[j]; break;
+    case 2: ((uint16_t *)dst)[i] = ((const uint16_t *)src)[j]; break;
+    case 4: ((uint32_t *)dst)[i] = ((const uint32_t *)src)[j]; break;
+    case 8: ((uint64_t *)dst)[i] = ((const uint64_t *)src)[j]; break;
+    default: memcpy(d + i * (int64_t)es, s + j * (int64_t)es, es); break;
   }
 }

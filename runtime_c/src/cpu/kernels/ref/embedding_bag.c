@@ -21,11 +21,6 @@ enum { MODE_SUM, MODE_MEAN, MODE_MAX };
 
 static int64_t iarg(const oa_op_call_t *call, uint32_t i) { return i < call->n_ints ? call->ints[i] : 0; }
 
-static int64_t load_index(const oa_tensor_t *t, int64_t i) {
-  if (t->dtype == OA_DTYPE_INT32) return ((const int32_t *)t->data)[i];
-  return ((const int64_t *)t->data)[i];
-}
-
 oa_status_t oa_ref_embedding_bag_prepare(const oa_op_call_t *call, const oa_kernel_env_t *env, oa_op_plan_t *plan,
                                          oa_diag_t *diag) {
   (void)env;
@@ -86,7 +81,7 @@ oa_status_t oa_ref_embedding_bag_run(const oa_op_call_t *call, const oa_op_plan_
   const int64_t bags = call->outputs[0]->shape[0];
   /* check every offset and index first so a bad one fails before any output is written */
   for (int64_t b = 0; b < n_off; b++) {
-    int64_t v = load_index(off, b), prev = b ? load_index(off, b - 1) : 0;
+    int64_t v = oa_load_index(off, b), prev = b ? oa_load_index(off, b - 1) : 0;
     if ((b == 0 && v != 0) || v < prev || v > n_idx)
       return oa_diag_fail(diag, OA_ERR_INVALID_ARGUMENT,
                           "input 2 (offsets) ('%s'): offset %lld at position [%lld] is out of range (expected %lld "
@@ -95,7 +90,7 @@ oa_status_t oa_ref_embedding_bag_run(const oa_op_call_t *call, const oa_op_plan_
                           (long long)n_idx);
   }
   for (int64_t k = 0; k < n_idx; k++) {
-    int64_t v = load_index(idx, k);
+    int64_t v = oa_load_index(idx, k);
     if (v < 0 || v >= rows)
       return oa_diag_fail(diag, OA_ERR_INVALID_ARGUMENT,
                           "input 1 (indices) ('%s'): index %lld at position [%lld] is out of range for input 0 "
@@ -107,7 +102,7 @@ oa_status_t oa_ref_embedding_bag_run(const oa_op_call_t *call, const oa_op_plan_
   float *y = (float *)call->outputs[0]->data;
   const int fused = pad < 0; /* PyTorch's fbgemm path: no padding_idx */
   for (int64_t b = 0; b < bags; b++) {
-    int64_t start = load_index(off, b), end = b + 1 < n_off ? load_index(off, b + 1) : n_idx;
+    int64_t start = oa_load_index(off, b), end = b + 1 < n_off ? oa_load_index(off, b + 1) : n_idx;
     /* with include_last_offset the last bag's max and mean divisor run on to L, and so does its sum
        without fbgemm (padding_idx given): PyTorch assigns indices past offsets[B] to the last bag */
     int64_t end_all = last && b == bags - 1 ? n_idx : end, sum_end = fused ? end : end_all;
@@ -115,7 +110,7 @@ oa_status_t oa_ref_embedding_bag_run(const oa_op_call_t *call, const oa_op_plan_
     for (int64_t e = 0; e < e_n; e++) out[e] = 0.0f;
     int64_t count = 0;
     for (int64_t k = start; k < end_all; k++) {
-      int64_t r = load_index(idx, k);
+      int64_t r = oa_load_index(idx, k);
       if (r == pad) continue;
       const float *row = wd + r * e_n;
       if (mode == MODE_MAX) {

@@ -6,41 +6,10 @@
 
 static size_t elsize(const oa_tensor_t *t) { return oa_dtype_size(t->dtype); }
 
-static int64_t load_index(const oa_tensor_t *t, int64_t i) {
-  if (t->dtype == OA_DTYPE_INT32) return ((const int32_t *)t->data)[i];
-  return ((const int64_t *)t->data)[i];
-}
-
 static int64_t prod(const int64_t *shape, int32_t from, int32_t to) {
   int64_t p = 1;
   for (int32_t d = from; d < to; d++) p *= shape[d];
   return p;
-}
-
-/* "[1, 2]" for flat position `i` of a tensor (row-major), "[]" for a 0-d one. */
-static const char *position_str(const oa_tensor_t *t, int64_t i, char *buf, size_t size) {
-  int64_t idx[OA_MAX_DIMS];
-  for (int32_t d = t->ndim - 1; d >= 0; d--) {
-    int64_t n = t->shape[d] > 0 ? t->shape[d] : 1;
-    idx[d] = i % n;
-    i /= n;
-  }
-  size_t w = oa_format(buf, size, "[");
-  for (int32_t d = 0; d < t->ndim && w + 1 < size; d++)
-    w += oa_format(buf + w, size - w, d ? ", %lld" : "%lld", (long long)idx[d]);
-  if (w + 1 < size) oa_format(buf + w, size - w, "]");
-  return buf;
-}
-
-/* Copy one element of `es` bytes: dst[i] = src[j]. */
-static void copy_elem(uint8_t *dst, int64_t i, const uint8_t *src, int64_t j, size_t es) {
-  switch (es) {
-    case 1: dst[i] = src[j]; break;
-    case 2: ((uint16_t *)(void *)dst)[i] = ((const uint16_t *)(const void *)src)[j]; break;
-    case 4: ((uint32_t *)(void *)dst)[i] = ((const uint32_t *)(const void *)src)[j]; break;
-    case 8: ((uint64_t *)(void *)dst)[i] = ((const uint64_t *)(const void *)src)[j]; break;
-    default: memcpy(dst + i * (int64_t)es, src + j * (int64_t)es, es); break;
-  }
 }
 
 /* ---- embedding ---------------------------------------------------------------------------- */
@@ -76,13 +45,13 @@ oa_status_t oa_ref_embedding_run(const oa_op_call_t *call, const oa_op_plan_t *p
   const uint8_t *src = (const uint8_t *)w->data;
   uint8_t *dst = (uint8_t *)y->data;
   for (int64_t i = 0; i < idx->numel; i++) {
-    int64_t v = load_index(idx, i);
+    int64_t v = oa_load_index(idx, i);
     if (v < 0 || v >= rows) {
       char p[128];
       return oa_diag_fail(diag, OA_ERR_INVALID_ARGUMENT,
                           "input 1 (indices) ('%s'): index %lld at position %s is out of range for input 0 (weight) "
                           "('%s') with %lld rows (expected 0 to %lld)", idx->name, (long long)v,
-                          position_str(idx, i, p, sizeof p), w->name, (long long)rows, (long long)rows - 1);
+                          oa_position_str(idx, i, p, sizeof p), w->name, (long long)rows, (long long)rows - 1);
     }
     if (row) memcpy(dst + i * row, src + v * row, (size_t)row);
   }
@@ -131,14 +100,14 @@ oa_status_t oa_ref_index_select_run(const oa_op_call_t *call, const oa_op_plan_t
   int64_t size = x->shape[dim], n = idx->numel;
   /* check every index first so a bad one fails before any output is written */
   for (int64_t j = 0; j < n; j++) {
-    int64_t v = load_index(idx, j);
+    int64_t v = oa_load_index(idx, j);
     if (wrap && v < 0) v += size;
     if (v < 0 || v >= size) {
       char p[128];
       return oa_diag_fail(diag, OA_ERR_INVALID_ARGUMENT,
                           "input 1 (index) ('%s'): index %lld at position %s is out of range for dim %d of input 0 "
                           "(self) ('%s') with size %lld (expected %s%lld to %lld)", idx->name,
-                          (long long)load_index(idx, j), position_str(idx, j, p, sizeof p), dim, x->name,
+                          (long long)oa_load_index(idx, j), oa_position_str(idx, j, p, sizeof p), dim, x->name,
                           (long long)size, wrap ? "-" : "", (long long)(wrap ? size : 0), (long long)size - 1);
     }
   }
@@ -151,7 +120,7 @@ oa_status_t oa_ref_index_select_run(const oa_op_call_t *call, const oa_op_plan_t
     const uint8_t *s = src + o * size * inner;
     uint8_t *d = dst + o * n * inner;
     for (int64_t j = 0; j < n; j++) {
-      int64_t v = load_index(idx, j);
+      int64_t v = oa_load_index(idx, j);
       if (v < 0) v += size;
       memcpy(d + j * inner, s + v * inner, (size_t)inner);
     }
@@ -208,15 +177,15 @@ oa_status_t oa_ref_gather_run(const oa_op_call_t *call, const oa_op_plan_t *plan
   const uint8_t *src = (const uint8_t *)x->data;
   uint8_t *dst = (uint8_t *)y->data;
   for (int64_t i = 0; i < idx->numel; i++) {
-    int64_t v = load_index(idx, i);
+    int64_t v = oa_load_index(idx, i);
     if (v < 0 || v >= size) {
       char p[128];
       return oa_diag_fail(diag, OA_ERR_INVALID_ARGUMENT,
                           "input 1 (index) ('%s'): index %lld at position %s is out of range for dim %d of input 0 "
                           "(self) ('%s') with size %lld (expected 0 to %lld)", idx->name, (long long)v,
-                          position_str(idx, i, p, sizeof p), dim, x->name, (long long)size, (long long)size - 1);
+                          oa_position_str(idx, i, p, sizeof p), dim, x->name, (long long)size, (long long)size - 1);
     }
-    copy_elem(dst, i, src, it.off[0] + v * dim_stride, es);
+    oa_copy_elem(dst, i, src, it.off[0] + v * dim_stride, es);
     oa_nd_iter_next(&it);
   }
   return OA_OK;

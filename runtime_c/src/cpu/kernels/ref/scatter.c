@@ -13,39 +13,9 @@
 
 static size_t elsize(const oa_tensor_t *t) { return oa_dtype_size(t->dtype); }
 
-static int64_t load_index(const oa_tensor_t *t, int64_t i) {
-  if (t->dtype == OA_DTYPE_INT32) return ((const int32_t *)t->data)[i];
-  return ((const int64_t *)t->data)[i];
-}
-
 /* How many ints a variadic tail has from `start` on. */
 static uint32_t tail_len(const oa_op_call_t *call, uint32_t start) {
   return call->n_ints > start ? call->n_ints - start : 0;
-}
-
-/* "[1, 2]" for flat position `i` of a tensor (row-major), "[]" for a 0-d one. */
-static const char *position_str(const oa_tensor_t *t, int64_t i, char *buf, size_t size) {
-  int64_t idx[OA_MAX_DIMS];
-  for (int32_t d = t->ndim - 1; d >= 0; d--) {
-    int64_t n = t->shape[d] > 0 ? t->shape[d] : 1;
-    idx[d] = i % n;
-    i /= n;
-  }
-  size_t w = oa_format(buf, size, "[");
-  for (int32_t d = 0; d < t->ndim && w + 1 < size; d++)
-    w += oa_format(buf + w, size - w, d ? ", %lld" : "%lld", (long long)idx[d]);
-  if (w + 1 < size) oa_format(buf + w, size - w, "]");
-  return buf;
-}
-
-/* dst[i] = src[j] for elements of `es` bytes. */
-static void copy_elem(uint8_t *dst, int64_t i, const uint8_t *src, int64_t j, size_t es) {
-  switch (es) {
-    case 1: dst[i] = src[j]; break;
-    case 4: ((uint32_t *)(void *)dst)[i] = ((const uint32_t *)(const void *)src)[j]; break;
-    case 8: ((uint64_t *)(void *)dst)[i] = ((const uint64_t *)(const void *)src)[j]; break;
-    default: memcpy(dst + i * (int64_t)es, src + j * (int64_t)es, es); break;
-  }
 }
 
 /* out = self (nothing to do when the output shares self's bytes). */
@@ -222,7 +192,7 @@ static oa_status_t index_error(oa_diag_t *diag, uint32_t input, const char *what
   return oa_diag_fail(diag, OA_ERR_INVALID_ARGUMENT,
                       "input %u (%s) ('%s'): index %lld at position %s is out of range for dim %d of input 0 (self) "
                       "('%s') with size %lld (expected %s%lld to %lld)", input, what, idx->name, (long long)v,
-                      position_str(idx, pos, p, sizeof p), dim, x->name, (long long)size, wraps && size ? "-" : "",
+                      oa_position_str(idx, pos, p, sizeof p), dim, x->name, (long long)size, wraps && size ? "-" : "",
                       (long long)(wraps ? size : 0), (long long)size - 1);
 }
 
@@ -330,7 +300,7 @@ static oa_status_t adv_check(const oa_op_call_t *call, const oa_tensor_t *x, uin
     char what[32];
     oa_format(what, sizeof what, "indices[%d]", i);
     for (int64_t j = 0; j < t->numel; j++) {
-      int64_t v = load_index(t, j);
+      int64_t v = oa_load_index(t, j);
       if (v < -g->size[i] || v >= g->size[i])
         return index_error(diag, first + (uint32_t)i, what, t, j, v, g->dim[i], x, g->size[i], 1);
     }
@@ -353,7 +323,7 @@ static void adv_iter(const adv_t *g, const int64_t *extra, it_t *it) {
 static int64_t adv_offset(const oa_op_call_t *call, uint32_t first, const adv_t *g, const it_t *it) {
   int64_t off = it->off[0];
   for (int32_t i = 0; i < g->k; i++) {
-    int64_t v = load_index(call->inputs[first + (uint32_t)i], it->off[1 + i]);
+    int64_t v = oa_load_index(call->inputs[first + (uint32_t)i], it->off[1 + i]);
     off += (v < 0 ? v + g->size[i] : v) * g->step[i];
   }
   return off;
@@ -536,7 +506,7 @@ static oa_status_t index_put_mask(const oa_op_call_t *call, oa_diag_t *diag) {
       n++;
       for (int64_t q = 0; q < g.inner; q++, it_next(&inner)) {
         if (accumulate) combine(dst, base + q, val, vbase + inner.off[0], x->dtype, RED_SUM);
-        else copy_elem(dst, base + q, val, vbase + inner.off[0], es);
+        else oa_copy_elem(dst, base + q, val, vbase + inner.off[0], es);
       }
     }
   }
@@ -566,7 +536,7 @@ oa_status_t oa_ref_index_put_run(const oa_op_call_t *call, const oa_op_plan_t *p
   for (int64_t r = 0; r < g.numel; r++, it_next(&it)) {
     int64_t off = adv_offset(call, 2, &g, &it);
     if (accumulate) combine(dst, off, val, it.off[g.k + 1], x->dtype, RED_SUM);
-    else copy_elem(dst, off, val, it.off[g.k + 1], es);
+    else oa_copy_elem(dst, off, val, it.off[g.k + 1], es);
   }
   return OA_OK;
 }
@@ -634,7 +604,7 @@ oa_status_t oa_ref_scatter_run(const oa_op_call_t *call, const oa_op_plan_t *pla
   const int inc = call->n_ints > OA_ARG_SCATTER_INCLUDE_SELF && call->ints[OA_ARG_SCATTER_INCLUDE_SELF] == 1;
   const int64_t size = x->ndim > 0 ? x->shape[dim] : 1;
   for (int64_t i = 0; i < idx->numel; i++) {
-    int64_t v = load_index(idx, i);
+    int64_t v = oa_load_index(idx, i);
     if (v < 0 || v >= size) return index_error(diag, 1, "index", idx, i, v, dim, x, size, 0);
   }
   copy_self(x, y);
@@ -655,18 +625,18 @@ oa_status_t oa_ref_scatter_run(const oa_op_call_t *call, const oa_op_plan_t *pla
   const size_t es = elsize(x);
   if (red == RED_NONE) {
     for (int64_t i = 0; i < idx->numel; i++, it_next(&it))
-      copy_elem(dst, it.off[0] + load_index(idx, i) * dim_stride, s, it.off[1], es);
+      oa_copy_elem(dst, it.off[0] + oa_load_index(idx, i) * dim_stride, s, it.off[1], es);
     return OA_OK;
   }
   if (!inc) { /* the targets start from the identity (self is not part of the reduction) */
     it_t t = it;
     for (int64_t i = 0; i < idx->numel; i++, it_next(&t))
-      set_identity(dst, t.off[0] + load_index(idx, i) * dim_stride, x->dtype, red);
+      set_identity(dst, t.off[0] + oa_load_index(idx, i) * dim_stride, x->dtype, red);
   }
   int64_t *count = (int64_t *)scratch;
   if (red == RED_MEAN) memset(count, 0, (size_t)x->numel * sizeof(int64_t));
   for (int64_t i = 0; i < idx->numel; i++, it_next(&it)) {
-    int64_t o = it.off[0] + load_index(idx, i) * dim_stride;
+    int64_t o = it.off[0] + oa_load_index(idx, i) * dim_stride;
     combine(dst, o, s, it.off[1], x->dtype, red);
     if (red == RED_MEAN) count[o]++;
   }
@@ -799,8 +769,8 @@ oa_status_t oa_ref_masked_scatter_run(const oa_op_call_t *call, const oa_op_plan
   oa_nd_iter_init(&it, y->shape, y->ndim, 2, xs, ms, NULL);
   int64_t j = 0;
   for (int64_t i = 0; i < y->numel; i++, oa_nd_iter_next(&it)) {
-    if (mk[it.off[1]]) copy_elem(dst, i, s, j++, es);
-    else copy_elem(dst, i, a, it.off[0], es);
+    if (mk[it.off[1]]) oa_copy_elem(dst, i, s, j++, es);
+    else oa_copy_elem(dst, i, a, it.off[0], es);
   }
   return OA_OK;
 }

@@ -38,11 +38,6 @@ static uint64_t key_at(const oa_tensor_t *x, int64_t i) {
   }
 }
 
-/* dst[i] = src[j], elements of `es` bytes. */
-static void copy_elem(void *dst, int64_t i, const void *src, int64_t j, size_t es) {
-  memcpy((uint8_t *)dst + (size_t)i * es, (const uint8_t *)src + (size_t)j * es, es);
-}
-
 /* Row `r` of the [outer, n, inner] split: element i of it is at start + i * inner. */
 static int64_t row_start(int64_t r, int64_t n, int64_t inner) { return (r / inner) * n * inner + r % inner; }
 
@@ -183,7 +178,7 @@ static oa_status_t select_prepare(const oa_op_call_t *call, oa_op_plan_t *plan, 
 static void store_selected(const oa_op_call_t *call, const oa_op_plan_t *plan, int64_t r, int64_t pos) {
   const oa_tensor_t *x = call->inputs[0];
   int64_t n = plan->params[P_N], inner = plan->params[P_INNER];
-  copy_elem(call->outputs[0]->data, r, x->data, row_start(r, n, inner) + pos * inner, oa_dtype_size(x->dtype));
+  oa_copy_elem(call->outputs[0]->data, r, x->data, row_start(r, n, inner) + pos * inner, oa_dtype_size(x->dtype));
   if (call->n_outputs > 1) ((int64_t *)call->outputs[1]->data)[r] = pos;
 }
 
@@ -220,7 +215,7 @@ static void sorted_rows(const oa_op_call_t *call, const oa_op_plan_t *plan, int6
     int64_t start = row_start(r, n, inner), ostart = row_start(r, k, inner);
     sort_row(x, start, n, inner, descending, (uint64_t *)scratch, &keys, &idx);
     for (int64_t i = 0; i < k; i++) {
-      copy_elem(vals, ostart + i * inner, x->data, start + idx[i] * inner, es);
+      oa_copy_elem(vals, ostart + i * inner, x->data, start + idx[i] * inner, es);
       out_idx[ostart + i * inner] = idx[i];
     }
   }
