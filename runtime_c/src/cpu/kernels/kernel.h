@@ -65,6 +65,15 @@ extern const uint32_t oa_kernel_table_size;
 
 /* "[1, 3, 224, 224]" into buf (at least 96 bytes recommended). */
 const char *oa_shape_str(const oa_tensor_t *t, char *buf, size_t size);
+/* Integer argument i (0 when the file omits it) within [lo, hi], else an error naming it. */
+oa_status_t oa_check_int_arg(const oa_op_call_t *call, uint32_t i, const char *name, int64_t lo, int64_t hi,
+                             oa_diag_t *diag);
+/* PyTorch's pooling_output_shape (arguments bounded by the caller: no overflow below 2^50). */
+int64_t oa_pool_out_size(int64_t in, int64_t k, int64_t pad, int64_t s, int64_t d, int ceil_mode);
+/* slice / slice_scatter arguments of x (dim, 0 <= start <= end <= size, step >= 1) checked, and
+ * the sliced shape written to out_shape (x->ndim dims). */
+oa_status_t oa_check_slice(const oa_tensor_t *x, int64_t dim, int64_t start, int64_t end, int64_t step,
+                           int64_t *out_shape, oa_diag_t *diag);
 /* Element i of an int32 / int64 index tensor. */
 int64_t oa_load_index(const oa_tensor_t *t, int64_t i);
 /* "[1, 2]" for flat position `i` of a tensor (row-major), "[]" for a 0-d one (error messages). */

@@ -227,3 +227,42 @@ void oa_copy_elem(void *dst, int64_t i, const void *src, int64_t j, size_t es) {
     default: memcpy(d + i * (int64_t)es, s + j * (int64_t)es, es); break;
   }
 }
+
+oa_status_t oa_check_int_arg(const oa_op_call_t *call, uint32_t i, const char *name, int64_t lo, int64_t hi,
+                             oa_diag_t *diag) {
+  const int64_t v = i < call->n_ints ? call->ints[i] : 0;
+  if (v < lo || v > hi)
+    return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "argument %s = %lld is out of range (expected %lld to %lld)",
+                        name, (long long)v, (long long)lo, (long long)hi);
+  return OA_OK;
+}
+
+/* floor division for a possibly negative numerator, positive d */
+static int64_t div_floor(int64_t a, int64_t d) {
+  int64_t q = a / d;
+  return (a % d != 0 && a < 0) ? q - 1 : q;
+}
+
+int64_t oa_pool_out_size(int64_t in, int64_t k, int64_t pad, int64_t s, int64_t d, int ceil_mode) {
+  int64_t o = div_floor(in + 2 * pad - d * (k - 1) - 1 + (ceil_mode ? s - 1 : 0), s) + 1;
+  if (ceil_mode && (o - 1) * s >= in + pad) o--;
+  return o;
+}
+
+oa_status_t oa_check_slice(const oa_tensor_t *x, int64_t dim, int64_t start, int64_t end, int64_t step,
+                           int64_t *out_shape, oa_diag_t *diag) {
+  if (dim < 0 || dim >= x->ndim)
+    return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "argument dim = %lld is out of range for a %d-dim tensor "
+                        "(expected 0 to %d)", (long long)dim, x->ndim, x->ndim - 1);
+  const int64_t size = x->shape[dim];
+  if (step < 1)
+    return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "argument step = %lld: expected a positive step",
+                        (long long)step);
+  if (start < 0 || start > size || end < start || end > size)
+    return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM,
+                        "arguments start = %lld, end = %lld: expected 0 <= start <= end <= %lld (size of dim %lld)",
+                        (long long)start, (long long)end, (long long)size, (long long)dim);
+  for (int32_t d = 0; d < x->ndim; d++) out_shape[d] = x->shape[d];
+  out_shape[dim] = end == start ? 0 : (end - start - 1) / step + 1;
+  return OA_OK;
+}

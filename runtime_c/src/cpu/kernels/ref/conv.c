@@ -56,15 +56,6 @@ _Static_assert(OA_ARG_CONV2D_STRIDE_W == OA_ARG_CONV2D_STRIDE_H + 1 &&
                    OA_ARG_CONV2D_DILATION_W == OA_ARG_CONV2D_STRIDE_H + 5,
                "conv2d: stride, padding, dilation are no longer one run of ints in opset.py");
 
-static oa_status_t check_arg(const oa_op_call_t *call, uint32_t i, const char *name, int64_t lo, int64_t hi,
-                             oa_diag_t *diag) {
-  int64_t v = iarg(call, i);
-  if (v < lo || v > hi)
-    return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "argument %s = %lld is out of range (expected %lld to %lld)",
-                        name, (long long)v, (long long)lo, (long long)hi);
-  return OA_OK;
-}
-
 /* a * b for non-negative operands, saturated at CONV_BIG. */
 static int64_t smul(int64_t a, int64_t b) {
   if (a == 0 || b == 0) return 0;
@@ -104,7 +95,7 @@ static oa_status_t conv_common(const oa_op_call_t *call, oa_op_plan_t *plan, uin
   for (uint32_t i = 0; i < 6; i++) {
     const uint32_t a = (uint32_t)OA_ARG_CONV2D_STRIDE_H + i;
     int64_t lo = (a == OA_ARG_CONV2D_PAD_H || a == OA_ARG_CONV2D_PAD_W) ? 0 : 1;
-    if ((st = check_arg(call, a, names[i], lo, CONV_ARG_MAX, diag))) return st;
+    if ((st = oa_check_int_arg(call, a, names[i], lo, CONV_ARG_MAX, diag))) return st;
   }
   const int nhwc = layout == LAYOUT_NHWC, x_nhwc = nhwc && !in_nchw;
   const int64_t c = x->shape[x_nhwc ? 3 : 1], g = iarg(call, OA_ARG_CONV2D_GROUPS);

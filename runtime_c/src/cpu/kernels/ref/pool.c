@@ -41,28 +41,6 @@ _Static_assert(OA_ARG_AVG_POOL2D_KERNEL_H == OA_ARG_MAX_POOL2D_KERNEL_H &&
                    OA_ARG_AVG_POOL2D_PAD_W == OA_ARG_MAX_POOL2D_PAD_W,
                "avg_pool2d and max_pool2d no longer share the kernel, stride, padding layout in opset.py");
 
-static oa_status_t check_arg(const oa_op_call_t *call, uint32_t i, const char *name, int64_t lo, int64_t hi,
-                             oa_diag_t *diag) {
-  int64_t v = iarg(call, i);
-  if (v < lo || v > hi)
-    return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "argument %s = %lld is out of range (expected %lld to %lld)",
-                        name, (long long)v, (long long)lo, (long long)hi);
-  return OA_OK;
-}
-
-/* floor division for a possibly negative numerator, positive d */
-static int64_t div_floor(int64_t a, int64_t d) {
-  int64_t q = a / d;
-  return (a % d != 0 && a < 0) ? q - 1 : q;
-}
-
-/* PyTorch's pooling_output_shape (all arguments bounded by POOL_ARG_MAX, in <= 2^50). */
-static int64_t pool_out_size(int64_t in, int64_t k, int64_t pad, int64_t s, int64_t d, int ceil_mode) {
-  int64_t o = div_floor(in + 2 * pad - d * (k - 1) - 1 + (ceil_mode ? s - 1 : 0), s) + 1;
-  if (ceil_mode && (o - 1) * s >= in + pad) o--;
-  return o;
-}
-
 /* The max ops' outputs: out, and optionally indices (int64, out's shape). */
 static oa_status_t check_max_outputs(const oa_op_call_t *call, uint32_t min_ints, oa_diag_t *diag) {
   if (call->n_outputs != 1 && call->n_outputs != 2)
@@ -119,8 +97,8 @@ static oa_status_t window_prepare(const oa_op_call_t *call, oa_op_plan_t *plan, 
     }
     if (i == 4 || i == 5) {
       /* pad <= kernel / 2 */
-      if ((st = check_arg(call, WIN_ARG(i), names[i], 0, v[i - 4] / 2, diag))) return st;
-    } else if ((st = check_arg(call, WIN_ARG(i), names[i], 1, POOL_ARG_MAX, diag))) {
+      if ((st = oa_check_int_arg(call, WIN_ARG(i), names[i], 0, v[i - 4] / 2, diag))) return st;
+    } else if ((st = oa_check_int_arg(call, WIN_ARG(i), names[i], 1, POOL_ARG_MAX, diag))) {
       return st;
     }
     v[i] = iarg(call, WIN_ARG(i));
@@ -129,7 +107,7 @@ static oa_status_t window_prepare(const oa_op_call_t *call, oa_op_plan_t *plan, 
   int64_t in[2] = {x->shape[x->ndim - 2], x->shape[x->ndim - 1]};
   int64_t out[2];
   for (int i = 0; i < 2; i++) {
-    out[i] = pool_out_size(in[i], v[i], v[4 + i], v[2 + i], v[6 + i], ceil_mode);
+    out[i] = oa_pool_out_size(in[i], v[i], v[4 + i], v[2 + i], v[6 + i], ceil_mode);
     if (out[i] < 1) {
       char s[128];
       return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM,
@@ -152,7 +130,7 @@ oa_status_t oa_ref_max_pool2d_prepare(const oa_op_call_t *call, const oa_kernel_
   oa_status_t st;
   if ((st = check_max_outputs(call, 8, diag))) return st;
   if ((st = check_io(call, OA_DT_NUM | OA_DT_I8 | OA_DT_U8, diag))) return st;
-  if ((st = check_arg(call, OA_ARG_MAX_POOL2D_CEIL_MODE, "ceil_mode", 0, 1, diag))) return st;
+  if ((st = oa_check_int_arg(call, OA_ARG_MAX_POOL2D_CEIL_MODE, "ceil_mode", 0, 1, diag))) return st;
   if ((st = window_prepare(call, plan, 1, (int)iarg(call, OA_ARG_MAX_POOL2D_CEIL_MODE), diag))) return st;
   return check_indices(call, diag);
 }
@@ -246,9 +224,9 @@ oa_status_t oa_ref_avg_pool2d_prepare(const oa_op_call_t *call, const oa_kernel_
   oa_status_t st;
   if ((st = oa_check_arity(call, 1, 1, 1, 6, 0, diag))) return st;
   if ((st = check_io(call, OA_DT_F32, diag))) return st;
-  if ((st = check_arg(call, OA_ARG_AVG_POOL2D_CEIL_MODE, "ceil_mode", 0, 1, diag))) return st;
-  if ((st = check_arg(call, OA_ARG_AVG_POOL2D_COUNT_INCLUDE_PAD, "count_include_pad", 0, 1, diag))) return st;
-  if ((st = check_arg(call, OA_ARG_AVG_POOL2D_DIVISOR_OVERRIDE, "divisor_override", -POOL_ARG_MAX, POOL_ARG_MAX, diag)))
+  if ((st = oa_check_int_arg(call, OA_ARG_AVG_POOL2D_CEIL_MODE, "ceil_mode", 0, 1, diag))) return st;
+  if ((st = oa_check_int_arg(call, OA_ARG_AVG_POOL2D_COUNT_INCLUDE_PAD, "count_include_pad", 0, 1, diag))) return st;
+  if ((st = oa_check_int_arg(call, OA_ARG_AVG_POOL2D_DIVISOR_OVERRIDE, "divisor_override", -POOL_ARG_MAX, POOL_ARG_MAX, diag)))
     return st;
   /* ints: kernel(2) stride(2) pad(2) then ceil_mode: window_prepare reads the shared run, no dilation */
   if ((st = window_prepare(call, plan, 0, (int)iarg(call, OA_ARG_AVG_POOL2D_CEIL_MODE), diag))) return st;

@@ -46,28 +46,6 @@ _Static_assert(OA_ARG_AVG_POOL3D_KERNEL_D == OA_ARG_MAX_POOL3D_KERNEL_D &&
                "avg_pool3d and max_pool3d no longer share the kernel, stride, padding layout in opset.py");
 #define WIN_ARG(k) ((uint32_t)OA_ARG_MAX_POOL3D_KERNEL_D + (uint32_t)(k))
 
-static oa_status_t check_arg(const oa_op_call_t *call, uint32_t i, const char *name, int64_t lo, int64_t hi,
-                             oa_diag_t *diag) {
-  int64_t v = iarg(call, i);
-  if (v < lo || v > hi)
-    return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "argument %s = %lld is out of range (expected %lld to %lld)",
-                        name, (long long)v, (long long)lo, (long long)hi);
-  return OA_OK;
-}
-
-/* floor division for a possibly negative numerator, positive d */
-static int64_t div_floor(int64_t a, int64_t d) {
-  int64_t q = a / d;
-  return (a % d != 0 && a < 0) ? q - 1 : q;
-}
-
-/* PyTorch's pooling_output_shape (arguments bounded by POOL_ARG_MAX, sizes by the tensor limits) */
-static int64_t pool_out_size(int64_t in, int64_t k, int64_t pad, int64_t s, int64_t d, int ceil_mode) {
-  int64_t o = div_floor(in + 2 * pad - d * (k - 1) - 1 + (ceil_mode ? s - 1 : 0), s) + 1;
-  if (ceil_mode && (o - 1) * s >= in + pad) o--;
-  return o;
-}
-
 /* Input 0 [*, D, H, W] (4 or 5 dims) of `dtypes`, output 0 of its dtype; with `max_outputs` 2 an
  * optional output 1 (indices, int64). */
 static oa_status_t check_io(const oa_op_call_t *call, uint64_t dtypes, uint32_t max_outputs, uint32_t min_ints,
@@ -120,9 +98,9 @@ static oa_status_t window_prepare(const oa_op_call_t *call, oa_op_plan_t *plan, 
       continue;
     }
     if (i >= 6 && i < 9) /* pad <= kernel / 2 */
-      st = check_arg(call, WIN_ARG(i), names[i], 0, v[i - 6] / 2, diag);
+      st = oa_check_int_arg(call, WIN_ARG(i), names[i], 0, v[i - 6] / 2, diag);
     else
-      st = check_arg(call, WIN_ARG(i), names[i], 1, POOL_ARG_MAX, diag);
+      st = oa_check_int_arg(call, WIN_ARG(i), names[i], 1, POOL_ARG_MAX, diag);
     if (st) return st;
     v[i] = iarg(call, WIN_ARG(i));
   }
@@ -130,7 +108,7 @@ static oa_status_t window_prepare(const oa_op_call_t *call, oa_op_plan_t *plan, 
   int64_t out[3];
   for (int i = 0; i < 3; i++) {
     int64_t in = x->shape[x->ndim - 3 + i];
-    out[i] = pool_out_size(in, v[i], v[6 + i], v[3 + i], v[9 + i], ceil_mode);
+    out[i] = oa_pool_out_size(in, v[i], v[6 + i], v[3 + i], v[9 + i], ceil_mode);
     if (out[i] < 1) {
       char s[128];
       return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM,
@@ -163,7 +141,7 @@ oa_status_t oa_ref_max_pool3d_prepare(const oa_op_call_t *call, const oa_kernel_
   (void)env;
   oa_status_t st;
   if ((st = check_io(call, OA_DT_ALL & ~OA_DT_BOOL, 2, 12, diag))) return st;
-  if ((st = check_arg(call, OA_ARG_MAX_POOL3D_CEIL_MODE, "ceil_mode", 0, 1, diag))) return st;
+  if ((st = oa_check_int_arg(call, OA_ARG_MAX_POOL3D_CEIL_MODE, "ceil_mode", 0, 1, diag))) return st;
   return window_prepare(call, plan, 1, (int)iarg(call, OA_ARG_MAX_POOL3D_CEIL_MODE), diag);
 }
 
@@ -234,9 +212,9 @@ oa_status_t oa_ref_avg_pool3d_prepare(const oa_op_call_t *call, const oa_kernel_
   (void)env;
   oa_status_t st;
   if ((st = check_io(call, OA_DT_F32 | OA_DT_I64, 1, 9, diag))) return st;
-  if ((st = check_arg(call, OA_ARG_AVG_POOL3D_CEIL_MODE, "ceil_mode", 0, 1, diag))) return st;
-  if ((st = check_arg(call, OA_ARG_AVG_POOL3D_COUNT_INCLUDE_PAD, "count_include_pad", 0, 1, diag))) return st;
-  if ((st = check_arg(call, OA_ARG_AVG_POOL3D_DIVISOR_OVERRIDE, "divisor_override", -POOL_ARG_MAX, POOL_ARG_MAX, diag)))
+  if ((st = oa_check_int_arg(call, OA_ARG_AVG_POOL3D_CEIL_MODE, "ceil_mode", 0, 1, diag))) return st;
+  if ((st = oa_check_int_arg(call, OA_ARG_AVG_POOL3D_COUNT_INCLUDE_PAD, "count_include_pad", 0, 1, diag))) return st;
+  if ((st = oa_check_int_arg(call, OA_ARG_AVG_POOL3D_DIVISOR_OVERRIDE, "divisor_override", -POOL_ARG_MAX, POOL_ARG_MAX, diag)))
     return st;
   if ((st = window_prepare(call, plan, 0, (int)iarg(call, OA_ARG_AVG_POOL3D_CEIL_MODE), diag))) return st;
   plan->params[P_CIP] = iarg(call, OA_ARG_AVG_POOL3D_COUNT_INCLUDE_PAD);

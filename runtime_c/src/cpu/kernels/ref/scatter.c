@@ -665,20 +665,8 @@ oa_status_t oa_ref_slice_scatter_prepare(const oa_op_call_t *call, const oa_kern
   if ((st = oa_check_ndim(call, x, 1, OA_MAX_DIMS, "input 0 (self)", diag))) return st;
   int64_t dim = call->ints[OA_ARG_SLICE_SCATTER_DIM], start = call->ints[OA_ARG_SLICE_SCATTER_START];
   int64_t end = call->ints[OA_ARG_SLICE_SCATTER_END], step = call->ints[OA_ARG_SLICE_SCATTER_STEP];
-  if (dim < 0 || dim >= x->ndim)
-    return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "argument dim = %lld is out of range for a %d-dim tensor "
-                        "(expected 0 to %d)", (long long)dim, x->ndim, x->ndim - 1);
-  int64_t size = x->shape[dim];
-  if (step < 1)
-    return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "argument step = %lld: expected a positive step",
-                        (long long)step);
-  if (start < 0 || start > size || end < start || end > size)
-    return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM,
-                        "arguments start = %lld, end = %lld: expected 0 <= start <= end <= %lld (size of dim %lld)",
-                        (long long)start, (long long)end, (long long)size, (long long)dim);
   int64_t want[OA_MAX_DIMS];
-  for (int32_t d = 0; d < x->ndim; d++) want[d] = x->shape[d];
-  want[dim] = end == start ? 0 : (end - start - 1) / step + 1;
+  if ((st = oa_check_slice(x, dim, start, end, step, want, diag))) return st;
   return oa_check_shape(call, src, want, x->ndim, "input 1 (src)", diag);
 }
 
