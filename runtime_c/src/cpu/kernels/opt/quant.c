@@ -47,6 +47,9 @@ extern const oa_q8_isa_t oa_q8_avx512_isa;
 #if defined(OA_BUILT_AVX512_VNNI)
 extern const oa_q8_isa_t oa_q8_avx512_vnni_isa;
 #endif
+#if defined(OA_BUILT_AMX)
+extern const oa_q8_isa_t oa_q8_avx512_amx_isa;
+#endif
 #if defined(OA_BUILT_NEON)
 extern const oa_q8_isa_t oa_q8_neon_isa;
 extern const oa_q8_isa_t *oa_q8_neon_sdot_isa(void);
@@ -65,6 +68,9 @@ const oa_q8_isa_t *oa_q8_isa(int32_t id, int32_t dot) {
 #endif
 #if defined(OA_BUILT_AVX512)
     case OA_ISA_AVX512:
+#if defined(OA_BUILT_AMX)
+      if (dot == 2) return &oa_q8_avx512_amx_isa;
+#endif
 #if defined(OA_BUILT_AVX512_VNNI)
       if (dot) return &oa_q8_avx512_vnni_isa;
 #endif
@@ -167,7 +173,7 @@ typedef struct q8_geo {
 /* grid columns for this table and conv (q8_geo_t) */
 static void grid_geo(const oa_q8_isa_t *isa, int32_t path, q8_geo_t *q) {
   q->grid = 0;
-  if (path != P_GEMM || !isa->u8 || !isa->pack || q->sh > 2 || q->sw > 2 || q->ow < Q8_GRID_MIN_OW) return;
+  if (path != P_GEMM || !isa->pack || q->sh > 2 || q->sw > 2 || q->ow < Q8_GRID_MIN_OW) return;
   q->grid = 1;
   q->hq = oa_cdiv(q->hp, q->sh), q->wq = oa_cdiv(q->wp, q->sw);
   q->chan = q->sh * q->sw * q->hq * q->wq;
@@ -214,7 +220,7 @@ static void layout(const oa_q8_isa_t *isa, int32_t path, const q8_geo_t *q, int3
   l->off_corr = 0;
   shared = up64(oa_cap_mul(q->cout, 8));
   if (path == P_GEMM || path == P_LGEMM) {
-    l->kp = round_up(q->k, isa->kg);
+    l->kp = round_up(q->k, isa->kpad ? isa->kpad : isa->kg);
     /* column block: a B block of <= Q8_B_BLOCK_BYTES, whole panels */
     int64_t nc = Q8_B_BLOCK_BYTES / oa_max64(1, l->kp * eb) / nr * nr;
     nc = oa_max64(4 * nr, oa_min64(nc, Q8_NC_MAX)); /* >= 4 panels: an A tile is reused from L2 */
@@ -240,8 +246,9 @@ static void layout(const oa_q8_isa_t *isa, int32_t path, const q8_geo_t *q, int3
      * (small images, linear) the in-place tile (when the ISA has one) is faster overall */
     /* VNNI reads W in place (4 consecutive k of a row are one broadcast) unless K is not a
      * multiple of 4 and W is small (the stem conv: 3 x 7 x 7): its packed tiles have no K tail */
-    l->a_in_place = isa->gemm_rows && (isa->u8 ? q->k % 4 == 0 || q->g * q->rows * q->k > ((int64_t)1 << 18)
-                                               : q->n * q->cols < Q8_A_IN_PLACE_COLS);
+    /* AMX: gemm_rows only (A tiles are rows of W) */
+    l->a_in_place = isa->gemm_rows && (!isa->gemm || (isa->u8 ? q->k % 4 == 0 || q->g * q->rows * q->k > ((int64_t)1 << 18)
+                                                                : q->n * q->cols < Q8_A_IN_PLACE_COLS));
     l->a_tiles = l->a_in_place ? 0 : q->g * oa_cdiv(q->rows, mr);
     l->a_tile_bytes = oa_cap_mul(oa_cap_mul(l->kp, mr), eb);
     l->off_a = shared;
@@ -369,6 +376,7 @@ static void gemm_task(const q8_ctx_t *x, int64_t t, uint8_t *slot) {
       p += len, ox += len;
     }
   }
+  if (isa->tile_on) isa->tile_on(); /* AMX: this thread's tile configuration */
   for (int64_t i = r0; i < r1; i += mr) {
     const int32_t m = (int32_t)oa_min64(mr, r1 - i);
     const int64_t c0 = g * q->cout_g + i;
@@ -394,6 +402,7 @@ static void gemm_task(const q8_ctx_t *x, int64_t t, uint8_t *slot) {
       }
     }
   }
+  if (isa->tile_off) isa->tile_off();
 }
 
 /* One depthwise plane: image b, channel c. */
@@ -572,6 +581,11 @@ static oa_status_t begin(oa_op_plan_t *plan, const oa_kernel_env_t *env, int32_t
   int32_t dot = 0;
   if (id == OA_ISA_NEON) dot = f && f->dotprod;
   else if (id == OA_ISA_AVX512) dot = vnni && f->avx512_vnni;
+  /* AMX (features.c: amx_* only with the OS permission) before VNNI where both are allowed */
+#if defined(OA_BUILT_AMX)
+  if (id == OA_ISA_AVX512 && f && (env->isas & OA_CPU_ISA_AMX) && f->amx_tile && f->amx_int8 && f->avx512_vnni)
+    dot = 2;
+#endif
   else if (id == OA_ISA_AVX2) dot = vnni && f->avx_vnni;
   *isa = oa_q8_isa(id, dot);
   if (!*isa) return OA_ERR_UNSUPPORTED;
@@ -793,6 +807,7 @@ oa_status_t oa_opt_linear_q8_run(const oa_op_call_t *call, const oa_op_plan_t *p
   static const oa_kernel_t op##_named[] = {                                                                    \
       {#op, "avx512_vnni", OA_DT_I8, oa_opt_##op##_prepare, oa_opt_##op##_run},                                \
       {#op, "avx_vnni", OA_DT_I8, oa_opt_##op##_prepare, oa_opt_##op##_run},                                   \
+      {#op, "avx512_amx", OA_DT_I8, oa_opt_##op##_prepare, oa_opt_##op##_run},                                 \
   };                                                                                                           \
   oa_status_t oa_opt_##op##_prepare(const oa_op_call_t *call, const oa_kernel_env_t *env, oa_op_plan_t *plan,  \
                                     oa_diag_t *diag) {                                                         \
