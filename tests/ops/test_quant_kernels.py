@@ -407,19 +407,26 @@ def test_host_oa_run_kernels(family: str) -> None:
 
 def test_amx_tiles_where_the_cpu_has_them() -> None:
     """a CPU with AMX (amx_tile + amx_int8, the OS granting the tile state) runs the AMX tile by
-    default, the VNNI one with "avx512,vnni" (AMX not allowed), the plain one with "avx512"; skipped
-    where the CPU, the OS or this build lacks it"""
+    default where it pays (GEMMs of K >= 64), the VNNI one elsewhere; every call with "avx512,amx";
+    the VNNI one with "avx512,vnni", the plain one with "avx512"; skipped where the CPU, the OS or
+    this build lacks it"""
     q = CpuDevice().properties()["queries"]
     if not (q.get("cpu.amx_int8") and q.get("cpu.amx_tile") and q.get("cpu.avx512_vnni")):
         pytest.skip("this CPU (or its OS: no arch_prctl tile permission) lacks AMX int8: the avx512_amx tile is "
                     "not run here")
     if not q["cpu.isas"] & CPU_ISA_OPTIONS["amx"]:
         pytest.skip("this runtime was built without the AMX tile (the compiler lacks -mamx-int8)")
-    buf, _ = program("linear")
-    for flags, name in (([], "avx512_amx"), (["--isa", "avx512,vnni"], "avx512_vnni"),
-                        (["--isa", "avx512,amx,vnni"], "avx512_amx"), (["--isa", "avx512"], "avx512")):
+    buf, cases = program("linear")
+    # with VNNI allowed too, the calls that would not run the AMX tile, or run it on K < 64 (the
+    # GEMV: M <= 4), take the VNNI one (opt/quant.c, amx_or_vnni)
+    mixed = ["avx512_amx" if c.x.size // c.w.shape[1] > 4 and c.w.shape[1] >= 64 else "avx512_vnni" for c in cases]
+    assert "avx512_amx" in mixed and "avx512_vnni" in mixed
+    for flags, want in (([], mixed), (["--isa", "avx512,amx,vnni"], mixed),
+                        (["--isa", "avx512,amx"], ["avx512_amx"] * len(cases)),
+                        (["--isa", "avx512,vnni"], ["avx512_vnni"] * len(cases)),
+                        (["--isa", "avx512"], ["avx512"] * len(cases))):
         _, kernels = run_oa("host", buf, feeds("linear"), *flags)
-        check_kernels("linear", kernels, name, f"host {' '.join(flags)}")
+        assert kernels == want, f"host {' '.join(flags)}: {list(zip([c.name for c in cases], kernels))}"
 
 
 @pytest.mark.parametrize("feature, isa, name", [("avx512_vnni", "avx512", "avx512_vnni"),

@@ -139,11 +139,13 @@ Q8_DEFINE_PACK(pack_w1, int16_t, 1, Q8_RAW)
 Q8_DEFINE_PACK(pack_w2, int16_t, 2, Q8_RAW)
 Q8_DEFINE_PACK(pack_b4, int8_t, 4, Q8_RAW)
 Q8_DEFINE_PACK(pack_u4, uint8_t, 4, Q8_XOR)
+Q8_DEFINE_PACK(pack_a64, int8_t, 64, Q8_RAW)
 
 /* A tiles (`b` 0: W, raw) and B panels (`b` 1: the activations, x ^ 0x80 for u8 tables) */
 static void pack(const oa_q8_isa_t *isa, int b, const int8_t *src, const int64_t *koff, int64_t k, int64_t kp,
                  const int64_t *cb, int32_t nc, int32_t nr, void *dst) {
   if (b && isa->pack) isa->pack(src, koff, k, kp, cb, nc, nr, dst);
+  else if (!b && isa->akg == 64) pack_a64(src, koff, k, kp, cb, nc, nr, (int8_t *)dst);
   else if (isa->wide && isa->kg == 1) pack_w1(src, koff, k, kp, cb, nc, nr, (int16_t *)dst);
   else if (isa->wide) pack_w2(src, koff, k, kp, cb, nc, nr, (int16_t *)dst);
   else if (b && isa->u8) pack_u4(src, koff, k, kp, cb, nc, nr, (uint8_t *)dst);
@@ -204,7 +206,7 @@ static void linear_geo(const oa_op_call_t *call, q8_geo_t *q) {
 
 /* The work split and the scratch of one call (prepare and run compute the same). */
 typedef struct q8_layout {
-  int64_t kp, nc, mc, n_cb, n_rb, tasks, slots;
+  int64_t kp, kpa, nc, mc, n_cb, n_rb, tasks, slots; /* kpa: K of packed A tiles */
   int64_t off_corr, off_koff, off_pad, off_a, off_slots, slot_bytes, total; /* bytes; -1: too big */
   int64_t a_tiles, a_tile_bytes; /* A packed once per run: g * ceil(rows / MR) tiles */
   int32_t a_in_place;             /* the ISA's gemm_rows reads W in place instead */
@@ -220,7 +222,8 @@ static void layout(const oa_q8_isa_t *isa, int32_t path, const q8_geo_t *q, int3
   l->off_corr = 0;
   shared = up64(oa_cap_mul(q->cout, 8));
   if (path == P_GEMM || path == P_LGEMM) {
-    l->kp = round_up(q->k, isa->kpad ? isa->kpad : isa->kg);
+    l->kp = round_up(q->k, isa->kg);
+    l->kpa = round_up(q->k, isa->akg ? isa->akg : isa->kg);
     /* column block: a B block of <= Q8_B_BLOCK_BYTES, whole panels */
     int64_t nc = Q8_B_BLOCK_BYTES / oa_max64(1, l->kp * eb) / nr * nr;
     nc = oa_max64(4 * nr, oa_min64(nc, Q8_NC_MAX)); /* >= 4 panels: an A tile is reused from L2 */
@@ -246,15 +249,18 @@ static void layout(const oa_q8_isa_t *isa, int32_t path, const q8_geo_t *q, int3
      * (small images, linear) the in-place tile (when the ISA has one) is faster overall */
     /* VNNI reads W in place (4 consecutive k of a row are one broadcast) unless K is not a
      * multiple of 4 and W is small (the stem conv: 3 x 7 x 7): its packed tiles have no K tail */
-    /* AMX: gemm_rows only (A tiles are rows of W) */
-    l->a_in_place = isa->gemm_rows && (!isa->gemm || (isa->u8 ? q->k % 4 == 0 || q->g * q->rows * q->k > ((int64_t)1 << 18)
-                                                                : q->n * q->cols < Q8_A_IN_PLACE_COLS));
+    /* AMX (akg 64): W in place when K is whole steps and the rows whole 32-row blocks */
+    if (isa->akg)
+      l->a_in_place = isa->gemm_rows && q->k % isa->akg == 0 && q->rows % mr == 0;
+    else
+      l->a_in_place = isa->gemm_rows && (isa->u8 ? q->k % 4 == 0 || q->g * q->rows * q->k > ((int64_t)1 << 18)
+                                                 : q->n * q->cols < Q8_A_IN_PLACE_COLS);
     l->a_tiles = l->a_in_place ? 0 : q->g * oa_cdiv(q->rows, mr);
-    l->a_tile_bytes = oa_cap_mul(oa_cap_mul(l->kp, mr), eb);
+    l->a_tile_bytes = oa_cap_mul(oa_cap_mul(l->kpa, mr), eb);
     l->off_a = shared;
     shared = oa_cap_add(shared, up64(oa_cap_mul(l->a_tiles, l->a_tile_bytes)));
     l->s_b = 0;
-    slot = up64(oa_cap_mul(oa_cap_mul(l->kp, nc), eb));
+    slot = up64(oa_cap_add(oa_cap_mul(oa_cap_mul(l->kp, nc), eb), isa->bslack));
     l->s_acc = slot; /* the MR x nc sums of a column block, requantized row by row */
     slot = oa_cap_add(slot, up64(oa_cap_mul(mr * 4, nc)));
     l->s_cb = slot;
@@ -520,7 +526,7 @@ static void pack_a_fn(void *ctx, int64_t t0, int64_t t1) {
   for (int64_t t = t0; t < t1; t++) {
     const int64_t g = t / per, i = (t % per) * mr;
     const int32_t m = (int32_t)oa_min64(mr, q->rows - i);
-    pack(x->isa, 0, x->w + (g * q->rows + i) * q->k, NULL, q->k, x->l.kp, cb, m, mr, x->apack + t * x->l.a_tile_bytes);
+    pack(x->isa, 0, x->w + (g * q->rows + i) * q->k, NULL, q->k, x->l.kpa, cb, m, mr, x->apack + t * x->l.a_tile_bytes);
   }
 }
 
@@ -597,6 +603,21 @@ static oa_status_t begin(oa_op_plan_t *plan, const oa_kernel_env_t *env, int32_t
   return OA_OK;
 }
 
+/* The AMX table's calls that do not run its tile, or run it on K < Q8_AMX_K_MIN (one K step
+ * mostly of zeros: the tile's loads and stores cost more than the VNNI tile's whole work, measured
+ * on MobileNetV2's 1x1 convs of K 16-32), take the VNNI table instead when it is allowed too (the
+ * same kernels elsewhere: depthwise, GEMV). Forced alone (disable VNNI), AMX runs every call. */
+#ifndef Q8_AMX_K_MIN
+#define Q8_AMX_K_MIN 64
+#endif
+static void amx_or_vnni(oa_op_plan_t *plan, const oa_kernel_env_t *env, int32_t path, int64_t k,
+                        const oa_q8_isa_t **isa) {
+  if (plan->params[Q_DOT] != 2 || ((path == P_GEMM || path == P_LGEMM) && k >= Q8_AMX_K_MIN)) return;
+  if (!(env->isas & OA_CPU_ISA_VNNI) || !env->features->avx512_vnni) return;
+  plan->params[Q_DOT] = 1;
+  *isa = oa_q8_isa((int32_t)plan->params[Q_ISA], 1);
+}
+
 /* ---- conv2d_q8 ------------------------------------------------------------------------------ */
 
 /* the GEMM reads a copy of the input: padded with input_zp, or split into phase planes */
@@ -650,12 +671,14 @@ static oa_status_t oa_opt_conv2d_q8_prepare_isa(const oa_op_call_t *call, const 
   conv_geo(call, &q);
   if (q.k > OA_Q8_K_MAX || q.n * q.cout * q.cols == 0) return OA_ERR_UNSUPPORTED;
   if (q.g == q.cin && q.g == q.cout) {
+    amx_or_vnni(plan, env, P_DW, 0, &isa);
     const oa_opt_isa_t *f = oa_opt_isa(id);
     q.vw = f ? f->vw : 0;
     if (isa->dwp && q.sh <= 2 && q.sw <= 2 && q.kh * q.kw <= OA_Q8_DWP_TAPS_MAX)
       return finish_plan(plan, isa, P_DWP, &q, 0);
     return finish_plan(plan, isa, f && f->dw && q.kh * q.kw <= Q8_DWF_TAPS_MAX ? P_DWF : P_DW, &q, 0);
   }
+  amx_or_vnni(plan, env, P_GEMM, q.k, &isa);
   grid_geo(isa, P_GEMM, &q);
   return finish_plan(plan, isa, P_GEMM, &q, conv_copies_input(&q));
 }
@@ -745,7 +768,9 @@ static oa_status_t oa_opt_linear_q8_prepare_isa(const oa_op_call_t *call, const 
   q8_geo_t q;
   linear_geo(call, &q);
   if (q.k > OA_Q8_K_MAX || q.k == 0 || q.rows == 0 || q.cols == 0) return OA_ERR_UNSUPPORTED;
-  return finish_plan(plan, isa, q.cols <= Q8_GEMV_M_MAX ? P_GEMV : P_LGEMM, &q, 0);
+  const int32_t path = q.cols <= Q8_GEMV_M_MAX ? P_GEMV : P_LGEMM;
+  amx_or_vnni(plan, env, path, q.k, &isa);
+  return finish_plan(plan, isa, path, &q, 0);
 }
 
 oa_status_t oa_opt_linear_q8_run(const oa_op_call_t *call, const oa_op_plan_t *plan, void *scratch,

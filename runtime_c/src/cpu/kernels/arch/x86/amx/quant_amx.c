@@ -5,16 +5,20 @@
  * K <= 65536: every sum < 2^31). Signed times signed: the activations are packed raw (no x ^ 0x80),
  * the driver's correction is the plain one, corr = bias - input_zp * sum W.
  *   GEMM: a 32 x 32 block, 2 A + 2 B + 4 C tiles (all 16 rows x 64 bytes: one configuration), K
- *         in steps of 64 (the driver pads B panels to kpad = 64 with zero groups, so every B load
- *         is inside its panel). A tiles are loaded from W in place (rows ldw apart) while the
- *         whole 32 x 64 block is inside W; the K tail (K % 64) and blocks of fewer than 32 rows go
- *         through a zero-padded 32 x 64 copy on the stack, so nothing is read past a row of W
- *         (the zero B groups past K then meet zero A columns, not garbage).
+ *         in steps of 64. A comes packed by the driver ([kpa / 64][32][64], zero past K and past
+ *         the rows: akg = 64), or from W in place (gemm_rows, rows ldw apart: the driver's choice
+ *         when K is a multiple of 64 and the rows of 32; a K tail or fewer rows go through a
+ *         zero-padded 32 x 64 copy on the stack, nothing is read past a row of W). B panels are
+ *         the driver's [kp / 4][32][4] with kp = K rounded up to 4: the last step's B tiles read
+ *         up to 15 groups (1920 bytes) past the panel, the next panel's bytes or the driver's
+ *         bslack; those rows meet zero A columns, so they add exactly 0.
  *   Tile state: per thread. tile_on loads the configuration (and zeroes the tiles) at the start
  *         of each GEMM task, tile_off releases the tiles at its end: threadpool workers, and
  *         other code of the process that uses AMX with its own configuration, are fine.
- * The packing of B (raw bytes), the GEMV (M <= 4, VNNI: every AMX CPU has AVX512-VNNI), the
- * requantization and the rest are the AVX512 / AVX512-VNNI instances. Compiled with the AVX-512
+ * The packing of B (the VNNI file's packer, raw bytes), the GEMV (M <= 4), the requantization and
+ * the rest are the AVX-512 instances (no VNNI instruction: this table also runs with VNNI
+ * disabled; where VNNI is allowed, the driver gives calls that do not use the tile to the VNNI
+ * table, opt/quant.c amx_or_vnni). Compiled with the AVX-512
  * flags, -mamx-tile -mamx-int8; only called when the CPU reports amx_tile + amx_int8 +
  * avx512_vnni, the OS granted the tile data state (features.c) and env->isas has
  * OA_CPU_ISA_AVX512 and OA_CPU_ISA_AMX (opt/quant.c). */
@@ -61,8 +65,22 @@ static void qa_tile_off(void) { _tile_release(); }
     _tile_dpbssd(3, 5, 7);                                     \
   } while (0)
 
-/* W rows w + i * ldw (i < mr <= 32; k int8 each), B one panel [kp / 4][32][4] with kp = K rounded
- * up to 64 (zero past K); C[i][j] (i < 32, rows past mr written but unused) at c + i * ldc + j */
+/* A packed [kpa / 64][32][64], B one panel [kp / 4][32][4]; C as below */
+static void qa_gemm(int64_t kp, const void *a_, const void *b_, int32_t *c, int64_t ldc) {
+  const int8_t *a = (const int8_t *)a_, *b = (const int8_t *)b_;
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
+  for (int64_t q = 0; q < kp; q += QA_KS) QA_STEP(a + q * QA_MR, QA_KS, b + q * QA_NR);
+  const int64_t ldb = ldc * 4;
+  _tile_stored(0, c, ldb);
+  _tile_stored(1, c + 16, ldb);
+  _tile_stored(2, c + 16 * ldc, ldb);
+  _tile_stored(3, c + 16 * ldc + 16, ldb);
+}
+
+/* W rows w + i * ldw (i < mr <= 32; k int8 each), B one panel [kp / 4][32][4]; C[i][j] (i < 32, rows past mr written but unused) at c + i * ldc + j */
 static void qa_gemm_rows(int64_t k, const int8_t *w, int64_t ldw, int32_t mr, const void *b_, int32_t *c,
                          int64_t ldc) {
   const int8_t *b = (const int8_t *)b_;
@@ -94,17 +112,17 @@ static void qa_gemm_rows(int64_t k, const int8_t *w, int64_t ldw, int32_t mr, co
 }
 
 const oa_q8_isa_t oa_q8_avx512_amx_isa = {.name = "avx512_amx", .mr = QA_MR, .nr = QA_NR, .kg = 4, .wide = 0,
-                                          .gemm = NULL, .gemm_rows = qa_gemm_rows,
+                                          .gemm = qa_gemm, .gemm_rows = qa_gemm_rows,
                                           .requant = oa_q8_avx512_requant,
                                           .requant_pc = oa_q8_avx512_requant_pc,
                                           .requant_f32 = oa_q8_avx512_requant_f32,
                                           .to_float = oa_q8_avx512_to_float, .dwp = oa_q8_avx512_dwp,
                                           .dw = oa_q8_avx512_dw,
-                                          .gemv = oa_q8_avx512_gemv, .gemv_u8 = oa_q8_avx512_vnni_gemv, .u8 = 0,
+                                          .gemv = oa_q8_avx512_gemv, .gemv_u8 = NULL, .u8 = 0,
                                           .pack = oa_q8_avx512_pack_raw,
                                           .wsum = oa_q8_avx512_wsum, .variant = "avx512_amx",
                                           .add = oa_q8_avx512_add, .quantize = oa_q8_avx512_quantize,
-                                          .dequantize = oa_q8_avx512_dequantize, .kpad = QA_KS,
+                                          .dequantize = oa_q8_avx512_dequantize, .akg = QA_KS, .bslack = 2048,
                                           .tile_on = qa_tile_on, .tile_off = qa_tile_off};
 #else
 typedef int oa_q8_avx512_amx_unused_t; /* not an AMX build of this file */
