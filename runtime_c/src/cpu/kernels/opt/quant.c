@@ -139,13 +139,26 @@ Q8_DEFINE_PACK(pack_w1, int16_t, 1, Q8_RAW)
 Q8_DEFINE_PACK(pack_w2, int16_t, 2, Q8_RAW)
 Q8_DEFINE_PACK(pack_b4, int8_t, 4, Q8_RAW)
 Q8_DEFINE_PACK(pack_u4, uint8_t, 4, Q8_XOR)
-Q8_DEFINE_PACK(pack_a64, int8_t, 64, Q8_RAW)
+
+/* A tiles of K steps of `kg` bytes (AMX: [kp / kg][nr][kg]): row j's step t is one run of W row
+ * cb[j] (koff NULL), zero past k and past nc rows */
+static void pack_a_steps(const int8_t *src, int64_t k, int64_t kp, int64_t kg, const int64_t *cb, int32_t nc,
+                         int32_t nr, int8_t *dst) {
+  for (int64_t q = 0; q < kp; q += kg) {
+    int8_t *d = dst + q * nr;
+    const int64_t n = oa_max64(0, oa_min64(kg, k - q));
+    for (int32_t j = 0; j < nr; j++, d += kg) {
+      if (j < nc && n) memcpy(d, src + cb[j] + q, (size_t)n);
+      if (j >= nc || n < kg) memset(d + (j < nc ? n : 0), 0, (size_t)(kg - (j < nc ? n : 0)));
+    }
+  }
+}
 
 /* A tiles (`b` 0: W, raw) and B panels (`b` 1: the activations, x ^ 0x80 for u8 tables) */
 static void pack(const oa_q8_isa_t *isa, int b, const int8_t *src, const int64_t *koff, int64_t k, int64_t kp,
                  const int64_t *cb, int32_t nc, int32_t nr, void *dst) {
   if (b && isa->pack) isa->pack(src, koff, k, kp, cb, nc, nr, dst);
-  else if (!b && isa->akg == 64) pack_a64(src, koff, k, kp, cb, nc, nr, (int8_t *)dst);
+  else if (!b && isa->akg) pack_a_steps(src, k, kp, isa->akg, cb, nc, nr, (int8_t *)dst);
   else if (isa->wide && isa->kg == 1) pack_w1(src, koff, k, kp, cb, nc, nr, (int16_t *)dst);
   else if (isa->wide) pack_w2(src, koff, k, kp, cb, nc, nr, (int16_t *)dst);
   else if (b && isa->u8) pack_u4(src, koff, k, kp, cb, nc, nr, (uint8_t *)dst);
