@@ -278,8 +278,8 @@ static void layout(const oa_q8_isa_t *isa, int32_t path, const q8_geo_t *q, int3
     slot = oa_cap_add(slot, up64(oa_cap_mul(mr * 4, nc)));
     l->s_cb = slot;
     slot = oa_cap_add(slot, up64(nr * 8));
-    l->s_out = slot;
-    slot = oa_cap_add(slot, up64(nc));
+    l->s_out = slot; /* one requantized row (conv), the MR rows of a tile (linear: stored transposed) */
+    slot = oa_cap_add(slot, up64(path == P_LGEMM ? oa_cap_mul(mr, nc) : nc));
   } else if (path == P_DWP) {
     /* per slot: the phase planes (+ slack: grid columns past the last row read up to 128 floats
      * on), the grid, the taps as floats; shared: the taps' offsets */
@@ -415,11 +415,16 @@ static void gemm_task(const q8_ctx_t *x, int64_t t, uint8_t *slot) {
       } else if (x->path == P_GEMM) { /* grid columns: the runs ox < ow of each grid row */
         finish_row(x, acc + r * ldc, ncols, c, out);
         for (int32_t u = 0; u < nrun; u++) memcpy(yc + run_dst[u], out + run_src[u], (size_t)run_len[u]);
-      } else { /* linear: C[n][m] stored as y[m][n] */
-        finish_row(x, acc + r * ldc, ncols, c, out);
-        for (int64_t u = 0; u < ncols; u++) x->y[(j0 + u) * q->rows + c] = out[u];
+      } else { /* linear: C[n][m] stored as y[m][n], below */
+        finish_row(x, acc + r * ldc, ncols, c, out + r * ldc);
       }
     }
+    if (x->path == P_LGEMM) /* m consecutive bytes per y row (one byte per row and column: 4x slower
+                               where the row length is a multiple of 1024, L1 set conflicts) */
+      for (int64_t u = 0; u < ncols; u++) {
+        int8_t *yu = x->y + (j0 + u) * q->rows + c0;
+        for (int32_t r = 0; r < m; r++) yu[r] = out[r * ldc + u];
+      }
   }
   if (isa->tile_off) isa->tile_off();
 }
