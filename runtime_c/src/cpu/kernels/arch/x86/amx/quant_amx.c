@@ -22,8 +22,9 @@
  * flags, -mamx-tile -mamx-int8; only called when the CPU reports amx_tile + amx_int8 +
  * avx512_vnni, the OS granted the tile data state (features.c) and env->isas has
  * OA_CPU_ISA_AVX512 and OA_CPU_ISA_AMX (opt/quant.c). */
-#if defined(__x86_64__) && defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AMX_TILE__) && \
-    defined(__AMX_INT8__)
+/* gcc defines __AMX_TILE__ / __AMX_INT8__, clang __AMXTILE__ / __AMXINT8__ */
+#if defined(__x86_64__) && defined(__AVX512F__) && defined(__AVX512BW__) && \
+    (defined(__AMX_TILE__) || defined(__AMXTILE__)) && (defined(__AMX_INT8__) || defined(__AMXINT8__))
 #include <immintrin.h>
 #include <string.h>
 
