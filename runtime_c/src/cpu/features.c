@@ -34,11 +34,19 @@ const char *oa_cpu_arch_name(oa_cpu_arch_t arch) {
 
 #if defined(__x86_64__) && defined(__GNUC__)
 /* Linux hands out the AMX tile data state (XTILEDATA, xfeature 18) per process on request:
- * ARCH_REQ_XCOMP_PERM (0x1023). The request is idempotent and the kernel serialises it, so
- * concurrent device inits may both ask; a refusal (old kernel, seccomp) leaves AMX off. */
+ * ARCH_REQ_XCOMP_PERM (0x1023), asked once per process (the answer kept in an atomic: 1 granted,
+ * 2 refused). The request is idempotent and the kernel serialises it, so two threads creating
+ * devices at once may both ask and store the same answer; a refusal (old kernel, seccomp) leaves
+ * AMX off. */
 static int amx_permitted(void) {
 #if defined(__linux__)
-  return syscall(SYS_arch_prctl, 0x1023, 18) == 0;
+  static int answer; /* 0: not asked yet */
+  int a = __atomic_load_n(&answer, __ATOMIC_ACQUIRE);
+  if (!a) {
+    a = syscall(SYS_arch_prctl, 0x1023, 18) == 0 ? 1 : 2;
+    __atomic_store_n(&answer, a, __ATOMIC_RELEASE);
+  }
+  return a == 1;
 #else
   return 0; /* other OSes: no AMX kernels */
 #endif
