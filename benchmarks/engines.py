@@ -457,17 +457,21 @@ class OpenAccelInt8Isa(OpenAccelInt8):
     (the plain AVX2 int8 tiles, no VNNI) beside openaccel_int8's VNNI ones in one run. Not run
     unless asked for (--engines)."""
 
-    def __init__(self, isa: str, label: str) -> None:
+    def __init__(self, isa: str, label: str, isas: list[str] | None = None, fp32_engine: str | None = None) -> None:
         self.name, self.label = f"openaccel_int8_{isa}", f"openaccel int8 ({label} kernels)"
-        self.isas = [isa, "portable"]
-        self.fp32_engine = f"openaccel_{isa}"  # its int8 / fp32 pair: openaccel_avx2
+        self.isas = isas or [isa, "portable"]
+        self.fp32_engine = fp32_engine or f"openaccel_{isa}"  # its int8 / fp32 pair: openaccel_avx2
 
 
 ENGINES: dict[str, Engine] = {e.name: e for e in (Eager(), ExecuTorchPortable(), ExecuTorchXnnpack(), OnnxRuntime(),
                                                   OpenAccel(), ExecuTorchXnnpackInt8(), OnnxRuntimeInt8(),
                                                   OpenAccelInt8(), OpenAccelDirect(), OpenAccelLayout("nchw"),
                                                   OpenAccelLayout("nhwc"), OpenAccelIsa("avx2", "AVX2"),
-                                                  OpenAccelInt8Isa("avx2", "AVX2"))}
+                                                  OpenAccelInt8Isa("avx2", "AVX2"),
+                                                  # the AVX512-VNNI int8 tiles beside openaccel_int8's AMX
+                                                  # ones on a CPU that has AMX (elsewhere: the same tiles)
+                                                  OpenAccelInt8Isa("vnni", "AVX512-VNNI", ["avx512", "vnni", "avx2",
+                                                                                           "portable"], "openaccel"))}
 # the engines of a run without --engines (the int8 ones run when named)
 DEFAULT_ENGINES = [n for n in ENGINES if n not in ("openaccel_direct", "openaccel_nchw", "openaccel_nhwc",
                                                    "openaccel_avx2") and not ENGINES[n].int8]

@@ -74,12 +74,14 @@ def test_cpu_device_passes_on_host() -> None:
 def test_cpu_device_passes_with_each_isa_forced() -> None:
     """every ISA the host's CPU device may use, alone (the others disabled with --isa), passes the
     op checks against the reference kernels; with no ISA it runs the reference kernels"""
-    from openaccel.runtime.host import CPU_ISAS, CpuDevice
+    from openaccel.runtime.host import CPU_ISA_OPTIONS, CPU_ISAS, CpuDevice
 
     have = CpuDevice().properties()["queries"]["cpu.isas"]
     isas = [name for name, bit in CPU_ISAS.items() if have & bit]
     assert "portable" in isas
-    for forced in [[isa] for isa in isas] + [[]]:
+    # the AMX int8 tile (an option of avx512) alone too, where this CPU and build have it
+    amx = [["avx512", "amx"]] if "avx512" in isas and have & CPU_ISA_OPTIONS["amx"] else []
+    for forced in [[isa] for isa in isas] + amx + [[]]:
         rep = run_conformance(isas=forced, filter="op.")
         assert rep.failed == 0, f"--isa {','.join(forced)}: {rep}"
         assert rep.result("op.linear.float32") == "PASS" and rep.result("op.relu.float32") == "PASS"

@@ -70,7 +70,8 @@ static void usage(FILE *f) {
         "              [--bench N] [--warmup N] [--threads N] [--reference] [--isa LIST] [--profile] [--info]\n"
         "              [--json] [--device VENDOR_LIB.so ...]\n"
         "  --isa LIST  the optimized CPU kernels use only these ISAs (comma-separated: avx512, avx2,\n"
-        "              neon, rvv, portable; vnni: the int8 dot products inside avx512 / avx2), each\n"
+        "              neon, rvv, portable; vnni: the int8 dot products inside avx512 / avx2; amx: the\n"
+        "              AMX int8 tiles inside avx512), each\n"
         "              where this build and the CPU have it; other ops: reference\n"
         "       oa_run --devices [--device VENDOR_LIB.so ...] [--json]\n",
         f);
@@ -89,7 +90,8 @@ static int parse_int(const char *s, int *out) {
 static int parse_isas(const char *list, uint32_t *out_disable) {
   static const struct { const char *name; uint32_t bit; } names[] = {
       {"portable", OA_CPU_ISA_PORTABLE}, {"avx2", OA_CPU_ISA_AVX2}, {"neon", OA_CPU_ISA_NEON},
-      {"avx512", OA_CPU_ISA_AVX512}, {"rvv", OA_CPU_ISA_RVV}, {"vnni", OA_CPU_ISA_VNNI}};
+      {"avx512", OA_CPU_ISA_AVX512}, {"rvv", OA_CPU_ISA_RVV}, {"vnni", OA_CPU_ISA_VNNI},
+      {"amx", OA_CPU_ISA_AMX}};
   uint32_t keep = 0;
   for (const char *p = list; *p;) {
     size_t n = strcspn(p, ",");
@@ -126,7 +128,7 @@ static int parse_args(int argc, char **argv, options_t *o) {
       i++;
     } else if (!strcmp(a, "--isa")) {
       if (!val || parse_isas(val, &o->disable_isas)) {
-        fprintf(stderr, "oa_run: error: --isa needs a comma-separated list of avx512, avx2, neon, rvv, portable, vnni\n");
+        fprintf(stderr, "oa_run: error: --isa needs a comma-separated list of avx512, avx2, neon, rvv, portable, vnni, amx\n");
         return 2;
       }
       i++;

@@ -5,10 +5,10 @@ bit-exact, since both are integer-only.
 Each family (conv, depthwise, linear) is one hand-built program with many instructions, run with
 the reference kernels only and with the optimized ones:
   - on the host with 1, 2 and 3 threads, and forced to each tile set the host has: portable, avx2,
-    avx2 + AVX-VNNI ("avx_vnni"), avx512, avx512 + AVX512-VNNI ("avx512_vnni"); the VNNI tiles are
-    an option of their ISA (HostSession(isas=["avx512", "vnni"]), oa_run --isa avx512,vnni), so
-    the plain tiles stay tested on a CPU that has VNNI; tile sets the CPU lacks are skipped with a
-    message naming the feature;
+    avx2 + AVX-VNNI ("avx_vnni"), avx512, avx512 + AVX512-VNNI ("avx512_vnni"), avx512 + AMX
+    ("avx512_amx"); the VNNI and AMX tiles are options of their ISA (HostSession(isas=["avx512",
+    "vnni"]), oa_run --isa avx512,amx), so the plain tiles stay tested on a CPU that has VNNI or
+    AMX; tile sets the CPU (or OS) lacks are skipped with a message naming the feature;
   - under qemu-aarch64 (NEON int16 tiles), qemu-aarch64-v82 (the sdot tile: the CPU reports
     dotprod), qemu-armv7 (NEON 4x8) and qemu-riscv64 (portable), with `oa_run` and
     `oa_run --reference`.
@@ -16,7 +16,8 @@ Every run also asks `oa_run --profile` which kernel each instruction was prepare
 optimized kernel of the expected ISA, never "ref" (a silent decline would pass the byte check).
 
 Shapes cover the tile edges (MR 4/6/8, NR 8/16/32: sizes 1..9, 13, 17, 31, 33), K odd and > 256
-(and up to 2305; every K mod 4 for the VNNI groups), strides 1-3, padding larger than the kernel,
+(and up to 2305; every K mod 4 for the VNNI groups; K 27, 65, 576, 577, 640 and 32-row blocks
+for the AMX 32 x 32 tiles in K steps of 64), strides 1-3, padding larger than the kernel,
 dilation, groups, depthwise 3x3 / 5x5
 strides 1-2 (and a channel multiplier, which takes the GEMM path), 1x1, batch 2; per-tensor and
 per-channel multipliers / shifts including shift 0 and 62, multiplier 0 and 2^31 - 1; zero
@@ -183,6 +184,13 @@ def conv_cases() -> list[Case]:
         conv(1, 3, 20, 23, 12, 3, 3, pad=1, extreme="ties"),              # exact ties of the rounding
         conv(1, 16, 14, 14, 24, 1, 1, extreme="ties", per_channel=False),
         conv(1, 8, 15, 16, 9, 3, 3, stride=2, pad=1, extreme="ties"),
+        # AMX (32 x 32 blocks, K steps of 64): whole 32-row blocks read W in place, K tails and
+        # row remainders through the zero-padded copy
+        conv(1, 64, 6, 5, 64, 3, 3, pad=1),                                # K = 576: in place only
+        conv(1, 577, 3, 5, 64, 1, 1, zin=-128, zout=127),                  # K = 577: 9 steps + 1
+        conv(1, 3, 16, 18, 32, 3, 3, stride=2, pad=1),                     # K = 27 (the stem's tail)
+        conv(1, 65, 7, 13, 40, 1, 1, per_channel=False, zin=127, extreme=True),  # K = 65, 32 + 8 rows
+        conv(2, 64, 14, 14, 96, 3, 3, pad=1, groups=2),                    # groups: 48 rows, K = 288
     ]
     # every cout and pixel count around the tiles (1..9, 13, 17, 31, 33)
     for i, (o, hw) in enumerate([(1, 1), (2, 2), (3, 3), (4, 5), (5, 7), (6, 9), (7, 13), (8, 17), (9, 31),
@@ -240,6 +248,9 @@ def linear_cases() -> list[Case]:
         linear((9,), 1025, 300),                  # K mod 4 = 1, W > 2^18: VNNI reads W in place, K tail
         linear((1,), 64, 200, extreme="ties"),    # exact ties of the rounding
         linear((64,), 48, 40, extreme="ties"),
+        linear((37,), 65, 96, zin=-128),          # AMX: 3 x 32 rows, K = 65
+        linear((5,), 27, 33, per_channel=False),  # K = 27, 32 + 1 rows
+        linear((70,), 640, 64, extreme=True),     # K = 640: 10 steps in place, 3 column panels
     ]
     return cs
 
@@ -321,6 +332,8 @@ TILE_SETS = [
     (["avx2", "vnni"], "avx_vnni", ("avx2", "fma", "avx_vnni")),
     (["avx512"], "avx512", ("avx512f", "avx512bw", "avx512dq", "avx512vl", "fma")),
     (["avx512", "vnni"], "avx512_vnni", ("avx512f", "avx512bw", "avx512dq", "avx512vl", "fma", "avx512_vnni")),
+    (["avx512", "amx"], "avx512_amx",
+     ("avx512f", "avx512bw", "avx512dq", "avx512vl", "fma", "avx512_vnni", "amx_tile", "amx_int8")),
     (["neon"], "neon", ("neon",)),
 ]
 
@@ -329,8 +342,7 @@ def _host_tile_sets() -> list[tuple[list[str], str]]:
     """the tile sets this host's CPU (and runtime build) can run"""
     q = CpuDevice().properties()["queries"]
     have = _host_isas()
-    if q.get("cpu.isas", 0) & CPU_ISA_OPTIONS["vnni"]:
-        have.append("vnni")
+    have += [opt for opt, bit in CPU_ISA_OPTIONS.items() if q.get("cpu.isas", 0) & bit]
     return [(isas, name) for isas, name, feats in TILE_SETS
             if all(i in have for i in isas) and all(q.get(f"cpu.{f}") for f in feats)]
 
@@ -348,7 +360,7 @@ def test_host_each_isa(family: str) -> None:
     sets = _host_tile_sets()
     assert (["portable"], "portable") in sets
     for isas, name in sets:
-        for t in (1, 3) if "vnni" in isas else (1, 2):
+        for t in (1, 3) if "vnni" in isas or "amx" in isas else (1, 2):
             check_same(family, HostSession(buf, isas=isas, threads=t).run(feeds(family)), reference(family),
                        f"host, {name} tiles ({'+'.join(isas)}), {t} threads")
 
@@ -393,6 +405,30 @@ def test_host_oa_run_kernels(family: str) -> None:
     assert set(ref_kernels) == {"ref"}
 
 
+def test_amx_tiles_where_the_cpu_has_them() -> None:
+    """a CPU with AMX (amx_tile + amx_int8, the OS granting the tile state) runs the AMX tile by
+    default where it pays (GEMMs of K >= 64), the VNNI one elsewhere; every call with "avx512,amx";
+    the VNNI one with "avx512,vnni", the plain one with "avx512"; skipped where the CPU, the OS or
+    this build lacks it"""
+    q = CpuDevice().properties()["queries"]
+    if not (q.get("cpu.amx_int8") and q.get("cpu.amx_tile") and q.get("cpu.avx512_vnni")):
+        pytest.skip("this CPU (or its OS: no arch_prctl tile permission) lacks AMX int8: the avx512_amx tile is "
+                    "not run here")
+    if not q["cpu.isas"] & CPU_ISA_OPTIONS["amx"]:
+        pytest.skip("this runtime was built without the AMX tile (the compiler lacks -mamx-int8)")
+    buf, cases = program("linear")
+    # with VNNI allowed too, the calls that would not run the AMX tile, or run it on K < 64 (the
+    # GEMV: M <= 4), take the VNNI one (opt/quant.c, amx_or_vnni)
+    mixed = ["avx512_amx" if c.x.size // c.w.shape[1] > 4 and c.w.shape[1] >= 64 else "avx512_vnni" for c in cases]
+    assert "avx512_amx" in mixed and "avx512_vnni" in mixed
+    for flags, want in (([], mixed), (["--isa", "avx512,amx,vnni"], mixed),
+                        (["--isa", "avx512,amx"], ["avx512_amx"] * len(cases)),
+                        (["--isa", "avx512,vnni"], ["avx512_vnni"] * len(cases)),
+                        (["--isa", "avx512"], ["avx512"] * len(cases))):
+        _, kernels = run_oa("host", buf, feeds("linear"), *flags)
+        assert kernels == want, f"host {' '.join(flags)}: {list(zip([c.name for c in cases], kernels))}"
+
+
 @pytest.mark.parametrize("feature, isa, name", [("avx512_vnni", "avx512", "avx512_vnni"),
                                                 ("avx_vnni", "avx2", "avx_vnni")])
 def test_vnni_tiles_where_the_cpu_has_them(feature: str, isa: str, name: str) -> None:
@@ -404,7 +440,12 @@ def test_vnni_tiles_where_the_cpu_has_them(feature: str, isa: str, name: str) ->
         pytest.skip(f"this CPU lacks {feature}: the {name} tile is not run here")
     assert q["cpu.isas"] & CPU_ISA_OPTIONS["vnni"], q["cpu.isas"]  # built into this runtime
     buf, _ = program("linear")
-    default = [] if isa == "avx512" or "avx512" not in _host_isas() else ["--isa", "avx2,vnni,portable"]
+    if isa == "avx2" and "avx512" in _host_isas():
+        default = ["--isa", "avx2,vnni,portable"]
+    elif isa == "avx512" and q["cpu.isas"] & CPU_ISA_OPTIONS["amx"]:  # AMX comes first where it runs
+        default = ["--isa", "avx512,vnni,avx2,portable"]
+    else:
+        default = []
     _, kernels = run_oa("host", buf, feeds("linear"), *default)
     check_kernels("linear", kernels, name, f"host {' '.join(default)}")
     _, kernels = run_oa("host", buf, feeds("linear"), "--isa", isa)

@@ -28,7 +28,7 @@ typedef struct oa_cpu_features {
   int64_t l1d_bytes, l2_bytes, l3_bytes; /* 0 when unknown */
   /* x86 AVX-512 sub-features (each implies avx512f), VNNI and AMX (cpuid leaf 7, XCR0) */
   int32_t avx512bw, avx512dq, avx512vl, avx512_vnni, avx_vnni;
-  int32_t amx_tile, amx_int8, amx_bf16; /* CPU + XCR0 tile state; Linux also wants arch_prctl */
+  int32_t amx_tile, amx_int8, amx_bf16; /* CPU + XCR0 tile state + (Linux) the process's permission */
   /* RISC-V: the V extension (RVV 1.0, HWCAP bit 'V') and its VLEN in bits (0 when unknown: read
    * only in builds compiled with V, the qemu-riscv64-v target's) */
   int32_t rvv, rvv_vlen;
@@ -66,6 +66,11 @@ typedef struct oa_cpu_options {
  * AVX-512 kernels (AVX512-VNNI) and the AVX2 ones (AVX-VNNI, the VEX form), where the CPU has
  * them. Disabling it keeps those ISAs on their plain tiles (to test both on one machine). */
 #define OA_CPU_ISA_VNNI (1u << 5)
+/* Another option of the AVX-512 ISA: the Intel AMX int8 tiles (tdpbssd) of conv2d_q8 / linear_q8,
+ * where the CPU has amx_tile + amx_int8 (and avx512_vnni) and the OS grants the tile data state
+ * (Linux: arch_prctl(ARCH_REQ_XCOMP_PERM)). Preferred over VNNI when both are allowed; disabling
+ * it keeps the AVX-512 ISA on its VNNI or plain tiles. */
+#define OA_CPU_ISA_AMX (1u << 6)
 #define OA_CPU_ISA_ALL 0xffffffffu
 
 /* The CPU device object. Its storage belongs to the caller (static, stack or heap). Treat the

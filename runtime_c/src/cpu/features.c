@@ -1,6 +1,9 @@
 /* CPU feature detection: cpuid + XCR0 on x86-64, getauxval(AT_HWCAP) on Arm and RISC-V Linux;
  * static facts elsewhere. Detected once when a CPU device is created and passed down to kernels.
  * No instruction of an optional extension runs unless the CPU (and OS) said it has it. */
+#if defined(__linux__) && defined(__x86_64__) && !defined(_GNU_SOURCE)
+#define _GNU_SOURCE /* syscall() */
+#endif
 #include <string.h>
 
 #include "openaccel/cpu.h"
@@ -13,6 +16,9 @@
 #endif
 #if defined(__unix__)
 #include <unistd.h>
+#endif
+#if defined(__linux__) && defined(__x86_64__)
+#include <sys/syscall.h>
 #endif
 
 const char *oa_cpu_arch_name(oa_cpu_arch_t arch) {
@@ -27,6 +33,25 @@ const char *oa_cpu_arch_name(oa_cpu_arch_t arch) {
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
+/* Linux hands out the AMX tile data state (XTILEDATA, xfeature 18) per process on request:
+ * ARCH_REQ_XCOMP_PERM (0x1023), asked once per process (the answer kept in an atomic: 1 granted,
+ * 2 refused). The request is idempotent and the kernel serialises it, so two threads creating
+ * devices at once may both ask and store the same answer; a refusal (old kernel, seccomp) leaves
+ * AMX off. */
+static int amx_permitted(void) {
+#if defined(__linux__)
+  static int answer; /* 0: not asked yet */
+  int a = __atomic_load_n(&answer, __ATOMIC_ACQUIRE);
+  if (!a) {
+    a = syscall(SYS_arch_prctl, 0x1023, 18) == 0 ? 1 : 2;
+    __atomic_store_n(&answer, a, __ATOMIC_RELEASE);
+  }
+  return a == 1;
+#else
+  return 0; /* other OSes: no AMX kernels */
+#endif
+}
+
 static void detect_x86(oa_cpu_features_t *f) {
   unsigned a, b, c, d;
   if (!__get_cpuid(1, &a, &b, &c, &d)) return;
@@ -60,7 +85,7 @@ static void detect_x86(oa_cpu_features_t *f) {
       f->amx_bf16 = (d >> 22) & 1;
       f->amx_tile = (d >> 24) & 1;
       f->amx_int8 = (d >> 25) & 1;
-      if (!f->amx_tile) f->amx_bf16 = f->amx_int8 = 0;
+      if (!f->amx_tile || !amx_permitted()) f->amx_tile = f->amx_bf16 = f->amx_int8 = 0;
     }
     if (max_sub >= 1) {
       __cpuid_count(7, 1, a, b, c, d);

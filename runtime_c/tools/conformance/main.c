@@ -4,8 +4,8 @@
  *   oa_conformance [--device LIB.so ...] [--isa LIST] [--json] [--seed N] [--filter TEXT] [--list-ops]
  *
  * --isa LIST (the built-in CPU device only) restricts its optimized kernels to those ISAs
- * (comma-separated: avx512, avx2, neon, rvv, portable, and vnni for the int8 dot products inside
- * avx512 / avx2; oa_cpu_options_t.disable_isas), so that every ISA
+ * (comma-separated: avx512, avx2, neon, rvv, portable, vnni for the int8 dot products inside
+ * avx512 / avx2, amx for the AMX int8 tiles inside avx512; oa_cpu_options_t.disable_isas), so that every ISA
  * variant of an op can be checked against the reference kernels.
  * Without --device it checks the built-in CPU device; with --device it loads a vendor library
  * (dlopen + dlsym("oa_device_factory"), on hosts that have dlopen), registers its factory in an
@@ -97,7 +97,8 @@ static void usage(FILE *f) {
   fputs("usage: oa_conformance [--device LIB.so ...] [--isa LIST] [--json] [--seed N] [--filter TEXT] [--list-ops]\n"
         "  checks the built-in CPU device, or every device of each vendor library given with --device\n"
         "  --isa LIST: the CPU device's optimized kernels use only these ISAs (avx512, avx2, neon, rvv,\n"
-        "             portable; vnni: the int8 dot products inside avx512 / avx2)\n",
+        "             portable; vnni: the int8 dot products inside avx512 / avx2; amx: the AMX int8\n"
+        "             tiles inside avx512)\n",
         f);
 }
 
@@ -125,7 +126,8 @@ static const oa_device_factory_t isa_cpu_factory = {OA_DEVICE_ABI_VERSION, "cpu"
 static int parse_isas(const char *list, uint32_t *out_disable) {
   static const struct { const char *name; uint32_t bit; } names[] = {
       {"portable", OA_CPU_ISA_PORTABLE}, {"avx2", OA_CPU_ISA_AVX2}, {"neon", OA_CPU_ISA_NEON},
-      {"avx512", OA_CPU_ISA_AVX512}, {"rvv", OA_CPU_ISA_RVV}, {"vnni", OA_CPU_ISA_VNNI}};
+      {"avx512", OA_CPU_ISA_AVX512}, {"rvv", OA_CPU_ISA_RVV}, {"vnni", OA_CPU_ISA_VNNI},
+      {"amx", OA_CPU_ISA_AMX}};
   uint32_t keep = 0;
   for (const char *p = list; *p;) {
     size_t n = strcspn(p, ",");
@@ -164,7 +166,7 @@ int main(int argc, char **argv) {
       i++;
     } else if (!strcmp(a, "--isa")) {
       if (!val || parse_isas(val, &g_disable_isas)) {
-        fprintf(stderr, "oa_conformance: error: --isa needs a comma-separated list of avx512, avx2, neon, rvv, portable, vnni\n");
+        fprintf(stderr, "oa_conformance: error: --isa needs a comma-separated list of avx512, avx2, neon, rvv, portable, vnni, amx\n");
         return 2;
       }
       isa_given = 1;

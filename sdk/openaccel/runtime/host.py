@@ -64,7 +64,8 @@ class CpuOptions(C.Structure):
 CPU_ISAS = {"portable": 1 << 0, "avx2": 1 << 1, "neon": 1 << 2, "avx512": 1 << 3, "rvv": 1 << 4}
 # OA_CPU_ISA_VNNI: not an ISA but an option of two, the int8 dot products (vpdpbusd) inside the
 # avx512 kernels (AVX512-VNNI) and the avx2 ones (AVX-VNNI); `isas` without it keeps their plain tiles
-CPU_ISA_OPTIONS = {"vnni": 1 << 5}
+# OA_CPU_ISA_AMX: another option of the avx512 kernels, the AMX int8 tiles of conv2d_q8 / linear_q8
+CPU_ISA_OPTIONS = {"vnni": 1 << 5, "amx": 1 << 6}
 
 
 def disable_isas_mask(isas: Sequence[str] | None) -> int:

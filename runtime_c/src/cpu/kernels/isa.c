@@ -20,6 +20,9 @@ uint32_t oa_isa_built(void) {
 #if defined(OA_BUILT_AVX512_VNNI) || defined(OA_BUILT_AVX_VNNI)
   b |= OA_CPU_ISA_VNNI;
 #endif
+#if defined(OA_BUILT_AMX)
+  b |= OA_CPU_ISA_AMX;
+#endif
   return b;
 }
 
@@ -31,6 +34,7 @@ uint32_t oa_isa_detected(const oa_cpu_features_t *f) {
   if (f->avx512f && f->avx512bw && f->avx512dq && f->avx512vl && f->fma) d |= OA_CPU_ISA_AVX512;
   if (f->rvv) d |= OA_CPU_ISA_RVV;
   if (f->avx512_vnni || f->avx_vnni) d |= OA_CPU_ISA_VNNI;
+  if (f->amx_tile && f->amx_int8 && f->avx512_vnni) d |= OA_CPU_ISA_AMX; /* the OS permission: features.c */
   return d;
 }
 

@@ -46,6 +46,11 @@ enum { OA_ISA_PORTABLE = 0, OA_ISA_AVX2 = 1, OA_ISA_NEON = 2, OA_ISA_AVX512 = 3,
 #if defined(OA_BUILT_AVX2) && defined(OA_HAVE_AVX_VNNI)
 #define OA_BUILT_AVX_VNNI 1
 #endif
+/* the AMX int8 tiles (OA_CPU_ISA_AMX: another option of the AVX-512 ISA), built when the compiler
+ * takes -mamx-tile -mamx-int8 (and the VNNI file is built: the AMX table shares its packer and GEMV) */
+#if defined(OA_BUILT_AVX512_VNNI) && defined(OA_HAVE_AMX)
+#define OA_BUILT_AMX 1
+#endif
 #if defined(__riscv) && defined(OA_HAVE_RVV)
 #define OA_BUILT_RVV 1
 #define OA_IF_RVV(x) x

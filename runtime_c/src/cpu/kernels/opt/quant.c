@@ -47,6 +47,9 @@ extern const oa_q8_isa_t oa_q8_avx512_isa;
 #if defined(OA_BUILT_AVX512_VNNI)
 extern const oa_q8_isa_t oa_q8_avx512_vnni_isa;
 #endif
+#if defined(OA_BUILT_AMX)
+extern const oa_q8_isa_t oa_q8_avx512_amx_isa;
+#endif
 #if defined(OA_BUILT_NEON)
 extern const oa_q8_isa_t oa_q8_neon_isa;
 extern const oa_q8_isa_t *oa_q8_neon_sdot_isa(void);
@@ -65,6 +68,9 @@ const oa_q8_isa_t *oa_q8_isa(int32_t id, int32_t dot) {
 #endif
 #if defined(OA_BUILT_AVX512)
     case OA_ISA_AVX512:
+#if defined(OA_BUILT_AMX)
+      if (dot == 2) return &oa_q8_avx512_amx_isa;
+#endif
 #if defined(OA_BUILT_AVX512_VNNI)
       if (dot) return &oa_q8_avx512_vnni_isa;
 #endif
@@ -134,10 +140,25 @@ Q8_DEFINE_PACK(pack_w2, int16_t, 2, Q8_RAW)
 Q8_DEFINE_PACK(pack_b4, int8_t, 4, Q8_RAW)
 Q8_DEFINE_PACK(pack_u4, uint8_t, 4, Q8_XOR)
 
+/* A tiles of K steps of `kg` bytes (AMX: [kp / kg][nr][kg]): row j's step t is one run of W row
+ * cb[j] (koff NULL), zero past k and past nc rows */
+static void pack_a_steps(const int8_t *src, int64_t k, int64_t kp, int64_t kg, const int64_t *cb, int32_t nc,
+                         int32_t nr, int8_t *dst) {
+  for (int64_t q = 0; q < kp; q += kg) {
+    int8_t *d = dst + q * nr;
+    const int64_t n = oa_max64(0, oa_min64(kg, k - q));
+    for (int32_t j = 0; j < nr; j++, d += kg) {
+      if (j < nc && n) memcpy(d, src + cb[j] + q, (size_t)n);
+      if (j >= nc || n < kg) memset(d + (j < nc ? n : 0), 0, (size_t)(kg - (j < nc ? n : 0)));
+    }
+  }
+}
+
 /* A tiles (`b` 0: W, raw) and B panels (`b` 1: the activations, x ^ 0x80 for u8 tables) */
 static void pack(const oa_q8_isa_t *isa, int b, const int8_t *src, const int64_t *koff, int64_t k, int64_t kp,
                  const int64_t *cb, int32_t nc, int32_t nr, void *dst) {
   if (b && isa->pack) isa->pack(src, koff, k, kp, cb, nc, nr, dst);
+  else if (!b && isa->akg) pack_a_steps(src, k, kp, isa->akg, cb, nc, nr, (int8_t *)dst);
   else if (isa->wide && isa->kg == 1) pack_w1(src, koff, k, kp, cb, nc, nr, (int16_t *)dst);
   else if (isa->wide) pack_w2(src, koff, k, kp, cb, nc, nr, (int16_t *)dst);
   else if (b && isa->u8) pack_u4(src, koff, k, kp, cb, nc, nr, (uint8_t *)dst);
@@ -167,7 +188,7 @@ typedef struct q8_geo {
 /* grid columns for this table and conv (q8_geo_t) */
 static void grid_geo(const oa_q8_isa_t *isa, int32_t path, q8_geo_t *q) {
   q->grid = 0;
-  if (path != P_GEMM || !isa->u8 || !isa->pack || q->sh > 2 || q->sw > 2 || q->ow < Q8_GRID_MIN_OW) return;
+  if (path != P_GEMM || !isa->pack || q->sh > 2 || q->sw > 2 || q->ow < Q8_GRID_MIN_OW) return;
   q->grid = 1;
   q->hq = oa_cdiv(q->hp, q->sh), q->wq = oa_cdiv(q->wp, q->sw);
   q->chan = q->sh * q->sw * q->hq * q->wq;
@@ -198,7 +219,7 @@ static void linear_geo(const oa_op_call_t *call, q8_geo_t *q) {
 
 /* The work split and the scratch of one call (prepare and run compute the same). */
 typedef struct q8_layout {
-  int64_t kp, nc, mc, n_cb, n_rb, tasks, slots;
+  int64_t kp, kpa, nc, mc, n_cb, n_rb, tasks, slots; /* kpa: K of packed A tiles */
   int64_t off_corr, off_koff, off_pad, off_a, off_slots, slot_bytes, total; /* bytes; -1: too big */
   int64_t a_tiles, a_tile_bytes; /* A packed once per run: g * ceil(rows / MR) tiles */
   int32_t a_in_place;             /* the ISA's gemm_rows reads W in place instead */
@@ -215,6 +236,7 @@ static void layout(const oa_q8_isa_t *isa, int32_t path, const q8_geo_t *q, int3
   shared = up64(oa_cap_mul(q->cout, 8));
   if (path == P_GEMM || path == P_LGEMM) {
     l->kp = round_up(q->k, isa->kg);
+    l->kpa = round_up(q->k, isa->akg ? isa->akg : isa->kg);
     /* column block: a B block of <= Q8_B_BLOCK_BYTES, whole panels */
     int64_t nc = Q8_B_BLOCK_BYTES / oa_max64(1, l->kp * eb) / nr * nr;
     nc = oa_max64(4 * nr, oa_min64(nc, Q8_NC_MAX)); /* >= 4 panels: an A tile is reused from L2 */
@@ -240,20 +262,24 @@ static void layout(const oa_q8_isa_t *isa, int32_t path, const q8_geo_t *q, int3
      * (small images, linear) the in-place tile (when the ISA has one) is faster overall */
     /* VNNI reads W in place (4 consecutive k of a row are one broadcast) unless K is not a
      * multiple of 4 and W is small (the stem conv: 3 x 7 x 7): its packed tiles have no K tail */
-    l->a_in_place = isa->gemm_rows && (isa->u8 ? q->k % 4 == 0 || q->g * q->rows * q->k > ((int64_t)1 << 18)
-                                               : q->n * q->cols < Q8_A_IN_PLACE_COLS);
+    /* AMX (akg 64): W in place when K is whole steps and the rows whole 32-row blocks */
+    if (isa->akg)
+      l->a_in_place = isa->gemm_rows && q->k % isa->akg == 0 && q->rows % mr == 0;
+    else
+      l->a_in_place = isa->gemm_rows && (isa->u8 ? q->k % 4 == 0 || q->g * q->rows * q->k > ((int64_t)1 << 18)
+                                                 : q->n * q->cols < Q8_A_IN_PLACE_COLS);
     l->a_tiles = l->a_in_place ? 0 : q->g * oa_cdiv(q->rows, mr);
-    l->a_tile_bytes = oa_cap_mul(oa_cap_mul(l->kp, mr), eb);
+    l->a_tile_bytes = oa_cap_mul(oa_cap_mul(l->kpa, mr), eb);
     l->off_a = shared;
     shared = oa_cap_add(shared, up64(oa_cap_mul(l->a_tiles, l->a_tile_bytes)));
     l->s_b = 0;
-    slot = up64(oa_cap_mul(oa_cap_mul(l->kp, nc), eb));
+    slot = up64(oa_cap_add(oa_cap_mul(oa_cap_mul(l->kp, nc), eb), isa->bslack));
     l->s_acc = slot; /* the MR x nc sums of a column block, requantized row by row */
     slot = oa_cap_add(slot, up64(oa_cap_mul(mr * 4, nc)));
     l->s_cb = slot;
     slot = oa_cap_add(slot, up64(nr * 8));
-    l->s_out = slot;
-    slot = oa_cap_add(slot, up64(nc));
+    l->s_out = slot; /* one requantized row (conv), the MR rows of a tile (linear: stored transposed) */
+    slot = oa_cap_add(slot, up64(path == P_LGEMM ? oa_cap_mul(mr, nc) : nc));
   } else if (path == P_DWP) {
     /* per slot: the phase planes (+ slack: grid columns past the last row read up to 128 floats
      * on), the grid, the taps as floats; shared: the taps' offsets */
@@ -369,6 +395,7 @@ static void gemm_task(const q8_ctx_t *x, int64_t t, uint8_t *slot) {
       p += len, ox += len;
     }
   }
+  if (isa->tile_on) isa->tile_on(); /* AMX: this thread's tile configuration */
   for (int64_t i = r0; i < r1; i += mr) {
     const int32_t m = (int32_t)oa_min64(mr, r1 - i);
     const int64_t c0 = g * q->cout_g + i;
@@ -388,12 +415,18 @@ static void gemm_task(const q8_ctx_t *x, int64_t t, uint8_t *slot) {
       } else if (x->path == P_GEMM) { /* grid columns: the runs ox < ow of each grid row */
         finish_row(x, acc + r * ldc, ncols, c, out);
         for (int32_t u = 0; u < nrun; u++) memcpy(yc + run_dst[u], out + run_src[u], (size_t)run_len[u]);
-      } else { /* linear: C[n][m] stored as y[m][n] */
-        finish_row(x, acc + r * ldc, ncols, c, out);
-        for (int64_t u = 0; u < ncols; u++) x->y[(j0 + u) * q->rows + c] = out[u];
+      } else { /* linear: C[n][m] stored as y[m][n], below */
+        finish_row(x, acc + r * ldc, ncols, c, out + r * ldc);
       }
     }
+    if (x->path == P_LGEMM) /* m consecutive bytes per y row (one byte per row and column: 4x slower
+                               where the row length is a multiple of 1024, L1 set conflicts) */
+      for (int64_t u = 0; u < ncols; u++) {
+        int8_t *yu = x->y + (j0 + u) * q->rows + c0;
+        for (int32_t r = 0; r < m; r++) yu[r] = out[r * ldc + u];
+      }
   }
+  if (isa->tile_off) isa->tile_off();
 }
 
 /* One depthwise plane: image b, channel c. */
@@ -511,7 +544,7 @@ static void pack_a_fn(void *ctx, int64_t t0, int64_t t1) {
   for (int64_t t = t0; t < t1; t++) {
     const int64_t g = t / per, i = (t % per) * mr;
     const int32_t m = (int32_t)oa_min64(mr, q->rows - i);
-    pack(x->isa, 0, x->w + (g * q->rows + i) * q->k, NULL, q->k, x->l.kp, cb, m, mr, x->apack + t * x->l.a_tile_bytes);
+    pack(x->isa, 0, x->w + (g * q->rows + i) * q->k, NULL, q->k, x->l.kpa, cb, m, mr, x->apack + t * x->l.a_tile_bytes);
   }
 }
 
@@ -572,6 +605,11 @@ static oa_status_t begin(oa_op_plan_t *plan, const oa_kernel_env_t *env, int32_t
   int32_t dot = 0;
   if (id == OA_ISA_NEON) dot = f && f->dotprod;
   else if (id == OA_ISA_AVX512) dot = vnni && f->avx512_vnni;
+  /* AMX (features.c: amx_* only with the OS permission) before VNNI where both are allowed */
+#if defined(OA_BUILT_AMX)
+  if (id == OA_ISA_AVX512 && f && (env->isas & OA_CPU_ISA_AMX) && f->amx_tile && f->amx_int8 && f->avx512_vnni)
+    dot = 2;
+#endif
   else if (id == OA_ISA_AVX2) dot = vnni && f->avx_vnni;
   *isa = oa_q8_isa(id, dot);
   if (!*isa) return OA_ERR_UNSUPPORTED;
@@ -581,6 +619,21 @@ static oa_status_t begin(oa_op_plan_t *plan, const oa_kernel_env_t *env, int32_t
   plan->params[Q_DOT] = dot;
   plan->params[Q_THREADS] = env ? oa_opt_threads(env->pool) : 1;
   return OA_OK;
+}
+
+/* The AMX table's calls that do not run its tile, or run it on K < Q8_AMX_K_MIN (one K step
+ * mostly of zeros: the tile's loads and stores cost more than the VNNI tile's whole work, measured
+ * on MobileNetV2's 1x1 convs of K 16-32), take the VNNI table instead when it is allowed too (the
+ * same kernels elsewhere: depthwise, GEMV). Forced alone (disable VNNI), AMX runs every call. */
+#ifndef Q8_AMX_K_MIN
+#define Q8_AMX_K_MIN 64
+#endif
+static void amx_or_vnni(oa_op_plan_t *plan, const oa_kernel_env_t *env, int32_t path, int64_t k,
+                        const oa_q8_isa_t **isa) {
+  if (plan->params[Q_DOT] != 2 || ((path == P_GEMM || path == P_LGEMM) && k >= Q8_AMX_K_MIN)) return;
+  if (!(env->isas & OA_CPU_ISA_VNNI) || !env->features->avx512_vnni) return;
+  plan->params[Q_DOT] = 1;
+  *isa = oa_q8_isa((int32_t)plan->params[Q_ISA], 1);
 }
 
 /* ---- conv2d_q8 ------------------------------------------------------------------------------ */
@@ -636,12 +689,14 @@ static oa_status_t oa_opt_conv2d_q8_prepare_isa(const oa_op_call_t *call, const 
   conv_geo(call, &q);
   if (q.k > OA_Q8_K_MAX || q.n * q.cout * q.cols == 0) return OA_ERR_UNSUPPORTED;
   if (q.g == q.cin && q.g == q.cout) {
+    amx_or_vnni(plan, env, P_DW, 0, &isa);
     const oa_opt_isa_t *f = oa_opt_isa(id);
     q.vw = f ? f->vw : 0;
     if (isa->dwp && q.sh <= 2 && q.sw <= 2 && q.kh * q.kw <= OA_Q8_DWP_TAPS_MAX)
       return finish_plan(plan, isa, P_DWP, &q, 0);
     return finish_plan(plan, isa, f && f->dw && q.kh * q.kw <= Q8_DWF_TAPS_MAX ? P_DWF : P_DW, &q, 0);
   }
+  amx_or_vnni(plan, env, P_GEMM, q.k, &isa);
   grid_geo(isa, P_GEMM, &q);
   return finish_plan(plan, isa, P_GEMM, &q, conv_copies_input(&q));
 }
@@ -731,7 +786,9 @@ static oa_status_t oa_opt_linear_q8_prepare_isa(const oa_op_call_t *call, const 
   q8_geo_t q;
   linear_geo(call, &q);
   if (q.k > OA_Q8_K_MAX || q.k == 0 || q.rows == 0 || q.cols == 0) return OA_ERR_UNSUPPORTED;
-  return finish_plan(plan, isa, q.cols <= Q8_GEMV_M_MAX ? P_GEMV : P_LGEMM, &q, 0);
+  const int32_t path = q.cols <= Q8_GEMV_M_MAX ? P_GEMV : P_LGEMM;
+  amx_or_vnni(plan, env, path, q.k, &isa);
+  return finish_plan(plan, isa, path, &q, 0);
 }
 
 oa_status_t oa_opt_linear_q8_run(const oa_op_call_t *call, const oa_op_plan_t *plan, void *scratch,
@@ -793,6 +850,7 @@ oa_status_t oa_opt_linear_q8_run(const oa_op_call_t *call, const oa_op_plan_t *p
   static const oa_kernel_t op##_named[] = {                                                                    \
       {#op, "avx512_vnni", OA_DT_I8, oa_opt_##op##_prepare, oa_opt_##op##_run},                                \
       {#op, "avx_vnni", OA_DT_I8, oa_opt_##op##_prepare, oa_opt_##op##_run},                                   \
+      {#op, "avx512_amx", OA_DT_I8, oa_opt_##op##_prepare, oa_opt_##op##_run},                                 \
   };                                                                                                           \
   oa_status_t oa_opt_##op##_prepare(const oa_op_call_t *call, const oa_kernel_env_t *env, oa_op_plan_t *plan,  \
                                     oa_diag_t *diag) {                                                         \

@@ -17,7 +17,16 @@
  * x86 VNNI (vpdpbusd: unsigned bytes times signed bytes) takes the activations as unsigned bytes
  * x + 128 (x ^ 0x80; the table's `u8`): B panels hold x ^ 0x80 (padding past K
  * still 0), so every sum gains 128 * sum_k W[c][k], which the driver folds into the correction:
- * corr[c] = bias[c] - (input_zp + 128) * sum_k W[c][k]. |w| * 255 <= 2^15, K <= 65536: still exact. */
+ * corr[c] = bias[c] - (input_zp + 128) * sum_k W[c][k]. |w| * 255 <= 2^15, K <= 65536: still exact.
+ *
+ * x86 AMX (tdpbssd: signed bytes times signed bytes into 16 x 16 int32 tiles) takes the plain
+ * layout with kg = 4 (16 columns of a B panel, 16 groups of 4 k, are one B tile), raw int8 (u8 0:
+ * the plain correction). Its K step is 64: packed A tiles have their own K group, akg = 64
+ * ([kpa / 64][MR][64], kpa = K rounded up to 64, zero past K: an A tile is 16 rows x 64 k), and
+ * the last step's B tile reads up to 16 groups past the panel's end (the next panel, or `bslack`
+ * bytes the driver adds after each column block): garbage there meets zero A columns, adds 0.
+ * gemm_rows reads W in place (rows ldw apart). Its tile state is per thread: the driver brackets
+ * each GEMM task with tile_on / tile_off (load the tile configuration, release the tiles). */
 #ifndef OA_KERNELS_OPT_QUANT_H
 #define OA_KERNELS_OPT_QUANT_H
 
@@ -28,7 +37,7 @@
 
 /* K the kernels take: |sum of K products| <= K * 2^14 < 2^31 (raw), K * 255 * 128 < 2^31 (x - zp) */
 #define OA_Q8_K_MAX ((int64_t)1 << 16)
-#define OA_Q8_MR_MAX 16
+#define OA_Q8_MR_MAX 32
 #define OA_Q8_NR_MAX 64
 
 /* c[i * ldc + j] = sum_k a[k][i] * b[k][j] over kp (a multiple of kg) for the whole MR x NR tile */
@@ -127,11 +136,16 @@ typedef struct oa_q8_isa {
   oa_q8_add_fn add;     /* the elementwise int8 ops (or NULL: the reference kernels run) */
   oa_q8_quantize_fn quantize;
   oa_q8_dequantize_fn dequantize;
+  int32_t akg;              /* K group of packed A tiles (0: kg) */
+  int32_t bslack;           /* bytes the micro-kernel may read past a column block's B panels */
+  void (*tile_on)(void);    /* or NULL: before a thread's GEMM micro-kernel calls of one task (AMX) */
+  void (*tile_off)(void);   /* or NULL: after them */
 } oa_q8_isa_t;
 
 /* The table of ISA `id` (isa.h), NULL when this build does not have it; `dot`: use the ISA's int8
  * dot-product extension where built: NEON sdot (the CPU has dotprod), AVX-512 VNNI (avx512_vnni),
- * AVX2 with AVX-VNNI (avx_vnni); the caller checks the CPU and OA_CPU_ISA_VNNI. */
+ * AVX2 with AVX-VNNI (avx_vnni); the caller checks the CPU and OA_CPU_ISA_VNNI. `dot` 2 on
+ * AVX-512: the AMX tiles (the caller checks the CPU, the OS permission and OA_CPU_ISA_AMX). */
 const oa_q8_isa_t *oa_q8_isa(int32_t id, int32_t dot);
 
 /* Portable instances (arch/portable/quant.c), also the other ISAs' fall-backs. */
@@ -170,6 +184,11 @@ void oa_q8_avx2_dequantize(const void *x, int64_t n, int32_t u8, int32_t zp, flo
 void oa_q8_avx512_add(const int8_t *a, const int8_t *b, int64_t n, const oa_q8_add_t *p, int8_t *y);
 void oa_q8_avx512_quantize(const float *x, int64_t n, float inv, float zp, float lo, float hi, void *y);
 void oa_q8_avx512_dequantize(const void *x, int64_t n, int32_t u8, int32_t zp, float scale, float *y);
+/* the AVX512-VNNI file's B packer without the x ^ 0x80 (raw int8, the AMX table's; no VNNI
+ * instruction in it) and its uint8 GEMV */
+void oa_q8_avx512_pack_raw(const int8_t *src, const int64_t *koff, int64_t k, int64_t kp, const int64_t *cb,
+                           int32_t nc, int32_t nr, void *dst);
+void oa_q8_avx512_vnni_gemv(int64_t m, int64_t n, int64_t k, const void *x, const int8_t *w, int32_t *acc);
 
 /* The elementwise rules in plain C (the portable instances, the SIMD ones' tails). */
 static inline int8_t oa_q8_add1(int8_t a, int8_t b, const oa_q8_add_t *p) {

@@ -169,9 +169,10 @@ static inline __m512i interleave4(__m128i r0, __m128i r1, __m128i r2, __m128i r3
   return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
 }
 
-/* the xor of a group: 0x80 on the bytes of k < `valid` (of 4), 0 on the zero padding */
-static inline __m512i flip_mask(int64_t valid) {
-  const uint32_t m = valid >= 4 ? 0x80808080u : (uint32_t)(((uint64_t)1 << (8 * valid)) - 1u) & 0x80808080u;
+/* the xor of a group: `fl` (0x80808080: the u8 flip; 0: raw bytes, the AMX table) on the bytes of
+ * k < `valid` (of 4), 0 on the zero padding (valid <= 0: a group past K, kpad > kg) */
+static inline __m512i flip_mask(int64_t valid, uint32_t fl) {
+  const uint32_t m = valid >= 4 ? fl : valid <= 0 ? 0u : (uint32_t)(((uint64_t)1 << (8 * valid)) - 1u) & fl;
   return _mm512_set1_epi32((int32_t)m);
 }
 
@@ -179,10 +180,10 @@ static inline __m512i flip_mask(int64_t valid) {
  * 4 ymm rows unpacked within their 128-bit lanes (columns 0-3 | 16-19, 4-7 | 20-23, ...) and put
  * in order by two lane shuffles (128 bytes in about 20 instructions); a last 16 columns by xmm. */
 static void pack_run(const int8_t *src, const int64_t *koff, int64_t k, int64_t kp, int64_t c0, int32_t nr,
-                     uint8_t *dst) {
-  const __m512i flip = _mm512_set1_epi8((char)0x80);
+                     uint8_t *dst, uint32_t fl) {
+  const __m512i flip = _mm512_set1_epi32((int32_t)fl);
   for (int64_t q = 0; q < kp; q += 4, dst += 4 * nr) {
-    const __m512i f = q + 4 <= k ? flip : flip_mask(k - q);
+    const __m512i f = q + 4 <= k ? flip : flip_mask(k - q, fl);
     const int8_t *s[4];
     for (int i = 0; i < 4; i++) s[i] = q + i < k ? src + koff[q + i] + c0 : NULL;
     int32_t u = 0;
@@ -206,19 +207,19 @@ static void pack_run(const int8_t *src, const int64_t *koff, int64_t k, int64_t 
   }
 }
 
-static void q8_vnni_pack(const int8_t *src, const int64_t *koff, int64_t k, int64_t kp, const int64_t *cb,
-                         int32_t nc, int32_t nr, void *dst_) {
+static void pack_any(const int8_t *src, const int64_t *koff, int64_t k, int64_t kp, const int64_t *cb, int32_t nc,
+                     int32_t nr, void *dst_, uint32_t fl) {
   uint8_t *dst = (uint8_t *)dst_;
   if (koff && nc == nr && nr % 16 == 0 && cb[nr - 1] == cb[0] + nr - 1) {
     int run = 1;
     for (int32_t j = 1; j < nr - 1 && run; j++) run = cb[j] == cb[0] + j;
     if (run) {
-      pack_run(src, koff, k, kp, cb[0], nr, dst);
+      pack_run(src, koff, k, kp, cb[0], nr, dst, fl);
       return;
     }
   }
   if (!koff) { /* linear: column j is the row src + cb[j], 4 consecutive k are one dword */
-    const uint32_t flip = 0x80808080u;
+    const uint32_t flip = fl;
     const int64_t k4 = k / 4 * 4;
     for (int64_t q = 0; q < kp; q += 4) {
       uint8_t *d = dst + q * nr;
@@ -251,10 +252,20 @@ static void q8_vnni_pack(const int8_t *src, const int64_t *koff, int64_t k, int6
     for (int64_t q = 0; q < kp; q += 4, d += 4 * nr) {
       __m128i r[4];
       for (int i = 0; i < 4; i++) r[i] = q + i < k && ns ? gather_row(src + koff[q + i], sg, ns) : _mm_setzero_si128();
-      const __m512i v = _mm512_xor_si512(interleave4(r[0], r[1], r[2], r[3]), flip_mask(k - q));
+      const __m512i v = _mm512_xor_si512(interleave4(r[0], r[1], r[2], r[3]), flip_mask(k - q, fl));
       _mm512_storeu_si512((void *)d, v);
     }
   }
+}
+
+static void q8_vnni_pack(const int8_t *src, const int64_t *koff, int64_t k, int64_t kp, const int64_t *cb,
+                         int32_t nc, int32_t nr, void *dst) {
+  pack_any(src, koff, k, kp, cb, nc, nr, dst, 0x80808080u);
+}
+
+void oa_q8_avx512_pack_raw(const int8_t *src, const int64_t *koff, int64_t k, int64_t kp, const int64_t *cb,
+                           int32_t nc, int32_t nr, void *dst) {
+  pack_any(src, koff, k, kp, cb, nc, nr, dst, 0u);
 }
 
 /* ---- GEMV ------------------------------------------------------------------------------------- */
@@ -262,7 +273,7 @@ static void q8_vnni_pack(const int8_t *src, const int64_t *koff, int64_t k, int6
 /* x ^ 0x80 as uint8 [m][k] (the driver's choice when input_zp is -128: x ^ 0x80 is then x - zp
  * and no correction is needed); 4 W rows at a time, 64 k per step, the last step masked
  * (masked-off bytes load 0 on both sides) */
-static void q8_vnni_gemv(int64_t m, int64_t n, int64_t k, const void *x_, const int8_t *w, int32_t *acc) {
+void oa_q8_avx512_vnni_gemv(int64_t m, int64_t n, int64_t k, const void *x_, const int8_t *w, int32_t *acc) {
   const uint8_t *x = (const uint8_t *)x_;
   const int64_t k64 = k / 64 * 64;
   const __mmask64 tail = k > k64 ? (~(__mmask64)0) >> (64 - (k - k64)) : 0;
@@ -309,7 +320,7 @@ const oa_q8_isa_t oa_q8_avx512_vnni_isa = {.name = "avx512_vnni", .mr = Q8V_MR, 
                                            .requant_f32 = oa_q8_avx512_requant_f32,
                                            .to_float = oa_q8_avx512_to_float, .dwp = oa_q8_avx512_dwp,
                                            .dw = oa_q8_avx512_dw,
-                                           .gemv = oa_q8_avx512_gemv, .gemv_u8 = q8_vnni_gemv, .u8 = 1,
+                                           .gemv = oa_q8_avx512_gemv, .gemv_u8 = oa_q8_avx512_vnni_gemv, .u8 = 1,
                                            .pack = q8_vnni_pack,
                                            .wsum = oa_q8_avx512_wsum, .variant = "avx512_vnni",
                                            .add = oa_q8_avx512_add, .quantize = oa_q8_avx512_quantize,
