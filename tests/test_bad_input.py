@@ -174,6 +174,19 @@ def test_refused_op_says_why() -> None:
     assert "refused, random numbers" in msg and "as an input tensor" in msg
 
 
+class _RandomGenerator(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + torch.randn(3, generator=torch.Generator().manual_seed(0))
+
+
+def test_refused_random_op_with_a_generator() -> None:
+    """The generator= overloads of the random ops are refused with the same reason."""
+    with pytest.raises(oa.UnsupportedOpError) as e:
+        oa.export(_RandomGenerator(), (torch.randn(3),))
+    msg = str(e.value)
+    assert "aten.randn.generator" in msg and "refused, random numbers" in msg
+
+
 def test_unsupported_op_on_the_cli(tmp_path: Path) -> None:
     archive = tmp_path / "histc.pt2"
     torch.export.save(torch.export.export(_Unsupported(), (torch.randn(3, 8),)), str(archive))

@@ -13,6 +13,11 @@ refuse("aten.rand.default", "aten.randn.default", "aten.randperm.default", "aten
        "aten.randint_like.Tensor", "aten.cauchy.default", "aten.exponential.default", "aten.geometric.default",
        "aten.log_normal.default", "aten.poisson.default", "aten.binomial.default", "aten._standard_gamma.default",
        "aten._sample_dirichlet.default", "aten.random.default", "aten.random.from", "aten.random.to",
+       # the same with an explicit torch.Generator (generator=g)
+       "aten.rand.generator", "aten.randn.generator", "aten.randperm.generator", "aten.randint.generator",
+       "aten.randint.low_generator", "aten.rand_like.generator", "aten.randn_like.generator",
+       "aten.randint_like.generator", "aten.randint_like.Tensor_generator",
+       "aten.randint_like.low_generator_dtype",
        why="random numbers: a deployed model gets its randomness as an input tensor (generate it in the "
            "application and pass it in), so that a file gives the same answers on every board")
 
