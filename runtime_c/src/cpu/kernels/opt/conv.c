@@ -327,18 +327,28 @@ static void build_phases(void *ctx, int64_t c0, int64_t c1) {
   }
 }
 
+/* The GEMM's output in virtual columns (wph per output row, the last wph - ow dropped) copied to
+ * y, one finished block of C at a time (oa_gemm_args_t.done: the block is still in the caches of
+ * the thread that computed it; a separate pass over the whole output read it back from memory,
+ * 0.22 of the 1.9 ms of ResNet-18's stem). */
 typedef struct compact_ctx {
   const conv_geo_t *q;
   const float *virt;
   float *y;
 } compact_ctx_t;
 
-static void compact_rows(void *ctx, int64_t c0, int64_t c1) {
+static void compact_block(const void *ctx, int64_t c0, int64_t c1, int64_t j0, int64_t nc) {
   const compact_ctx_t *cc = (const compact_ctx_t *)ctx;
   const conv_geo_t *q = cc->q;
-  for (int64_t co = c0; co < c1; co++)
-    for (int64_t r = 0; r < q->oh; r++)
-      memcpy(cc->y + (co * q->oh + r) * q->ow, cc->virt + co * q->nv + r * q->wph, (size_t)q->ow * sizeof(float));
+  const int64_t j1 = j0 + nc;
+  for (int64_t r = j0 / q->wph; r < q->oh && r * q->wph < j1; r++) {
+    /* output row r is virtual columns [r * wph, r * wph + ow): its part inside [j0, j1) */
+    const int64_t v0 = oa_max64(j0, r * q->wph), v1 = oa_min64(j1, r * q->wph + q->ow);
+    if (v1 <= v0) continue;
+    for (int64_t co = c0; co < c1; co++)
+      memcpy(cc->y + (co * q->oh + r) * q->ow + (v0 - r * q->wph), cc->virt + co * q->nv + v0,
+             (size_t)(v1 - v0) * sizeof(float));
+  }
 }
 
 /* B rows gathered through row offsets into packed panels: B[p][j] = b[boff[p] + j] */
@@ -388,15 +398,13 @@ static void conv_direct(const oa_opt_isa_t *isa, conv_geo_t *q, int32_t threads,
       phase_ctx_t pc = {q, xg, phase, used_a, used_b};
       oa_parallel_for(pool, q->cg, 1, build_phases, &pc);
       rows_ctx_t rc = {phase, boff};
+      compact_ctx_t cc = {q, virt, yg};
       oa_gemm_args_t args = {.m = q->og, .n = q->nv, .k = q->k, .a = w + g * q->og * q->k, .lda = q->k, .b = phase,
                              .boff = boff, .pack = conv_direct_in_place(q) ? NULL : pack_rows, .pack_ctx = &rc,
                              .c = compact ? virt : yg, .rs_c = q->nv, .cs_c = 1,
-                             .bias = bias ? bias + g * q->og : NULL, .act = epi->act, .lo = epi->lo, .hi = epi->hi};
+                             .bias = bias ? bias + g * q->og : NULL, .act = epi->act, .lo = epi->lo, .hi = epi->hi,
+                             .done = compact ? compact_block : NULL, .done_ctx = &cc};
       oa_gemm_run(isa, &blk, &args, scratch + l.gemm, pool);
-      if (compact) {
-        compact_ctx_t cc = {q, virt, yg};
-        oa_parallel_for(pool, q->og, 4, compact_rows, &cc);
-      }
     }
   }
 }

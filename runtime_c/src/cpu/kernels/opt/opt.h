@@ -157,6 +157,10 @@ typedef struct oa_gemm_args {
   const float *bias_col; /* per column of C, or NULL */
   int32_t act;
   float lo, hi;
+  /* or NULL: called by the thread that finished C's rows [i0, i1) x columns [j0, j0 + nc) (all K
+   * blocks), while they are still in its caches (the direct conv drops its virtual columns) */
+  void (*done)(const void *ctx, int64_t i0, int64_t i1, int64_t j0, int64_t nc);
+  const void *done_ctx;
 } oa_gemm_args_t;
 
 enum { OA_GEMM_PACK_PER_TASK = 1, OA_GEMM_PACK_ALL = 2, OA_GEMM_DIRECT = 3 };
