@@ -68,11 +68,7 @@ static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
 
-/* The L2 size of this CPU in bytes (0: unknown), detected on the first call (a prepare, never the
- * execute path: oa_gemm_plan runs in prepare before any run) and kept: it is a fact about the
- * machine, the same for every device and call, and changes only the column blocking, never which
- * operations compute an output. */
-static int64_t l2_bytes(void) {
+int64_t oa_opt_l2_bytes(void) {
 #if !defined(__STDC_NO_ATOMICS__)
   static atomic_llong cached = -1;
   long long v = atomic_load(&cached);
@@ -263,7 +259,7 @@ void oa_gemm_plan(const oa_opt_isa_t *isa, int64_t m, int64_t n, int64_t k, int6
   /* AVX-512 CPUs have >= 1 MB of L2 (Skylake-SP, Zen 4/5; 2 MB on Sapphire Rapids): a B block of
    * half the L2, so each row of A is re-read as rarely as the L2 allows (1024^3 on a Sapphire
    * Rapids class Xeon, 2 MB L2: 1 MB blocks 1.03x faster than 512 KB) */
-  const int64_t b_block = isa->vw >= 16 ? min64(max64(l2_bytes() / 2, B_BLOCK_WIDE_MIN), B_BLOCK_WIDE_MAX)
+  const int64_t b_block = isa->vw >= 16 ? min64(max64(oa_opt_l2_bytes() / 2, B_BLOCK_WIDE_MIN), B_BLOCK_WIDE_MAX)
                                         : B_BLOCK_BYTES;
   int64_t nc = (b_block / (int64_t)sizeof(float) / out->kc) / nr * nr;
   nc = min64(max64(nc, nr), npad);

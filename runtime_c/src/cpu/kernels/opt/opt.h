@@ -176,6 +176,12 @@ typedef struct oa_gemm_blocking {
 } oa_gemm_blocking_t;
 
 /* Blocking of one GEMM shape for `threads` threads; deterministic (prepare and run agree). */
+/* The L2 size of this CPU in bytes (0: unknown; gemm.c), detected on the first call (a prepare,
+ * never the execute path: plans are made in prepare before any run) and kept: a fact about the
+ * machine, the same for every device and call. Kernels size their blocks by it, never which
+ * operations compute an output. */
+int64_t oa_opt_l2_bytes(void);
+
 void oa_gemm_plan(const oa_opt_isa_t *isa, int64_t m, int64_t n, int64_t k, int64_t lda, int32_t direct,
                   int32_t threads, oa_gemm_blocking_t *out);
 
