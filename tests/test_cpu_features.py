@@ -56,6 +56,7 @@ def test_targets_declare_cpu_features() -> None:
     assert get_target("qemu-riscv64-v").cpu_features == ("v",)
     assert get_target("qemu-riscv64").cpu_features == ()
     assert get_target("qemu-aarch64").cpu_features == ("neon",)
+    assert get_target("qemu-aarch64-v86").cpu_features == ("neon", "fp16", "dotprod", "i8mm")
     # the same toolchain as x86_64-linux: only the file's requirement differs
     a, b = get_target("x86_64-avx512"), get_target("x86_64-linux")
     assert (a.c_flags, a.cmake_toolchain, a.static) == (b.c_flags, b.cmake_toolchain, b.static)

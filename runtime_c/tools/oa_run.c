@@ -193,7 +193,7 @@ static void print_device(uint32_t index, oa_device_t *dev) {
   if (oa_device_get_properties(dev, &props)) return;
   static const char *cpu_keys[] = {"arch", "neon", "fp16", "dotprod", "sse4_1", "avx", "avx2", "fma", "f16c",
                                    "avx512f", "avx512bw", "avx512dq", "avx512vl", "avx512_vnni", "avx_vnni",
-                                   "amx_tile", "amx_int8", "amx_bf16", "v", "vlen",
+                                   "amx_tile", "amx_int8", "amx_bf16", "v", "vlen", "i8mm",
                                    "cores", "l1d_bytes", "l2_bytes", "l3_bytes", "threads", "isas"};
   static const char *dev_keys[] = {"alignment", "memory_total", "compute_units"};
   if (g_json) {

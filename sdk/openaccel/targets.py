@@ -21,6 +21,7 @@ KNOWN_CPU_FEATURES: tuple[str, ...] = (
     "sse4_1", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512dq", "avx512vl", "avx512_vnni",
     "avx_vnni", "amx_tile", "amx_int8", "amx_bf16",
     "v",
+    "i8mm",
 )
 
 

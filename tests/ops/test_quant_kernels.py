@@ -11,7 +11,8 @@ the reference kernels only and with the optimized ones:
     AMX; tile sets the CPU (or OS) lacks are skipped with a message naming the feature;
   - under qemu-aarch64 (NEON int16 tiles), qemu-aarch64-v82 (the sdot tile: the CPU reports
     dotprod), qemu-armv7 (NEON 4x8) and qemu-riscv64 (portable), with `oa_run` and
-    `oa_run --reference`.
+    `oa_run --reference`; under qemu-aarch64-v86 (-cpu max: the CPU reports i8mm) the smmla tile
+    ("neon_i8mm"), against the host's reference bytes.
 Every run also asks `oa_run --profile` which kernel each instruction was prepared with: the
 optimized kernel of the expected ISA, never "ref" (a silent decline would pass the byte check).
 
@@ -453,7 +454,9 @@ def test_vnni_tiles_where_the_cpu_has_them(feature: str, isa: str, name: str) ->
 
 
 BOARD_ISA = {"qemu-aarch64": "neon", "qemu-aarch64-v82": "neon", "qemu-armv7": "neon", "qemu-riscv64": "portable",
-             "qemu-riscv64-v": "portable"}
+             "qemu-riscv64-v": "portable", "qemu-aarch64-v86": "neon"}
+# the conv / linear plans' names where a board's CPU has a tile with a name of its own
+BOARD_TILE = {**BOARD_ISA, "qemu-aarch64-v86": "neon_i8mm"}
 
 
 # ---- elementwise: add_q8, quantize, dequantize; int8 max_pool2d --------------------------------------
@@ -632,7 +635,7 @@ def test_targets(family: str, target: str) -> None:
     assert set(ref_kernels) == {"ref"}
     check_same(family, ref, reference(family), f"{target} reference vs host reference")
     fast, kernels = run_oa(target, buf, arrays)
-    check_kernels(family, kernels, BOARD_ISA.get(target, "portable"), target)
+    check_kernels(family, kernels, BOARD_TILE.get(target, "portable"), target)
     check_same(family, fast, ref, target)
     two, _ = run_oa(target, buf, arrays, "--threads", "2")
     check_same(family, two, ref, f"{target}, 2 threads")
@@ -643,13 +646,34 @@ def test_targets(family: str, target: str) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_i8mm_board(family: str) -> None:
+    """the smmla tile (arch/arm/neon/quant_i8mm.c) under qemu-aarch64 -cpu max, which reports
+    i8mm: every conv / linear instruction runs it (depthwise and GEMV calls use the table's NEON
+    kernels, under the same plan name), with 1 and 2 threads, bytes identical to the host's
+    reference. (The v8.2 board's build has the tile too, but its Cortex-A76 has no i8mm:
+    test_targets checks that its plans stay "neon".)"""
+    target = "qemu-aarch64-v86"
+    if not get_target(target).ready:
+        pytest.skip(f"{target}: toolchain or emulator missing")
+    buf, _ = program(family)
+    fast, kernels = run_oa(target, buf, feeds(family))
+    check_kernels(family, kernels, "neon_i8mm", target)
+    check_same(family, fast, reference(family), f"{target} vs host reference")
+    two, _ = run_oa(target, buf, feeds(family), "--threads", "2")
+    check_same(family, two, reference(family), f"{target}, 2 threads")
+
+
+@pytest.mark.slow
 def test_v82_board_reports_dotprod() -> None:
     """the sdot tile is chosen inside the NEON variant when the CPU reports dotprod: the v8.2
-    board does (so test_targets above ran it there), the plain aarch64 one does not"""
-    for target, want in (("qemu-aarch64-v82", 1), ("qemu-aarch64", 0)):
+    board does (so test_targets above ran it there), the plain aarch64 one does not; the smmla
+    tile when it reports i8mm: only the v8.6 board (-cpu max) does"""
+    for target, dot, i8mm in (("qemu-aarch64-v82", 1, 0), ("qemu-aarch64", 0, 0), ("qemu-aarch64-v86", 1, 1)):
         if not get_target(target).ready:
             pytest.skip(f"{target}: toolchain or emulator missing")
         res = runner(target).run(["--devices", "--json"])
         runner(target).check(res, "--devices")
         q = res.of("device")[0]["queries"]
-        assert int(q.get("cpu.dotprod", 0)) == want, q
+        assert int(q.get("cpu.dotprod", 0)) == dot, q
+        assert int(q.get("cpu.i8mm", 0)) == i8mm, q

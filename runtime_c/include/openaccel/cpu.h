@@ -32,6 +32,8 @@ typedef struct oa_cpu_features {
   /* RISC-V: the V extension (RVV 1.0, HWCAP bit 'V') and its VLEN in bits (0 when unknown: read
    * only in builds compiled with V, the qemu-riscv64-v target's) */
   int32_t rvv, rvv_vlen;
+  /* Arm: the int8 matrix multiply-accumulate instructions (FEAT_I8MM: smmla; Linux HWCAP2_I8MM) */
+  int32_t i8mm;
 } oa_cpu_features_t;
 
 /* Detect the features of the CPU this code runs on. */

@@ -72,6 +72,7 @@ static oa_status_t cpu_query_i64(oa_device_t *dev, const char *category, const c
       {"avx_vnni", offsetof(oa_cpu_features_t, avx_vnni)},   {"amx_tile", offsetof(oa_cpu_features_t, amx_tile)},
       {"amx_int8", offsetof(oa_cpu_features_t, amx_int8)},   {"amx_bf16", offsetof(oa_cpu_features_t, amx_bf16)},
       {"v", offsetof(oa_cpu_features_t, rvv)},               {"vlen", offsetof(oa_cpu_features_t, rvv_vlen)},
+      {"i8mm", offsetof(oa_cpu_features_t, i8mm)},
   };
   for (size_t i = 0; i < sizeof i32_keys / sizeof i32_keys[0]; i++) {
     if (strcmp(key, i32_keys[i].key) == 0) {

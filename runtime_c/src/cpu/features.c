@@ -131,6 +131,7 @@ void oa_cpu_detect(oa_cpu_features_t *out_features) {
   unsigned long hw = getauxval(AT_HWCAP);
   f.fp16 = (hw & (1ul << 10)) != 0 && (hw & (1ul << 9)) != 0; /* HWCAP_FPHP | HWCAP_ASIMDHP */
   f.dotprod = (hw & (1ul << 20)) != 0;                        /* HWCAP_ASIMDDP */
+  f.i8mm = (getauxval(AT_HWCAP2) & (1ul << 13)) != 0;         /* HWCAP2_I8MM */
 #endif
 #elif defined(__arm__)
   f.arch = OA_CPU_ARCH_ARM;

@@ -13,6 +13,7 @@ static const char *const known_features[] = {
     "sse4_1",   "avx",      "avx2",     "fma",         "f16c",     "avx512f",      /* x86 */
     "avx512bw", "avx512dq", "avx512vl", "avx512_vnni", "avx_vnni", "amx_tile", "amx_int8", "amx_bf16",
     "v",                                                                            /* RISC-V */
+    "i8mm",                                                                         /* Arm, later */
 };
 #define N_KNOWN (sizeof known_features / sizeof known_features[0])
 

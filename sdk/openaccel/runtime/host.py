@@ -217,7 +217,7 @@ class CpuDevice:
         queries = {}
         for key in ("arch", "neon", "fp16", "dotprod", "sse4_1", "avx", "avx2", "fma", "f16c", "avx512f",
                     "avx512bw", "avx512dq", "avx512vl", "avx512_vnni", "avx_vnni", "amx_tile", "amx_int8",
-                    "amx_bf16", "v", "vlen", "cores", "l1d_bytes", "l2_bytes", "l3_bytes", "threads", "isas"):
+                    "amx_bf16", "v", "vlen", "i8mm", "cores", "l1d_bytes", "l2_bytes", "l3_bytes", "threads", "isas"):
             v = C.c_int64()
             if lib.oa_device_query_i64(self.handle, b"cpu", key.encode(), C.byref(v)) == 0:
                 queries[f"cpu.{key}"] = v.value

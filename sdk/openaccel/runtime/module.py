@@ -173,6 +173,7 @@ def describe_cpu(target: Any, queries: dict[str, int]) -> dict[str, Any]:
                 "emulated": False}
     args = target.emulator_command_args()
     cpu = args[args.index("-cpu") + 1] if "-cpu" in args[:-1] else "default CPU"
-    ext = [k.removeprefix("cpu.") for k in ("cpu.neon", "cpu.fp16", "cpu.dotprod", "cpu.v") if queries.get(k)]
+    keys = ("cpu.neon", "cpu.fp16", "cpu.dotprod", "cpu.i8mm", "cpu.v")
+    ext = [k.removeprefix("cpu.") for k in keys if queries.get(k)]
     return {"model": f"{cpu} emulated by {target.emulator} on {host.model}", "vector_extensions": ext,
             "kernel_isa": isa, "emulated": True}

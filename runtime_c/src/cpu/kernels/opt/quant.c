@@ -53,6 +53,7 @@ extern const oa_q8_isa_t oa_q8_avx512_amx_isa;
 #if defined(OA_BUILT_NEON)
 extern const oa_q8_isa_t oa_q8_neon_isa;
 extern const oa_q8_isa_t *oa_q8_neon_sdot_isa(void);
+extern const oa_q8_isa_t *oa_q8_neon_i8mm_isa(void);
 #endif
 
 const oa_q8_isa_t *oa_q8_isa(int32_t id, int32_t dot) {
@@ -77,7 +78,9 @@ const oa_q8_isa_t *oa_q8_isa(int32_t id, int32_t dot) {
       return &oa_q8_avx512_isa;
 #endif
 #if defined(OA_BUILT_NEON)
-    case OA_ISA_NEON: return dot && oa_q8_neon_sdot_isa() ? oa_q8_neon_sdot_isa() : &oa_q8_neon_isa;
+    case OA_ISA_NEON:
+      if (dot == 2 && oa_q8_neon_i8mm_isa()) return oa_q8_neon_i8mm_isa();
+      return dot && oa_q8_neon_sdot_isa() ? oa_q8_neon_sdot_isa() : &oa_q8_neon_isa;
 #endif
     default: return NULL;
   }
@@ -611,6 +614,9 @@ static oa_status_t begin(oa_op_plan_t *plan, const oa_kernel_env_t *env, int32_t
     dot = 2;
 #endif
   else if (id == OA_ISA_AVX2) dot = vnni && f->avx_vnni;
+#if defined(OA_BUILT_NEON)
+  if (id == OA_ISA_NEON && f && f->i8mm && oa_q8_neon_i8mm_isa()) dot = 2; /* smmla before sdot */
+#endif
   *isa = oa_q8_isa(id, dot);
   if (!*isa) return OA_ERR_UNSUPPORTED;
   memset(plan->params, 0, sizeof plan->params);
@@ -835,7 +841,8 @@ oa_status_t oa_opt_linear_q8_run(const oa_op_call_t *call, const oa_op_plan_t *p
 }
 
 /* OA_OPT_SHARED (isa.h), except that a plan on a table with a name of its own (the VNNI tiles inside
- * the avx512 / avx2 variants) is named after it ("avx512_vnni", "avx_vnni"), so tools and tests see
+ * the avx512 / avx2 variants, the i8mm one inside neon) is named after it ("avx512_vnni", "avx_vnni",
+ * "neon_i8mm"), so tools and tests see
  * which tile ran. */
 #define Q8_OPT(op)                                                                                              \
   oa_status_t oa_opt_##op##_prepare(const oa_op_call_t *call, const oa_kernel_env_t *env, oa_op_plan_t *plan,  \
@@ -851,6 +858,7 @@ oa_status_t oa_opt_linear_q8_run(const oa_op_call_t *call, const oa_op_plan_t *p
       {#op, "avx512_vnni", OA_DT_I8, oa_opt_##op##_prepare, oa_opt_##op##_run},                                \
       {#op, "avx_vnni", OA_DT_I8, oa_opt_##op##_prepare, oa_opt_##op##_run},                                   \
       {#op, "avx512_amx", OA_DT_I8, oa_opt_##op##_prepare, oa_opt_##op##_run},                                 \
+      {#op, "neon_i8mm", OA_DT_I8, oa_opt_##op##_prepare, oa_opt_##op##_run},                                  \
   };                                                                                                           \
   oa_status_t oa_opt_##op##_prepare(const oa_op_call_t *call, const oa_kernel_env_t *env, oa_op_plan_t *plan,  \
                                     oa_diag_t *diag) {                                                         \

@@ -192,4 +192,22 @@ const oa_q8_isa_t *oa_q8_neon_sdot_isa(void) { return &q8_neon_sdot_isa; }
 const oa_q8_isa_t *oa_q8_neon_sdot_isa(void) { return NULL; }
 #endif
 
+#if defined(__aarch64__) && defined(OA_HAVE_I8MM)
+/* the i8mm (smmla) tile of neon/quant_i8mm.c, the only file built with +i8mm: 8x8, kg 8, raw int8
+ * (A tiles packed by the driver's K-step packer, akg 8: the same [kp/8][8][8] layout); the plan is
+ * named "neon_i8mm" (opt/quant.c) */
+void oa_q8_i8mm_gemm(int64_t kp, const void *a, const void *b, int32_t *c, int64_t ldc);
+void oa_q8_i8mm_pack(const int8_t *src, const int64_t *koff, int64_t k, int64_t kp, const int64_t *cb, int32_t nc,
+                     int32_t nr, void *dst);
+static const oa_q8_isa_t q8_neon_i8mm_isa = {.name = "neon", .mr = 8, .nr = 8, .kg = 8, .wide = 0,
+                                             .gemm = oa_q8_i8mm_gemm, .requant = q8_neon_requant,
+                                             .dw = q8_neon_dw, .gemv = q8_neon_gemv, .pack = oa_q8_i8mm_pack,
+                                             .variant = "neon_i8mm", .akg = 8, .add = oa_q8_portable_add,
+                                             .quantize = oa_q8_portable_quantize,
+                                             .dequantize = oa_q8_portable_dequantize};
+const oa_q8_isa_t *oa_q8_neon_i8mm_isa(void) { return &q8_neon_i8mm_isa; }
+#else
+const oa_q8_isa_t *oa_q8_neon_i8mm_isa(void) { return NULL; }
+#endif
+
 #endif /* __ARM_NEON */
