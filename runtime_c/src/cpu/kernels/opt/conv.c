@@ -290,41 +290,39 @@ typedef struct phase_ctx {
   uint32_t used_a, used_b; /* phases any tap reads */
 } phase_ctx_t;
 
-static void build_phases(void *ctx, int64_t c0, int64_t c1) {
+/* units u = (ci, a, b) of phase planes: a thread takes whole planes, so a 3-channel stem's 12
+ * planes split evenly between threads (by channel: 2 + 1 channels on 2 threads) */
+static void build_phases(void *ctx, int64_t u0, int64_t u1) {
   const phase_ctx_t *pc = (const phase_ctx_t *)ctx;
   const conv_geo_t *q = pc->q;
-  for (int64_t ci = c0; ci < c1; ci++) {
+  for (int64_t u = u0; u < u1; u++) {
+    const int64_t ci = u / (q->sh * q->sw), a = u / q->sw % q->sh, b = u % q->sw;
+    if (!(pc->used_a >> a & 1u) || !(pc->used_b >> b & 1u)) continue;
     const float *xc = pc->x + ci * q->h * q->w;
-    for (int64_t a = 0; a < q->sh; a++) {
-      if (!(pc->used_a >> a & 1u)) continue;
-      for (int64_t b = 0; b < q->sw; b++) {
-        if (!(pc->used_b >> b & 1u)) continue;
-        float *plane = pc->phase + ((ci * q->sh + a) * q->sw + b) * q->plen;
-        /* columns c with 0 <= c * sw + b - pw < w */
-        const int64_t off = b - q->pw;
-        int64_t lo = off >= 0 ? 0 : (-off + q->sw - 1) / q->sw;
-        int64_t hi = q->w - 1 - off < 0 ? 0 : (q->w - 1 - off) / q->sw + 1;
-        if (hi > q->wph) hi = q->wph;
-        if (lo > hi) lo = hi;
-        for (int64_t r = 0; r <= q->hph; r++) {
-          float *row = plane + r * q->wph;
-          const int64_t iy = r * q->sh + a - q->ph;
-          if (iy < 0 || iy >= q->h) {
-            memset(row, 0, (size_t)q->wph * sizeof(float));
-            continue;
-          }
-          const float *src = xc + iy * q->w + off;
-          memset(row, 0, (size_t)lo * sizeof(float));
-          if (q->sw == 1) {
-            memcpy(row + lo, src + lo, (size_t)(hi - lo) * sizeof(float));
-          } else if (q->sw == 2) {
-            for (int64_t c = lo; c < hi; c++) row[c] = src[2 * c]; /* a constant stride vectorizes */
-          } else {
-            for (int64_t c = lo; c < hi; c++) row[c] = src[c * q->sw];
-          }
-          memset(row + hi, 0, (size_t)(q->wph - hi) * sizeof(float));
-        }
+    float *plane = pc->phase + ((ci * q->sh + a) * q->sw + b) * q->plen;
+    /* columns c with 0 <= c * sw + b - pw < w */
+    const int64_t off = b - q->pw;
+    int64_t lo = off >= 0 ? 0 : (-off + q->sw - 1) / q->sw;
+    int64_t hi = q->w - 1 - off < 0 ? 0 : (q->w - 1 - off) / q->sw + 1;
+    if (hi > q->wph) hi = q->wph;
+    if (lo > hi) lo = hi;
+    for (int64_t r = 0; r <= q->hph; r++) {
+      float *row = plane + r * q->wph;
+      const int64_t iy = r * q->sh + a - q->ph;
+      if (iy < 0 || iy >= q->h) {
+        memset(row, 0, (size_t)q->wph * sizeof(float));
+        continue;
       }
+      const float *src = xc + iy * q->w + off;
+      memset(row, 0, (size_t)lo * sizeof(float));
+      if (q->sw == 1) {
+        memcpy(row + lo, src + lo, (size_t)(hi - lo) * sizeof(float));
+      } else if (q->sw == 2) {
+        for (int64_t c = lo; c < hi; c++) row[c] = src[2 * c]; /* a constant stride vectorizes */
+      } else {
+        for (int64_t c = lo; c < hi; c++) row[c] = src[c * q->sw];
+      }
+      memset(row + hi, 0, (size_t)(q->wph - hi) * sizeof(float));
     }
   }
 }
@@ -398,7 +396,7 @@ static void conv_direct(const oa_opt_isa_t *isa, conv_geo_t *q, int32_t threads,
       const float *xg = x + (nb * q->c + g * q->cg) * q->h * q->w;
       float *yg = y + (nb * q->o + g * q->og) * q->oh * q->ow;
       phase_ctx_t pc = {q, xg, phase, used_a, used_b};
-      oa_parallel_for(pool, q->cg, 1, build_phases, &pc);
+      oa_parallel_for(pool, q->cg * q->sh * q->sw, 1, build_phases, &pc);
       rows_ctx_t rc = {phase, boff};
       compact_ctx_t cc = {q, virt, yg};
       oa_gemm_args_t args = {.m = q->og, .n = q->nv, .k = q->k, .a = w + g * q->og * q->k, .lda = q->k, .b = phase,
