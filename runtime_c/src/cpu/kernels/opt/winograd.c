@@ -117,8 +117,12 @@ static int wino_geo(const oa_op_call_t *call, const oa_opt_isa_t *isa, const oa_
    * and larger stay at BAND_FLOATS. */
   const int64_t l2 = oa_opt_l2_bytes(), u_bytes = oa_cap_mul((int64_t)call->inputs[1]->numel, (int64_t)sizeof(float));
   const int64_t band = l2 >= BAND_L2_MIN_BYTES && u_bytes >= 0 && u_bytes <= l2 / 2 ? l2 / 2 / (int64_t)sizeof(float) : BAND_FLOATS;
-  g->rows = oa_min64(g->th, band / per_row > 0 ? band / per_row : 1);
-  const int64_t rows = g->rows;
+  int64_t rows = band / per_row > 0 ? band / per_row : 1;
+  /* the transforms split a band's tile rows between threads: a multiple of the thread count (the
+   * nearest), so that no thread waits at the end of each phase (3 rows on 2 threads: 2 + 1) */
+  if (threads > 1 && rows > threads) rows = (rows + threads / 2) / threads * threads;
+  g->rows = oa_min64(g->th, rows);
+  rows = g->rows;
   g->work = oa_round16((g->m + 2) * (g->tw * g->m + 2) * g->vw + 36 * g->vw);
   g->slots = (int32_t)oa_min64(threads, rows);
   g->off_v = oa_round16(KC_MAX * 2); /* boff: KC_MAX int64 */
