@@ -59,15 +59,22 @@ def _export(cm: torch.nn.Module, ex: tuple[torch.Tensor, ...], name: str) -> tup
     return prog, path
 
 
-def _rule64(x: torch.Tensor, wq: torch.Tensor, sw: torch.Tensor, b: torch.Tensor | None, eps: float) -> np.ndarray:
+def _rule64(x: torch.Tensor, wq: torch.Tensor, sw: torch.Tensor, b: torch.Tensor | None, eps: float,
+            per_token: bool = False) -> np.ndarray:
     """The float64 model of linear_dq8: PyTorch's own choose_qparams / quantize give the int8
     values, the sum is exact, then double(acc) * (double(s) * double(s_w)) + double(b) -> float32."""
     qd = _qd()
-    s, zp = qd.choose_qparams.tensor(x, -128, 127, eps, torch.int8)
-    xq = qd.quantize_per_tensor.tensor(x, s, zp, -128, 127, torch.int8)
-    acc = (xq.to(torch.int64) - int(zp)).reshape(-1, x.shape[-1]).numpy() @ wq.to(torch.int64).numpy().T
-    scale = float(np.float64(np.float32(float(s)))) * sw.to(torch.float64).numpy()
-    y = acc.astype(np.float64) * scale[None, :]
+    if per_token:
+        s, zp = qd.choose_qparams_per_token_asymmetric(x, torch.int8)
+        xq = qd.quantize_per_token(x, s, zp, -128, 127, torch.int8)
+        s, zp = s.reshape(-1, 1).numpy(), zp.reshape(-1, 1).numpy()
+    else:
+        s, zp = qd.choose_qparams.tensor(x, -128, 127, eps, torch.int8)
+        xq = qd.quantize_per_tensor.tensor(x, s, zp, -128, 127, torch.int8)
+        s, zp = np.full((1, 1), float(s)), np.full((1, 1), int(zp))
+    acc = (xq.to(torch.int64).reshape(-1, x.shape[-1]).numpy() - zp) @ wq.to(torch.int64).numpy().T
+    scale = s.astype(np.float32).astype(np.float64) * sw.to(torch.float64).numpy()[None, :]
+    y = acc.astype(np.float64) * scale
     if b is not None:
         y = y + b.to(torch.float64).numpy()[None, :]
     return y.astype(np.float32).reshape(*x.shape[:-1], wq.shape[0])
@@ -228,6 +235,30 @@ def test_tampered_file_is_refused(monkeypatch: Any, change: Any, match: str) -> 
         oa.load(prog)(randn(2, 8, seed=11))
 
 
+def test_per_token_linear_is_the_rule_bit_for_bit() -> None:
+    """choose_qparams_per_token_asymmetric -> quantize_per_token -> dequantize_per_token -> linear
+    (written by hand: XNNPACKQuantizer chooses per tensor): per_token 1, one scale per row."""
+    ex = (randn(2, 5, 8, seed=13),)
+    model = Hand("per token")
+    prog, path = _export(model, ex, "per_token")
+    assert prog.ops == ["linear_dq8"], prog.ops
+    m = oa.load(prog)
+    x = randn(2, 5, 8, seed=14)
+    x[0, 0] = 0.0                       # scale = eps
+    x[0, 1] = x[0, 1].abs() + 0.5       # zero point from the min
+    x[0, 2] = -(x[0, 2].abs() + 0.1)    # from the max
+    x[1, 3, 2] = math.nan               # that row only is NaN
+    x[1, 4, 5] = -math.inf
+    got = m(x)[0]
+    want = torch.from_numpy(_rule64(x, model.w, model.sw, None, 0.0, per_token=True))
+    finite = torch.isfinite(x).all(-1)
+    assert int(finite.sum()) == 8
+    assert torch.equal(got[finite], want[finite]), "differs from the float64 model of the rule"
+    assert bool(torch.isnan(got[~finite]).all()), "a row with NaN / inf: NaN"
+    torch.testing.assert_close(got[finite], model(x)[finite], atol=1e-5, rtol=1e-5)
+    check_on_boards(path, "per_token")
+
+
 # ---- what the rule cannot express: export errors naming node and model line -----------------------------
 class Hand(torch.nn.Module):
     """A dynamically quantized linear written out by hand with one variation."""
@@ -243,7 +274,11 @@ class Hand(torch.nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         qd = _qd()
-        if self.variant == "per token":
+        if self.variant == "symmetric choose":
+            s, z = qd.choose_qparams_symmetric.tensor(x, -128, 127, 2.0 ** -12, torch.int8)
+            xdq = qd.dequantize_per_tensor.tensor(qd.quantize_per_tensor.tensor(x, s, z, -128, 127, torch.int8), s, z,
+                                                  -128, 127, torch.int8)
+        elif self.variant == "per token":
             s, z = qd.choose_qparams_per_token_asymmetric(x, torch.int8)
             xdq = qd.dequantize_per_token(qd.quantize_per_token(x, s, z, -128, 127, torch.int8), s, z, -128, 127,
                                           torch.int8, torch.float32)
@@ -260,8 +295,8 @@ class Hand(torch.nn.Module):
 @pytest.mark.parametrize("variant, match", [
     ("asymmetric", r"aten\.mm\.default at \S+:\d+.*: its input is dynamically quantized but weight zero points are "
                    r"not 0 \(asymmetric weights\)"),
-    ("per token", r"in a way openaccel cannot run.*\n  quantized_decomposed\.choose_qparams_per_token_asymmetric"
-                  r"\.default at \S+:\d+"),
+    ("symmetric choose", r"in a way openaccel cannot run.*\n  quantized_decomposed\.choose_qparams_symmetric"
+                         r"\.tensor at \S+:\d+"),
     ("not a linear", r"(?s)not part of a dynamically quantized linear.*\n  quantized_decomposed\.dequantize_per_tensor"
                      r"\.tensor at \S+:\d+.*: feeds aten\.relu\.default at \S+:\d+.*, which has no dynamically "
                      r"quantized kernel"),

@@ -48,7 +48,11 @@ QUANT_OPS = (Q, DQ, DQC)
 CQ = "quantized_decomposed.choose_qparams.tensor"
 QT = "quantized_decomposed.quantize_per_tensor.tensor"
 DQT = "quantized_decomposed.dequantize_per_tensor.tensor"
-DYNAMIC_OPS = (CQ, QT, DQT)
+CQK = "quantized_decomposed.choose_qparams_per_token_asymmetric.default"
+QTK = "quantized_decomposed.quantize_per_token.default"
+DQTK = "quantized_decomposed.dequantize_per_token.default"
+DYNAMIC_OPS = (CQ, QT, DQT, CQK, QTK, DQTK)
+EPS_PER_TOKEN = float(torch.finfo(torch.float32).eps)   # choose_qparams_per_token_asymmetric's own
 
 SHIFT_MAX = 62
 MULT_LIMIT = 1 << 31
@@ -393,7 +397,7 @@ class _Folder:
         p = self.producer.get(x) if isinstance(x, Value) else None
         if p is not None and p.op_name in _VIEWS and isinstance(p.args[0], Value):
             p = self.producer.get(p.args[0])
-        return p is not None and p.op_name == DQT
+        return p is not None and p.op_name in (DQT, DQTK)
 
     def fold_dynamic(self, n: AtenNode) -> None:
         """x -> choose_qparams.tensor -> quantize.tensor -> dequantize.tensor -> addmm / mm with a
@@ -406,8 +410,9 @@ class _Folder:
         def refuse(why: str) -> DynamicQuantizationError:
             return DynamicQuantizationError(
                 f"{where}: its input is dynamically quantized but {why}; openaccel runs a dynamically "
-                "quantized linear (linear_dq8) only with a per-tensor choose_qparams.tensor -> quantize.tensor -> "
-                "dequantize.tensor input and a symmetric int8 weight quantized per channel (axis 0) or per tensor, "
+                "quantized linear (linear_dq8) only with a choose_qparams.tensor -> quantize.tensor -> "
+                "dequantize.tensor input (or the per-token choose_qparams_per_token_asymmetric -> quantize_per_token "
+                "-> dequantize_per_token) and a symmetric int8 weight quantized per channel (axis 0) or per tensor, "
                 "as XNNPACKQuantizer's get_symmetric_quantization_config(is_per_channel=True, is_dynamic=True) "
                 "writes it")
 
@@ -422,19 +427,28 @@ class _Folder:
         if p is None or p.op_name != "aten.permute_copy.default" or list(p.args[1]) != [1, 0]:
             raise refuse("the weight is not a transposed dequantized constant")
         w = p.args[0]
-        x, unview = self._flattened(x, n, DQT)
+        x0 = self.producer.get(x) if isinstance(x, Value) else None
+        if x0 is not None and x0.op_name in _VIEWS and isinstance(x0.args[0], Value):
+            x0 = self.producer.get(x0.args[0])
+        per_token = x0 is not None and x0.op_name == DQTK
+        x, unview = self._flattened(x, n, DQTK if per_token else DQT)
         dq = self.producer[x]
         xq, s, z, qmin, qmax, dt = dq.args[:6]
         q = self.producer.get(xq) if isinstance(xq, Value) else None
-        if q is None or q.op_name != QT:
-            raise refuse("the dequantize.tensor does not read a quantize_per_tensor.tensor")
+        if q is None or q.op_name != (QTK if per_token else QT):
+            raise refuse(f"the {dq.op_name} does not read a {QTK if per_token else QT}")
         xf = q.args[0]
         c = self.producer.get(s) if isinstance(s, Value) else None
-        if (c is None or c.op_name != CQ or self.producer.get(z) is not c or list(q.args[1:3]) != [s, z]
-                or c.args[0] is not xf):
+        if (c is None or c.op_name != (CQK if per_token else CQ) or self.producer.get(z) is not c
+                or list(q.args[1:3]) != [s, z] or c.args[0] is not xf):
             raise refuse("its quantize / dequantize do not both use the scale and zero point that "
-                         "choose_qparams.tensor computes from the quantized tensor itself")
-        cmin, cmax, eps, cdt = c.args[1:5]
+                         "choose_qparams computes from the quantized tensor itself")
+        if per_token:
+            cmin, cmax, eps, cdt = INT8_MIN, INT8_MAX, EPS_PER_TOKEN, c.args[1]
+            if len(dq.args) > 6 and dq.args[6] not in (torch.float32, None):
+                raise refuse(f"the per-token dequantize writes {dq.args[6]}, not float32")
+        else:
+            cmin, cmax, eps, cdt = c.args[1:5]
         if dt != torch.int8 or q.args[5] != dt or cdt != dt:
             raise refuse(f"the activation is quantized to {dt}, not int8")
         if (int(qmin), int(qmax)) != (int(cmin), int(cmax)) or tuple(q.args[3:5]) != (qmin, qmax):
@@ -464,7 +478,8 @@ class _Folder:
         sc = self.const(f32, f"{base}.scale")
         bias = self.const(b.data.to(torch.float32), b.name) if isinstance(b, Value) and b.data is not None else None
         new = AtenNode(target=QuantOp("linear_dq8"), args=(xf, wq, sc, bias),
-                       kwargs=dict(qmin=int(qmin), qmax=int(qmax), eps=float(eps)), outputs=[out], source=n.source)
+                       kwargs=dict(qmin=int(qmin), qmax=int(qmax), per_token=int(per_token), eps=float(eps)),
+                       outputs=[out], source=n.source)
         if unview is not None:
             self.kill(unview)
         self.replace[id(n)] = new
@@ -480,7 +495,7 @@ class _Folder:
         alive = {id(n) for n in self.graph.nodes}
 
         def why(n: AtenNode) -> str:
-            if n.op_name != DQT:
+            if n.op_name not in (DQT, DQTK):
                 return "part of a dynamic quantize / dequantize whose result is not only folded into linear_dq8"
             us = [u for o in n.outputs if o is not None for u in self.users.get(o, []) if id(u) in alive]
             if any(o in self.outputs for o in n.outputs):

@@ -5,9 +5,10 @@ fold that silently leaves the whole model in float32 or a lowering error about a
 
 Refused (each error class below says why):
 - torchao's `quantize_` (`torchao.*_affine` ops): another quantization scheme, not PT2E's q/dq;
-- dynamic quantization other than the per-tensor `choose_qparams.tensor -> quantize.tensor ->
-  dequantize.tensor` that the fold turns into linear_dq8 (per-token, symmetric choose_qparams,
-  `.tensor2` overloads): there is no float32 fallback for a scale that only exists at run time (the
+- dynamic quantization other than `choose_qparams.tensor -> quantize.tensor -> dequantize.tensor`
+  (or its per-token `choose_qparams_per_token_asymmetric -> quantize_per_token ->
+  dequantize_per_token`) that the fold turns into linear_dq8 (symmetric choose_qparams, `.tensor2`
+  overloads, ...): there is no float32 fallback for a scale that only exists at run time (the
   fold refuses the `.tensor` pattern where it does not feed a linear it can run);
 - other quantize / dequantize ops (per-channel activations, ...) on run-time tensors: no int8
   kernel and no float32 fallback;
@@ -110,10 +111,11 @@ def _refuse_dynamic(graph: Graph) -> None:
         raise DynamicQuantizationError(
             "this model is dynamically quantized in a way openaccel cannot run: the scale and zero point of these "
             "quantize / dequantize ops are computed at run time (there is no float32 fallback for a scale that "
-            f"only exists at run time), and the only dynamic pattern with a kernel is the per-tensor "
-            f"choose_qparams.tensor -> quantize_per_tensor.tensor -> dequantize_per_tensor.tensor of a linear's "
-            f"input (linear_dq8):\n{listed(found)}\nUse XNNPACKQuantizer's get_symmetric_quantization_config("
-            f"is_per_channel=True, is_dynamic=True), or static quantization: {GUIDE}")
+            f"only exists at run time), and the only dynamic patterns with a kernel are choose_qparams.tensor -> "
+            f"quantize_per_tensor.tensor -> dequantize_per_tensor.tensor and choose_qparams_per_token_asymmetric -> "
+            f"quantize_per_token -> dequantize_per_token of a linear's input (linear_dq8):\n{listed(found)}\n"
+            "Use XNNPACKQuantizer's get_symmetric_quantization_config(is_per_channel=True, is_dynamic=True), or "
+            f"static quantization: {GUIDE}")
 
 
 def _dynamic(name: str) -> bool:

@@ -17,7 +17,15 @@
  * the output is within one float32 ulp of the exact dequantized dot product, and the same bytes
  * on every IEEE machine. A NaN anywhere in the input makes s NaN (PyTorch: undefined zero point):
  * every output is NaN. An infinite input makes s infinite and every output NaN (0 * inf), as in
- * PyTorch. */
+ * PyTorch.
+ *
+ * per_token 1 (choose_qparams_per_token_asymmetric -> quantize_per_token): the same per row of K
+ * (all dims but the last), eps float32's epsilon, and PyTorch's per-token zero point and rounding:
+ *
+ *   zp  = round_half_even(clamp(qmin + lo/s + qmax + hi/s > 0 ? qmin - lo/s : qmax - hi/s, qmin, qmax))
+ *   q   = clamp(round_half_even(double(x) * (1.0 / double(s)) + zp), qmin, qmax)   in double
+ *
+ * (float32 lo/s and hi/s; a NaN or inf in a row makes that row's outputs NaN). */
 #include <math.h>
 #include <stdint.h>
 
@@ -44,7 +52,7 @@ oa_status_t oa_ref_linear_dq8_prepare(const oa_op_call_t *call, const oa_kernel_
                                       oa_diag_t *diag) {
   (void)env;
   oa_status_t st;
-  if ((st = oa_check_arity(call, 3, 4, 1, OA_ARG_LINEAR_DQ8_NUM_INTS, OA_ARG_LINEAR_DQ8_NUM_FLOATS, diag))) return st;
+  if ((st = oa_check_arity(call, 3, 4, 1, OA_ARG_LINEAR_DQ8_QMAX + 1, OA_ARG_LINEAR_DQ8_NUM_FLOATS, diag))) return st;
   if ((st = oa_check_present(call, 0, "input 0 (input)", diag)) || (st = oa_check_present(call, 1, "input 1 (weight)", diag)) ||
       (st = oa_check_present(call, 2, "input 2 (weight_scale)", diag)))
     return st;
@@ -61,6 +69,9 @@ oa_status_t oa_ref_linear_dq8_prepare(const oa_op_call_t *call, const oa_kernel_
     return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM,
                         "arguments qmin = %lld, qmax = %lld: expected -128 <= qmin < qmax <= 127", (long long)qmin,
                         (long long)qmax);
+  int64_t per_token = iarg(call, OA_ARG_LINEAR_DQ8_PER_TOKEN);
+  if (per_token != 0 && per_token != 1)
+    return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "argument per_token = %lld: expected 0 or 1", (long long)per_token);
   double eps = call->floats[OA_ARG_LINEAR_DQ8_EPS];
   if (!(eps > 0.0) || !isfinite(eps) || !((float)eps > 0.0f) || !isfinite((float)eps))
     return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "argument eps = %g: expected a positive finite float32", eps);
@@ -90,6 +101,42 @@ oa_status_t oa_ref_linear_dq8_prepare(const oa_op_call_t *call, const oa_kernel_
   return OA_OK;
 }
 
+/* The activation parameters of `n` floats (the whole tensor, or one row when per token); 0 when
+ * they are not finite (a NaN or inf input: the caller writes NaN). */
+typedef struct {
+  float s;
+  int64_t zp;
+} dq_params_t;
+
+static int choose(const float *x, int64_t n, int64_t qmin, int64_t qmax, float eps, int per_token, dq_params_t *p) {
+  float lo = 0.0f, hi = 0.0f;
+  for (int64_t i = 0; i < n; i++) {
+    float v = x[i];
+    if (v != v) return 0;
+    if (v < lo) lo = v;
+    if (v > hi) hi = v;
+  }
+  float s = (hi - lo) / (float)(qmax - qmin);
+  if (!(s >= eps)) s = eps;
+  if (!isfinite(s)) return 0; /* an infinite input or a range beyond float32: PyTorch gives (q - zp) * inf */
+  float zf;
+  if (!per_token) {
+    zf = (float)qmin - nearbyintf(lo / s); /* lo <= 0 < s: |lo / s| <= qmax - qmin + 1 */
+  } else {
+    /* choose_qparams_per_token_asymmetric (XNNPACK's rule): the zero point of the smaller error,
+     * clamped, then rounded (all float32) */
+    float dmin = lo / s, dmax = hi / s;
+    float from_min = (float)qmin + dmin, from_max = (float)qmax + dmax;
+    zf = from_min + from_max > 0.0f ? (float)qmin - dmin : (float)qmax - dmax;
+    zf = zf < (float)qmin ? (float)qmin : (zf > (float)qmax ? (float)qmax : zf);
+    zf = nearbyintf(zf);
+  }
+  int64_t zp = (int64_t)zf;
+  p->s = s;
+  p->zp = zp < qmin ? qmin : (zp > qmax ? qmax : zp);
+  return 1;
+}
+
 oa_status_t oa_ref_linear_dq8_run(const oa_op_call_t *call, const oa_op_plan_t *plan, void *scratch,
                                   const oa_kernel_env_t *env, oa_diag_t *diag) {
   (void)scratch;
@@ -103,48 +150,40 @@ oa_status_t oa_ref_linear_dq8_run(const oa_op_call_t *call, const oa_op_plan_t *
   const float *bias = plan->params[DQ_BIAS] ? (const float *)call->inputs[3]->data : NULL;
   float *y = (float *)call->outputs[0]->data;
   const int64_t qmin = iarg(call, OA_ARG_LINEAR_DQ8_QMIN), qmax = iarg(call, OA_ARG_LINEAR_DQ8_QMAX);
+  const int per_token = iarg(call, OA_ARG_LINEAR_DQ8_PER_TOKEN) != 0;
   const float eps = (float)call->floats[OA_ARG_LINEAR_DQ8_EPS];
-  /* choose_qparams.tensor */
-  const int64_t total = m_n * k_n;
-  float lo = 0.0f, hi = 0.0f;
-  int nan = 0;
-  for (int64_t i = 0; i < total; i++) {
-    float v = x[i];
-    if (v != v) nan = 1;
-    if (v < lo) lo = v;
-    if (v > hi) hi = v;
-  }
-  if (nan) {
-    for (int64_t i = 0; i < m_n * n_n; i++) y[i] = NAN;
-    return OA_OK;
-  }
-  float range = hi - lo;
-  float s = range / (float)(qmax - qmin);
-  if (!(s >= eps)) s = eps;
-  if (!isfinite(s)) { /* an infinite input (or a range beyond float32): PyTorch gives (q - zp) * inf */
-    for (int64_t i = 0; i < m_n * n_n; i++) y[i] = NAN;
-    return OA_OK;
-  }
-  float zr = nearbyintf(lo / s); /* lo <= 0 < s finite: zr in [-(qmax - qmin) - 1, 0] */
-  int64_t zp = qmin - (int64_t)zr;
-  zp = zp < qmin ? qmin : (zp > qmax ? qmax : zp);
-  const float inv = (float)(1.0 / (double)s);
-  const float fzp = (float)zp, flo = (float)qmin, fhi = (float)qmax;
+  dq_params_t p = {0.0f, 0};
+  int ok = per_token ? 1 : choose(x, m_n * k_n, qmin, qmax, eps, 0, &p);
+  const float flo = (float)qmin, fhi = (float)qmax;
   for (int64_t i = 0; i < m_n; i++) {
     const float *xr = x + i * k_n;
+    float *yr = y + i * n_n;
+    if (per_token) ok = choose(xr, k_n, qmin, qmax, eps, 1, &p);
+    if (!ok) {
+      for (int64_t j = 0; j < n_n; j++) yr[j] = NAN;
+      continue;
+    }
+    const float inv = (float)(1.0 / (double)p.s), fzp = (float)p.zp;
+    const double invd = 1.0 / (double)p.s, dzp = (double)p.zp;
     for (int64_t j = 0; j < n_n; j++) {
       const int8_t *wr = w + j * k_n;
       int64_t acc = 0;
       for (int64_t k = 0; k < k_n; k++) {
-        float r = nearbyintf(xr[k] * inv); /* |x * inv| <= 255.x: exact in float */
-        float q = r + fzp;
-        q = q < flo ? flo : (q > fhi ? fhi : q);
-        acc += ((int64_t)q - zp) * wr[k];
+        int64_t q;
+        if (!per_token) { /* quantize_per_tensor: float32 x * float32(1 / s), rounded, + zp */
+          float r = nearbyintf(xr[k] * inv) + fzp; /* |x * inv| <= qmax - qmin + 1: exact */
+          q = (int64_t)(r < flo ? flo : (r > fhi ? fhi : r));
+        } else { /* quantize_per_token: in double, x * (1 / s) + zp, rounded */
+          double r = (double)xr[k] * invd;
+          r = nearbyint(r + dzp);
+          q = (int64_t)(r < (double)qmin ? (double)qmin : (r > (double)qmax ? (double)qmax : r));
+        }
+        acc += (q - p.zp) * wr[k];
       }
-      double scale = (double)s * (double)ws[sone ? 0 : j];
-      double p = (double)acc * scale;
-      double out = p + (bias ? (double)bias[j] : 0.0);
-      y[i * n_n + j] = (float)out;
+      double scale = (double)p.s * (double)ws[sone ? 0 : j];
+      double prod = (double)acc * scale;
+      double out = prod + (bias ? (double)bias[j] : 0.0);
+      yr[j] = (float)out;
     }
   }
   return OA_OK;
