@@ -9,7 +9,7 @@
  *   s  = max((hi - lo) / float(qmax - qmin), float(eps))            one float32 subtract, divide
  *   zp = clamp(qmin - round_half_even(lo / s), qmin, qmax)          one float32 divide
  *   q  = clamp(round_half_even(x * float(1.0 / double(s))) + zp, qmin, qmax)   the quantize op
- *   acc = sum_k (q_k - zp) * w[c][k]                                exact (int64; |acc| < 2^31 K)
+ *   acc = sum_k (q_k - zp) * w[c][k]                                exact (int64; each row quantized once, into scratch)
  *   out = float(double(acc) * (double(s) * double(weight_scale[c])) + double(bias[c]))
  *
  * s * weight_scale[c] is exact in double (24 + 24 bits); the product with acc and the bias add are
@@ -98,6 +98,7 @@ oa_status_t oa_ref_linear_dq8_prepare(const oa_op_call_t *call, const oa_kernel_
   for (int32_t d = 0; d < x->ndim - 1; d++) m *= x->shape[d];
   plan->params[DQ_M] = m, plan->params[DQ_N] = nn, plan->params[DQ_K] = k;
   plan->params[DQ_SONE] = s->shape[0] == 1, plan->params[DQ_BIAS] = b != NULL;
+  plan->scratch_bytes = (size_t)(k ? k : 1) * sizeof(int16_t); /* one row's x_q - zp */
   return OA_OK;
 }
 
@@ -139,10 +140,10 @@ static int choose(const float *x, int64_t n, int64_t qmin, int64_t qmax, float e
 
 oa_status_t oa_ref_linear_dq8_run(const oa_op_call_t *call, const oa_op_plan_t *plan, void *scratch,
                                   const oa_kernel_env_t *env, oa_diag_t *diag) {
-  (void)scratch;
   (void)env;
   oa_status_t st;
   if ((st = check_scales(call, diag))) return st;
+  int16_t *xc = (int16_t *)scratch; /* the row quantized and centred: x_q - zp, in [-255, 255] */
   const int64_t m_n = plan->params[DQ_M], n_n = plan->params[DQ_N], k_n = plan->params[DQ_K];
   const int64_t sone = plan->params[DQ_SONE];
   const float *x = (const float *)call->inputs[0]->data, *ws = (const float *)call->inputs[2]->data;
@@ -165,21 +166,22 @@ oa_status_t oa_ref_linear_dq8_run(const oa_op_call_t *call, const oa_op_plan_t *
     }
     const float inv = (float)(1.0 / (double)p.s), fzp = (float)p.zp;
     const double invd = 1.0 / (double)p.s, dzp = (double)p.zp;
+    for (int64_t k = 0; k < k_n; k++) {
+      int64_t q;
+      if (!per_token) { /* quantize_per_tensor: float32 x * float32(1 / s), rounded, + zp */
+        float r = nearbyintf(xr[k] * inv) + fzp; /* |x * inv| <= qmax - qmin + 1: exact */
+        q = (int64_t)(r < flo ? flo : (r > fhi ? fhi : r));
+      } else { /* quantize_per_token: in double, x * (1 / s) + zp, rounded */
+        double r = (double)xr[k] * invd;
+        r = nearbyint(r + dzp);
+        q = (int64_t)(r < (double)qmin ? (double)qmin : (r > (double)qmax ? (double)qmax : r));
+      }
+      xc[k] = (int16_t)(q - p.zp);
+    }
     for (int64_t j = 0; j < n_n; j++) {
       const int8_t *wr = w + j * k_n;
       int64_t acc = 0;
-      for (int64_t k = 0; k < k_n; k++) {
-        int64_t q;
-        if (!per_token) { /* quantize_per_tensor: float32 x * float32(1 / s), rounded, + zp */
-          float r = nearbyintf(xr[k] * inv) + fzp; /* |x * inv| <= qmax - qmin + 1: exact */
-          q = (int64_t)(r < flo ? flo : (r > fhi ? fhi : r));
-        } else { /* quantize_per_token: in double, x * (1 / s) + zp, rounded */
-          double r = (double)xr[k] * invd;
-          r = nearbyint(r + dzp);
-          q = (int64_t)(r < (double)qmin ? (double)qmin : (r > (double)qmax ? (double)qmax : r));
-        }
-        acc += (q - p.zp) * wr[k];
-      }
+      for (int64_t k = 0; k < k_n; k++) acc += (int32_t)xc[k] * wr[k];
       double scale = (double)p.s * (double)ws[sone ? 0 : j];
       double prod = (double)acc * scale;
       double out = prod + (bias ? (double)bias[j] : 0.0);
