@@ -657,4 +657,12 @@
 #define OA_ARG_MEAN_Q8_NUM_INTS 7
 #define OA_ARG_MEAN_Q8_NUM_FLOATS 2
 
+/* linear_dq8 */
+#define OA_ARG_LINEAR_DQ8_QMIN 0 /* ints[0] */
+#define OA_ARG_LINEAR_DQ8_QMAX 1 /* ints[1] */
+#define OA_ARG_LINEAR_DQ8_PER_TOKEN 2 /* ints[2] */
+#define OA_ARG_LINEAR_DQ8_EPS 0 /* floats[0] */
+#define OA_ARG_LINEAR_DQ8_NUM_INTS 3
+#define OA_ARG_LINEAR_DQ8_NUM_FLOATS 1
+
 #endif /* OA_OAB_ARGS_H */

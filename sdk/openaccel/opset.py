@@ -472,6 +472,17 @@ _op("mean_q8", ("self",),
     "exact, multiplier / 2^shift = input_scale / (output_scale * count) (one rounding); multiplier "
     "0..2^31-1, shift 0..62; the scales are informational")
 
+_op("linear_dq8", ("input", "weight", "weight_scale", "bias?"), ints=("qmin", "qmax", "per_token"), floats=("eps",),
+    dtypes=F32, family="quant",
+    doc="dynamically quantized linear (PT2E 8da8w): input float32 [..., K], weight int8 [N, K] symmetric (zero point "
+    "0), weight_scale float32 [N] (or [1]), bias float32 [N]; per call (per_token 0: per tensor, PyTorch's "
+    "choose_qparams.tensor) in float32: lo = min(min x, 0), hi = max(max x, 0), s = max((hi - lo) / (qmax - qmin), "
+    "eps), zp = clamp(qmin - round_half_even(lo / s), qmin, qmax), x_q = the quantize op's rule; per_token 1: per "
+    "row, choose_qparams_per_token_asymmetric's zero point and quantize_per_token's double rounding "
+    "(docs/quantization.md); acc = sum (x_q - zp) * w exact; out = float32(double(acc) * (double(s) * "
+    "double(weight_scale[c])) + double(bias[c])); a NaN or inf in the input (its row when per_token) makes those "
+    "outputs NaN; qmin < qmax within int8, eps > 0")
+
 # ---- CPU tuning shared by the exporter and the CPU kernels --------------------------------------
 # `make schema` writes these into runtime_c/src/oab_args.h as OA_CPU_<NAME>; tests/test_opset.py
 # ties the C kernels' own copies to them.

@@ -19,7 +19,7 @@ const char *const k_ops[] = {
     "expand", "slice", "select", "cat", "split", "pad", "flip", "repeat", "embedding", "index_select", "gather",
     "pad_mode", "as_strided", "index", "index_put", "scatter", "slice_scatter", "masked_scatter",
     "sdpa", "conv2d_winograd", "conv2d_nhwc", "mbconv_nhwc", "linear_packed",
-    "quantize", "dequantize", "conv2d_q8", "linear_q8", "add_q8", "mean_q8", "mul_q8",
+    "quantize", "dequantize", "conv2d_q8", "linear_q8", "add_q8", "mean_q8", "mul_q8", "linear_dq8",
     "adaptive_max_pool2d", "batch_norm_training", "cumprod", "cummax", "cummin", "logcumsumexp", "sort", "topk",
     "kthvalue", "median", "mode", "nonzero_static",
     "acos", "asin", "atan", "tan", "sinh", "cosh", "asinh", "acosh", "atanh", "log2", "log10", "exp2", "erfc",

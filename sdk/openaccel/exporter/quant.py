@@ -18,6 +18,12 @@ The fold pass (`fold_quantized`, the first pass of the pipeline) runs on the edg
 constant folding, so the int8 weights are still int8 constants feeding dequantize_per_channel.
 What it cannot fold stays float32 between explicit quantize / dequantize instructions and is
 listed (op, reason, model line) in an ExportWarning and in the file's instruction list.
+
+Dynamic quantization (XNNPACKQuantizer with is_dynamic=True, "8da8w"): `x -> choose_qparams.tensor
+-> quantize_per_tensor.tensor -> dequantize_per_tensor.tensor -> linear` with a dequantized
+symmetric int8 weight becomes one `linear_dq8` (float32 in and out; its rule: ref/quant_dynamic.c
+and docs/quantization.md). A dynamic q/dq the fold cannot turn into linear_dq8 has no float32
+fallback (its scale only exists at run time): an export error naming the node and its model line.
 """
 
 from __future__ import annotations
@@ -38,6 +44,15 @@ Q = "quantized_decomposed.quantize_per_tensor.default"
 DQ = "quantized_decomposed.dequantize_per_tensor.default"
 DQC = "quantized_decomposed.dequantize_per_channel.default"
 QUANT_OPS = (Q, DQ, DQC)
+# dynamic quantization (PT2E is_dynamic=True): parameters chosen at run time, per tensor
+CQ = "quantized_decomposed.choose_qparams.tensor"
+QT = "quantized_decomposed.quantize_per_tensor.tensor"
+DQT = "quantized_decomposed.dequantize_per_tensor.tensor"
+CQK = "quantized_decomposed.choose_qparams_per_token_asymmetric.default"
+QTK = "quantized_decomposed.quantize_per_token.default"
+DQTK = "quantized_decomposed.dequantize_per_token.default"
+DYNAMIC_OPS = (CQ, QT, DQT, CQK, QTK, DQTK)
+EPS_PER_TOKEN = float(torch.finfo(torch.float32).eps)   # choose_qparams_per_token_asymmetric's own
 
 SHIFT_MAX = 62
 MULT_LIMIT = 1 << 31
@@ -376,7 +391,125 @@ class _Folder:
         self.made[id(yq)] = new
         self.report.folded[op] = self.report.folded.get(op, 0) + 1
 
-    def _flattened(self, x: Any, n: AtenNode) -> tuple[Any, AtenNode | None]:
+    def dynamic_input(self, n: AtenNode) -> bool:
+        """Is the (possibly flattened) input of addmm / mm `n` a dynamically dequantized tensor?"""
+        x = n.args[1] if n.op_name == "aten.addmm.default" else n.args[0]
+        p = self.producer.get(x) if isinstance(x, Value) else None
+        if p is not None and p.op_name in _VIEWS and isinstance(p.args[0], Value):
+            p = self.producer.get(p.args[0])
+        return p is not None and p.op_name in (DQT, DQTK)
+
+    def fold_dynamic(self, n: AtenNode) -> None:
+        """x -> choose_qparams.tensor -> quantize.tensor -> dequantize.tensor -> addmm / mm with a
+        dequantized int8 symmetric weight: linear_dq8(x, W int8, weight scales, bias). Anything
+        else on this path is a DynamicQuantizationError (no float32 fallback)."""
+        from .quant_checks import DynamicQuantizationError
+
+        where = f"{n.op_name} at {n.source.describe()}"
+
+        def refuse(why: str) -> DynamicQuantizationError:
+            return DynamicQuantizationError(
+                f"{where}: its input is dynamically quantized but {why}; openaccel runs a dynamically "
+                "quantized linear (linear_dq8) only with a choose_qparams.tensor -> quantize.tensor -> "
+                "dequantize.tensor input (or the per-token choose_qparams_per_token_asymmetric -> quantize_per_token "
+                "-> dequantize_per_token) and a symmetric int8 weight quantized per channel (axis 0) or per tensor, "
+                "as XNNPACKQuantizer's get_symmetric_quantization_config(is_per_channel=True, is_dynamic=True) "
+                "writes it")
+
+        if n.op_name == "aten.addmm.default":
+            b, x, wt = n.args[:3]
+            if n.kwargs.get("beta", 1) != 1 or n.kwargs.get("alpha", 1) != 1:
+                raise refuse("it is an addmm with beta/alpha != 1")
+        else:
+            x, wt = n.args[:2]
+            b = None
+        p = self.producer.get(wt) if isinstance(wt, Value) else None
+        if p is None or p.op_name != "aten.permute_copy.default" or list(p.args[1]) != [1, 0]:
+            raise refuse("the weight is not a transposed dequantized constant")
+        w = p.args[0]
+        x0 = self.producer.get(x) if isinstance(x, Value) else None
+        if x0 is not None and x0.op_name in _VIEWS and isinstance(x0.args[0], Value):
+            x0 = self.producer.get(x0.args[0])
+        per_token = x0 is not None and x0.op_name == DQTK
+        x, unview = self._flattened(x, n, DQTK if per_token else DQT)
+        dq = self.producer[x]
+        xq, s, z, qmin, qmax, dt = dq.args[:6]
+        q = self.producer.get(xq) if isinstance(xq, Value) else None
+        if q is None or q.op_name != (QTK if per_token else QT):
+            raise refuse(f"the {dq.op_name} does not read a {QTK if per_token else QT}")
+        xf = q.args[0]
+        c = self.producer.get(s) if isinstance(s, Value) else None
+        if (c is None or c.op_name != (CQK if per_token else CQ) or self.producer.get(z) is not c
+                or list(q.args[1:3]) != [s, z] or c.args[0] is not xf):
+            raise refuse("its quantize / dequantize do not both use the scale and zero point that "
+                         "choose_qparams computes from the quantized tensor itself")
+        if per_token:
+            cmin, cmax, eps, cdt = INT8_MIN, INT8_MAX, EPS_PER_TOKEN, c.args[1]
+            if len(dq.args) > 6 and dq.args[6] not in (torch.float32, None):
+                raise refuse(f"the per-token dequantize writes {dq.args[6]}, not float32")
+        else:
+            cmin, cmax, eps, cdt = c.args[1:5]
+        if dt != torch.int8 or q.args[5] != dt or cdt != dt:
+            raise refuse(f"the activation is quantized to {dt}, not int8")
+        if (int(qmin), int(qmax)) != (int(cmin), int(cmax)) or tuple(q.args[3:5]) != (qmin, qmax):
+            raise refuse(f"choose_qparams range [{cmin}, {cmax}] and quantize range [{qmin}, {qmax}] differ")
+        if not INT8_MIN <= int(qmin) < int(qmax) <= INT8_MAX:
+            raise refuse(f"the range [{qmin}, {qmax}] is not within int8 with qmin < qmax")
+        if not (math.isfinite(float(eps)) and float(eps) > 0 and float(torch.tensor(float(eps))) > 0):
+            raise refuse(f"choose_qparams eps {eps!r} is not a positive float32")
+        if not (isinstance(xf, Value) and xf.dtype == torch.float32):
+            raise refuse("the quantized activation is not float32")
+        try:
+            wdata, w_scales, dqw, _ = self.weight_of(w)
+        except _Miss as m:
+            raise refuse(str(m)) from None
+        if b is not None and not (isinstance(b, Value) and b.is_const and b.dtype == torch.float32):
+            raise refuse("the bias is not a float32 constant")
+        if b is not None and b.numel != wdata.shape[0]:
+            raise refuse(f"the bias has shape {list(b.shape)}")
+        out = unview.outputs[0] if unview is not None else n.outputs[0]
+        assert out is not None
+        base = dqw.args[0].name if isinstance(dqw.args[0], Value) else "w"
+        wq = self.const(wdata, base)
+        wq.quant = QuantParams(tuple(w_scales), (0,) * len(w_scales), 0)
+        f32 = torch.tensor(w_scales, dtype=torch.float32)
+        if not bool(torch.isfinite(f32).all()) or bool((f32 <= 0).any()):
+            raise QuantParamError(f"{where}: a weight scale is not a positive finite float32")
+        sc = self.const(f32, f"{base}.scale")
+        bias = self.const(b.data.to(torch.float32), b.name) if isinstance(b, Value) and b.data is not None else None
+        new = AtenNode(target=QuantOp("linear_dq8"), args=(xf, wq, sc, bias),
+                       kwargs=dict(qmin=int(qmin), qmax=int(qmax), per_token=int(per_token), eps=float(eps)),
+                       outputs=[out], source=n.source)
+        if unview is not None:
+            self.kill(unview)
+        self.replace[id(n)] = new
+        self.report.folded["linear_dq8"] = self.report.folded.get("linear_dq8", 0) + 1
+
+    def refuse_dynamic_left(self) -> None:
+        """Dynamic q/dq nodes still in the graph after the fold: no kernel, no float32 fallback."""
+        from .quant_checks import DynamicQuantizationError, listed
+
+        left = [n for n in self.graph.nodes if n.op_name in DYNAMIC_OPS]
+        if not left:
+            return
+        alive = {id(n) for n in self.graph.nodes}
+
+        def why(n: AtenNode) -> str:
+            if n.op_name not in (DQT, DQTK):
+                return "part of a dynamic quantize / dequantize whose result is not only folded into linear_dq8"
+            us = [u for o in n.outputs if o is not None for u in self.users.get(o, []) if id(u) in alive]
+            if any(o in self.outputs for o in n.outputs):
+                return "a graph output"
+            names = ", ".join(sorted({f"{u.op_name} at {u.source.describe()}" for u in us}))
+            return f"feeds {names}, which has no dynamically quantized kernel (only linear: linear_dq8)"
+
+        raise DynamicQuantizationError(
+            "these dynamic quantize / dequantize ops (scale and zero point computed at run time) are not part of a "
+            "dynamically quantized linear openaccel can run (linear_dq8), and there is no float32 fallback for a "
+            f"scale that only exists at run time:\n{listed(left, why)}\nQuantize dynamically only linears "
+            "(XNNPACKQuantizer's is_dynamic=True does), or use static quantization.")
+
+    def _flattened(self, x: Any, n: AtenNode, dq: str = DQ) -> tuple[Any, AtenNode | None]:
         """to_edge writes a linear of a [..., K] input as view_copy([R, K]) -> addmm / mm ->
         view_copy([..., N]): linear_q8 takes the [..., K] int8 tensor itself (same rows, same
         order), so both views go. Returns (the addmm's input to fold, the output view or None)."""
@@ -385,7 +518,7 @@ class _Folder:
             return x, None
         src = p.args[0]
         sp = self.producer.get(src) if isinstance(src, Value) else None
-        if sp is None or sp.op_name != DQ:
+        if sp is None or sp.op_name != dq:
             return x, None
         assert isinstance(src, Value)
         if len(x.shape) != 2 or len(src.shape) < 1 or src.shape[-1] != x.shape[1]:
@@ -574,7 +707,9 @@ class _Folder:
                 continue
             name = n.op_name
             try:
-                if name in ("aten.convolution.default", "aten.addmm.default", "aten.mm.default"):
+                if name in ("aten.addmm.default", "aten.mm.default") and self.dynamic_input(n):
+                    self.fold_dynamic(n)
+                elif name in ("aten.convolution.default", "aten.addmm.default", "aten.mm.default"):
                     self.fold_gemm(n)
                 elif name == "aten.add.Tensor":
                     self.fold_add(n)
@@ -614,13 +749,14 @@ class _Folder:
 def fold_quantized(graph: Graph, stacklevel: int = 2) -> QuantReport:
     """Fold PT2E q/dq patterns into int8 instructions (see the module docstring); warn about the
     ops left in float32."""
-    if not any(n.op_name in QUANT_OPS for n in graph.nodes):
+    if not any(n.op_name in QUANT_OPS + DYNAMIC_OPS for n in graph.nodes):
         return QuantReport()
     from .fold import remove_dead
 
     folder = _Folder(graph)
     report = folder.run()
     remove_dead(graph)
+    folder.refuse_dynamic_left()
     folder.note_fallbacks()
     for f in report.fallbacks:
         if f.source != Source():

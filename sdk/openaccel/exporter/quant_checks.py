@@ -5,9 +5,11 @@ fold that silently leaves the whole model in float32 or a lowering error about a
 
 Refused (each error class below says why):
 - torchao's `quantize_` (`torchao.*_affine` ops): another quantization scheme, not PT2E's q/dq;
-- dynamic quantization (`choose_qparams`, q/dq whose scale and zero point are tensors computed at
-  run time): the int8 kernels take their parameters at export time and there is no float32
-  fallback for a scale that only exists at run time;
+- dynamic quantization other than `choose_qparams.tensor -> quantize.tensor -> dequantize.tensor`
+  (or its per-token `choose_qparams_per_token_asymmetric -> quantize_per_token ->
+  dequantize_per_token`) that the fold turns into linear_dq8 (symmetric choose_qparams, `.tensor2`
+  overloads, ...): there is no float32 fallback for a scale that only exists at run time (the
+  fold refuses the `.tensor` pattern where it does not feed a linear it can run);
 - other quantize / dequantize ops (per-channel activations, ...) on run-time tensors: no int8
   kernel and no float32 fallback;
 - another quantizer's conventions: activations quantized to uint8 (X86InductorQuantizer) or to a
@@ -34,7 +36,7 @@ import torch
 
 from ..errors import UnsupportedOpError
 from ..ir import AtenNode, Graph, Value
-from .quant import DQ, DQC, Q, QuantParamError, check_scale, check_zero_point
+from .quant import DQ, DQC, DYNAMIC_OPS, Q, QuantParamError, check_scale, check_zero_point
 
 Q_T = ("quantized_decomposed.quantize_per_tensor.tensor", "quantized_decomposed.quantize_per_tensor.tensor2")
 DQ_T = ("quantized_decomposed.dequantize_per_tensor.tensor", "quantized_decomposed.dequantize_per_tensor.tensor2")
@@ -71,7 +73,7 @@ def _where(n: AtenNode) -> str:
     return f"{n.op_name} at {n.source.describe()}"
 
 
-def _listed(nodes: Sequence[AtenNode], why: Any = None) -> str:
+def listed(nodes: Sequence[AtenNode], why: Any = None) -> str:
     lines = [f"  {_where(n)}" + (f": {why(n)}" if why else "") for n in nodes[:MAX_LISTED]]
     more = f"\n  ... and {len(nodes) - MAX_LISTED} more" if len(nodes) > MAX_LISTED else ""
     return "\n".join(lines) + more
@@ -100,17 +102,20 @@ def _refuse_torchao(graph: Graph) -> None:
         raise ForeignQuantizationError(
             f"this model was quantized with torchao's quantize_ ({len(found)} torchao op(s)); openaccel runs PT2E "
             "programs (quantized_decomposed quantize / dequantize around float ops), whose patterns it folds into "
-            f"int8 kernels:\n{_listed(found)}\nInstead, {GUIDE}")
+            f"int8 kernels:\n{listed(found)}\nInstead, {GUIDE}")
 
 
 def _refuse_dynamic(graph: Graph) -> None:
-    found = [n for n in graph.nodes if _dynamic(n.op_name)]
+    found = [n for n in graph.nodes if _dynamic(n.op_name) and n.op_name not in DYNAMIC_OPS]
     if found:
         raise DynamicQuantizationError(
-            "this model is dynamically quantized: the scale and zero point of these quantize / dequantize ops are "
-            "computed at run time, and openaccel's int8 kernels take them at export time (there is no float32 "
-            f"fallback for a scale that only exists at run time):\n{_listed(found)}\nUse static quantization "
-            f"(get_symmetric_quantization_config(is_dynamic=False), the default): {GUIDE}")
+            "this model is dynamically quantized in a way openaccel cannot run: the scale and zero point of these "
+            "quantize / dequantize ops are computed at run time (there is no float32 fallback for a scale that "
+            f"only exists at run time), and the only dynamic patterns with a kernel are choose_qparams.tensor -> "
+            f"quantize_per_tensor.tensor -> dequantize_per_tensor.tensor and choose_qparams_per_token_asymmetric -> "
+            f"quantize_per_token -> dequantize_per_token of a linear's input (linear_dq8):\n{listed(found)}\n"
+            "Use XNNPACKQuantizer's get_symmetric_quantization_config(is_per_channel=True, is_dynamic=True), or "
+            f"static quantization: {GUIDE}")
 
 
 def _dynamic(name: str) -> bool:
@@ -127,7 +132,7 @@ def _refuse_without_fallback(graph: Graph) -> None:
         raise UnsupportedOpError(
             "these quantize / dequantize ops have no int8 kernel and no float32 fallback (the runtime has "
             f"quantize_per_tensor and dequantize_per_tensor only, and per-channel dequantize of constant weights):"
-            f"\n{_listed(found)}\nQuantize activations per tensor: {GUIDE}")
+            f"\n{listed(found)}\nQuantize activations per tensor: {GUIDE}")
 
 
 def _refuse_foreign_dtypes(graph: Graph) -> None:
@@ -146,7 +151,7 @@ def _refuse_foreign_dtypes(graph: Graph) -> None:
 
     raise ForeignQuantizationError(
         f"this model quantizes activations to a type other than int8{who}; openaccel's int8 kernels read int8 "
-        f"activations:\n{_listed(found, params)}\nInstead, {GUIDE}")
+        f"activations:\n{listed(found, params)}\nInstead, {GUIDE}")
 
 
 def _check_consistency(graph: Graph) -> None:

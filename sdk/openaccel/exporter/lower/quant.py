@@ -1,6 +1,6 @@
 """Lowering rules: int8 quantization (exporter/quant.py folds PT2E's q/dq patterns first).
 
-The folded nodes (`openaccel.conv2d_q8`, `openaccel.linear_q8`, `openaccel.add_q8`,
+The folded nodes (`openaccel.conv2d_q8`, `openaccel.linear_q8`, `openaccel.linear_dq8`, `openaccel.add_q8`,
 `openaccel.mean_q8`, `openaccel.mul_q8`) become their
 instruction; a quantize_per_tensor / dequantize_per_tensor left standing (graph inputs and outputs,
 ops that stay float32) becomes a `quantize` / `dequantize` instruction; a dequantize_per_channel
@@ -29,7 +29,7 @@ def _encode(op: str, kw: dict[str, object]) -> tuple[list[int], list[float]]:
     return encode_args(op, **kw)  # type: ignore[arg-type]
 
 
-for _name in ("conv2d_q8", "linear_q8", "add_q8", "mean_q8", "mul_q8"):
+for _name in ("conv2d_q8", "linear_q8", "add_q8", "mean_q8", "mul_q8", "linear_dq8"):
     rule(f"openaccel.{_name}")(_folded)
 
 
