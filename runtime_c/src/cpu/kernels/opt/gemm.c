@@ -281,7 +281,15 @@ void oa_gemm_plan(const oa_opt_isa_t *isa, int64_t m, int64_t n, int64_t k, int6
     }
     const int64_t want_rows = threads > 1 ? cdiv(4 * (int64_t)threads, col_tasks) : 1;
     out->mc = cdiv(cdiv(m, want_rows), mr) * mr;
-    out->n_tasks = col_tasks * cdiv(m, out->mc);
+    const int64_t row_tasks = cdiv(m, out->mc);
+    if (threads > 1 && row_tasks * col_tasks < 4 * (int64_t)threads && npad > nr) {
+      /* too few row tiles for 4 tasks a thread (128 rows: 6 tasks of 24, the last of 8): the
+       * columns are split further, so the shared counter can even the threads out */
+      const int64_t want_cols = cdiv(cdiv(4 * (int64_t)threads, row_tasks), threads) * threads;
+      out->nc = nc = max64(nr, cdiv(cdiv(npad, want_cols), nr) * nr);
+      col_tasks = cdiv(npad, nc);
+    }
+    out->n_tasks = col_tasks * row_tasks;
     shared = direct ? 0 : k * npad;
   } else {
     if (threads > 1 && col_tasks < 2 * (int64_t)threads) {
