@@ -174,64 +174,94 @@ void oa_q8_avx512_requant_pc(const int32_t *acc, int64_t n, const int64_t *corr,
   }
 }
 
-/* The float path of the requantization, for vectors whose sums v = acc + corr are below 2^22 in
- * magnitude (checked per vector; the others take rq16), so v is exact in float32.
- * x = float(v) * float(mult / 2^shift) is within a relative
- * 2^-22.9 of the exact v * mult / 2^shift, i.e. within 2^-12.9 when |x| <= 2^10; round(x) is then
- * the exact rule's rounding unless x lies within 2^-11 of a half-integer, and such vectors (about
- * one output in 1000, and every exact tie) take the exact path; |x| > 2^10 clamps either way (the
- * clamp bounds are within 255 of 0). The rounding adds 1.5 * 2^23 (t = fma(v, m, magic) rounds
- * v * m to an integer, ties to even, for |v * m| < 2^22), whose bits then hold the integer: minus
- * (bits(magic) - zp) it is the result plus the zero point, narrowed with saturation and clamped.
- * Past 2^22 (a shift so small that m > 1) the bits of t are still ordered as t for t > 0 and
- * negative for t < 0, so the saturation gives the clamp bound the exact rule gives. */
+/* The float path of the requantization (docs/quantization.md), for real multipliers
+ * m = mult / 2^shift <= 1 and sums |v| < 2^23 (v = acc + corr, an integer, exact in float32).
+ * mlo <= m <= mhi are the float32 values around m (equal when m is one). With
+ * magic = 1.5 * 2^23, fma(v, m', magic) rounds v * m' + magic once, to nearest even; for
+ * |v * m| < 2^22 the spacing there is 1 and magic is even, so it is magic + round_half_even(v * m').
+ * Rounding is monotonic and v * m lies between v * mlo and v * mhi: when
+ * tlo = fma(v, mlo, magic) equals thi = fma(v, mhi, magic), both are magic + the rule's rounding
+ * of v * m, exactly (lanes that differ, about 1 output in 10^4 and every exact tie, take the
+ * exact integer path). bits(t) - (bits(magic) - zp) is then the result plus the zero point.
+ * |v * m| in [2^22, 2^23) (clamped by the rule either way) keeps t in (2^22, 2.5 * 2^23), a
+ * positive float whose bits are ordered as t: the result is at or past the clamp bound of its
+ * sign, as the rule's. Larger multipliers take the exact path (m > 3 with |v| < 2^22 could make t
+ * negative, whose bits do not order as t). */
 #define Q8_MAGIC 12582912.0f /* 1.5 * 2^23 */
 #define Q8_MAGIC_BITS 0x4b400000
+#define Q8_FLT_MAX_SUM (1 << 23)
 
 typedef struct rqs {
-  __m512 m, magic, near, big;
-  __m512i off;     /* bits(magic) - zp */
-  __m128i lo, hi;  /* act_min, act_max as int8 lanes */
+  __m512 mlo, mhi, magic;
+  __m512i off, lo, hi; /* bits(magic) - zp; act_min, act_max */
+  int32_t ok;          /* m <= 1: the float path applies */
 } rqs_t;
 
-static void rqs_init(rqs_t *s, int32_t mult, int32_t shift, int32_t zp, int32_t lo, int32_t hi) {
-  s->m = _mm512_set1_ps((float)ldexp((double)mult, -shift));
-  s->magic = _mm512_set1_ps(Q8_MAGIC);
-  s->near = _mm512_set1_ps(0.5f - 1.0f / 2048);
-  s->big = _mm512_set1_ps(4194304.0f); /* 2^22 */
-  s->off = _mm512_set1_epi32(Q8_MAGIC_BITS - zp);
-  s->lo = _mm_set1_epi8((char)lo), s->hi = _mm_set1_epi8((char)hi);
+static inline float f32_step(float f, int32_t d) { /* the next float toward 0 (-1) or away (+1); f > 0 */
+  uint32_t u;
+  memcpy(&u, &f, sizeof u);
+  u = (uint32_t)((int64_t)u + d);
+  memcpy(&f, &u, sizeof f);
+  return f;
 }
 
-/* 16 outputs from v (integers as floats, exact below 2^24); 0 when a lane is 2^22 or more in
- * magnitude or near a half-integer */
+static void rqs_init(rqs_t *s, int32_t mult, int32_t shift, int32_t zp, int32_t lo, int32_t hi) {
+  /* m = mult * 2^-shift, exact in double (31 significant bits; 2^-shift built from its bits: this
+   * runs once per output row, where ldexp / nextafterf calls would show) */
+  const uint64_t pb = (uint64_t)(1023 - shift) << 52;
+  double p2;
+  memcpy(&p2, &pb, sizeof p2);
+  const double m = (double)mult * p2;
+  const float f = (float)m;
+  const float flo = (double)f > m ? f32_step(f, -1) : f, fhi = (double)f < m ? f32_step(f, 1) : f;
+  s->ok = (double)fhi <= 1.0;
+  s->mlo = _mm512_set1_ps(flo), s->mhi = _mm512_set1_ps(fhi);
+  s->magic = _mm512_set1_ps(Q8_MAGIC);
+  s->off = _mm512_set1_epi32(Q8_MAGIC_BITS - zp);
+  s->lo = _mm512_set1_epi32(lo), s->hi = _mm512_set1_epi32(hi);
+}
+
+/* 16 outputs from v (integers as floats, |v| < 2^23); 0 when a lane's rounding is not certain */
 static inline int rqs16(const rqs_t *s, __m512 v, __m128i *out) {
-  const __m512 t = _mm512_fmadd_ps(v, s->m, s->magic);
-  const __m512 r = _mm512_sub_ps(t, s->magic);
-  const __m512 e = _mm512_fmsub_ps(v, s->m, r); /* v m - r, one rounding */
-  if (_mm512_cmp_ps_mask(_mm512_abs_ps(e), s->near, _CMP_GE_OQ) |
-      _mm512_cmp_ps_mask(_mm512_abs_ps(v), s->big, _CMP_GE_OQ))
-    return 0;
-  const __m128i b = _mm512_cvtsepi32_epi8(_mm512_sub_epi32(_mm512_castps_si512(t), s->off));
-  *out = _mm_min_epi8(_mm_max_epi8(b, s->lo), s->hi);
+  const __m512 tlo = _mm512_fmadd_ps(v, s->mlo, s->magic), thi = _mm512_fmadd_ps(v, s->mhi, s->magic);
+  if (_mm512_cmp_ps_mask(tlo, thi, _CMP_NEQ_UQ)) return 0;
+  const __m512i q = _mm512_sub_epi32(_mm512_castps_si512(tlo), s->off);
+  *out = _mm512_cvtepi32_epi8(_mm512_min_epi32(_mm512_max_epi32(q, s->lo), s->hi));
   return 1;
 }
 
+/* lanes of int32 sums with |v| >= 2^23 */
+static inline __mmask16 rqs_big_i32(__m512i v) {
+  return _mm512_cmp_epu32_mask(_mm512_add_epi32(v, _mm512_set1_epi32(Q8_FLT_MAX_SUM)),
+                               _mm512_set1_epi32(2 * Q8_FLT_MAX_SUM), _MM_CMPINT_NLT);
+}
+static inline __mmask16 rqs_big_f32(__m512 v) {
+  return _mm512_cmp_ps_mask(_mm512_abs_ps(v), _mm512_set1_ps((float)Q8_FLT_MAX_SUM), _CMP_NLT_UQ);
+}
+
 /* The requantization: the float path per vector where it applies (|corr| < 2^30: then a wrapped
- * int32 sum acc + corr is at least 2^31 - 2^30 in magnitude and fails the 2^22 check), else rq16 */
+ * int32 sum acc + corr is at least 2^31 - 2^30 in magnitude and fails the 2^23 check), else rq16 */
 void oa_q8_avx512_requant(const int32_t *acc, int64_t n, int64_t corr, int32_t mult, int32_t shift, int32_t zp,
                           int32_t lo, int32_t hi, int8_t *y) {
   rq_t r;
   rq_init(&r, corr, mult, shift, zp, lo, hi);
   rqs_t s;
   rqs_init(&s, mult, shift, zp, lo, hi);
-  const int flt = corr > -((int64_t)1 << 30) && corr < ((int64_t)1 << 30);
+  const int flt = s.ok && corr > -((int64_t)1 << 30) && corr < ((int64_t)1 << 30);
   const __m512i vc = _mm512_set1_epi32(flt ? (int32_t)corr : 0);
-  for (int64_t j = 0; j < n; j += 16) {
+  int64_t j = 0;
+  if (flt)
+    for (; j + 16 <= n; j += 16) {
+      const __m512i a = _mm512_loadu_si512((const void *)(acc + j)), v = _mm512_add_epi32(a, vc);
+      __m128i b;
+      if (rqs_big_i32(v) || !rqs16(&s, _mm512_cvtepi32_ps(v), &b)) b = rq16(&r, a);
+      _mm_storeu_si128((__m128i *)(y + j), b);
+    }
+  for (; j < n; j += 16) {
     const __mmask16 k = n - j >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - j)) - 1u);
-    const __m512i a = _mm512_maskz_loadu_epi32(k, acc + j);
+    const __m512i a = _mm512_maskz_loadu_epi32(k, acc + j), v = _mm512_add_epi32(a, vc);
     __m128i b;
-    if (!flt || !rqs16(&s, _mm512_cvtepi32_ps(_mm512_add_epi32(a, vc)), &b)) b = rq16(&r, a);
+    if (!flt || rqs_big_i32(v) || !rqs16(&s, _mm512_cvtepi32_ps(v), &b)) b = rq16(&r, a);
     _mm_mask_storeu_epi8(y + j, k, b);
   }
 }
@@ -243,13 +273,14 @@ void oa_q8_avx512_requant_f32(const float *acc, int64_t n, int64_t corr, int32_t
   rq_init(&r, corr, mult, shift, zp, lo, hi);
   rqs_t s;
   rqs_init(&s, mult, shift, zp, lo, hi);
-  const int flt = corr > -((int64_t)1 << 22) && corr < ((int64_t)1 << 22);
-  const __m512 vc = _mm512_set1_ps(flt ? (float)corr : 0.0f); /* exact, and acc + corr exact below 2^24 */
+  const int flt = s.ok && corr > -((int64_t)1 << 22) && corr < ((int64_t)1 << 22);
+  /* exact, and acc + corr is exact below 2^24 (checked below 2^23) */
+  const __m512 vc = _mm512_set1_ps(flt ? (float)corr : 0.0f);
   for (int64_t j = 0; j < n; j += 16) {
     const __mmask16 k = n - j >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - j)) - 1u);
-    const __m512 a = _mm512_maskz_loadu_ps(k, acc + j);
+    const __m512 a = _mm512_maskz_loadu_ps(k, acc + j), v = _mm512_add_ps(a, vc);
     __m128i b;
-    if (!flt || !rqs16(&s, _mm512_add_ps(a, vc), &b)) b = rq16(&r, _mm512_cvttps_epi32(a));
+    if (!flt || rqs_big_f32(v) || !rqs16(&s, v, &b)) b = rq16(&r, _mm512_cvttps_epi32(a));
     _mm_mask_storeu_epi8(y + j, k, b);
   }
 }
@@ -317,6 +348,15 @@ void oa_q8_avx512_dwp(const oa_q8_dwp_t *p) {
     float *d0 = work + (a * p->sw) * hw + yq * p->wq;
     dwp_row(p, p->x + r * p->w, d0, d0 + hw);
   }
+  /* the requantization (rq16, and rqs16 where it applies) */
+  rq_t r;
+  rq_init(&r, p->corr, p->mult, p->shift, p->zp, p->lo, p->hi);
+  rqs_t sm;
+  rqs_init(&sm, p->mult, p->shift, p->zp, p->lo, p->hi);
+  const int flt = sm.ok && p->corr > -((int64_t)1 << 22) && p->corr < ((int64_t)1 << 22);
+  /* every |acc + corr| below 2^23 (|acc| <= taps * 255 * 128): no per-vector check */
+  const int small = flt && (p->corr < 0 ? -p->corr : p->corr) + (int64_t)p->taps * 255 * 128 < Q8_FLT_MAX_SUM;
+  const __m512 vc = _mm512_set1_ps(flt ? (float)p->corr : 0.0f);
   /* grid columns, 128 at a time: 8 independent sums per tap (FMA latency x throughput) */
   const int64_t ncols = (p->oh - 1) * p->wq + p->ow;
   int64_t o = 0;
@@ -380,20 +420,14 @@ void oa_q8_avx512_dwp(const oa_q8_dwp_t *p) {
     _mm512_storeu_ps(g, a0), _mm512_storeu_ps(g + 16, a1), _mm512_storeu_ps(g + 32, a2), _mm512_storeu_ps(g + 48, a3);
   }
   /* requantize the ow real columns of each grid row */
-  rq_t r;
-  rq_init(&r, p->corr, p->mult, p->shift, p->zp, p->lo, p->hi);
-  rqs_t sm;
-  rqs_init(&sm, p->mult, p->shift, p->zp, p->lo, p->hi);
-  const int flt = p->corr > -((int64_t)1 << 22) && p->corr < ((int64_t)1 << 22);
-  const __m512 vc = _mm512_set1_ps(flt ? (float)p->corr : 0.0f);
   for (int64_t oy = 0; oy < p->oh; oy++) {
     const float *g = grid + oy * p->wq;
     int8_t *y = p->y + oy * p->ow;
     for (int64_t ox = 0; ox < p->ow; ox += 16) {
       const __mmask16 k = p->ow - ox >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (p->ow - ox)) - 1u);
-      const __m512 a = _mm512_maskz_loadu_ps(k, g + ox);
+      const __m512 a = _mm512_maskz_loadu_ps(k, g + ox), v = _mm512_add_ps(a, vc);
       __m128i b;
-      if (!flt || !rqs16(&sm, _mm512_add_ps(a, vc), &b)) b = rq16(&r, _mm512_cvttps_epi32(a));
+      if (!flt || (!small && rqs_big_f32(v)) || !rqs16(&sm, v, &b)) b = rq16(&r, _mm512_cvttps_epi32(a));
       _mm_mask_storeu_epi8(y + ox, k, b);
     }
   }
