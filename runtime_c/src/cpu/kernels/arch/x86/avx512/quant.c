@@ -205,7 +205,8 @@ static inline float f32_step(float f, int32_t d) { /* the next float toward 0 (-
   return f;
 }
 
-static void rqs_init(rqs_t *s, int32_t mult, int32_t shift, int32_t zp, int32_t lo, int32_t hi) {
+/* the float32 values flo <= mult / 2^shift <= fhi next to it (equal when it is one) */
+static void m_bracket(int32_t mult, int32_t shift, float *flo, float *fhi) {
   /* m = mult * 2^-shift, exact in double (31 significant bits; 2^-shift built from its bits: this
    * runs once per output row, where ldexp / nextafterf calls would show) */
   const uint64_t pb = (uint64_t)(1023 - shift) << 52;
@@ -213,7 +214,12 @@ static void rqs_init(rqs_t *s, int32_t mult, int32_t shift, int32_t zp, int32_t 
   memcpy(&p2, &pb, sizeof p2);
   const double m = (double)mult * p2;
   const float f = (float)m;
-  const float flo = (double)f > m ? f32_step(f, -1) : f, fhi = (double)f < m ? f32_step(f, 1) : f;
+  *flo = (double)f > m ? f32_step(f, -1) : f, *fhi = (double)f < m ? f32_step(f, 1) : f;
+}
+
+static void rqs_init(rqs_t *s, int32_t mult, int32_t shift, int32_t zp, int32_t lo, int32_t hi) {
+  float flo, fhi;
+  m_bracket(mult, shift, &flo, &fhi);
   s->ok = (double)fhi <= 1.0;
   s->mlo = _mm512_set1_ps(flo), s->mhi = _mm512_set1_ps(fhi);
   s->magic = _mm512_set1_ps(Q8_MAGIC);
@@ -433,6 +439,121 @@ void oa_q8_avx512_dwp(const oa_q8_dwp_t *p) {
   }
 }
 
+/* ---- depthwise on channel blocks (oa_q8_dwc_t) -------------------------------------------------- */
+
+/* One block of up to 16 channels: the planes into a pixel-major float buffer (lane = channel),
+ * 16 channels per FMA with the taps' weights in registers, the float requantization with per-lane
+ * multipliers (rqs16's argument lane by lane: bracketing floats per lane, every |v| < 2^23 checked
+ * once per block from the bias and the tap count), lanes it cannot decide by the scalar rule. */
+void oa_q8_avx512_dwc(const oa_q8_dwc_t *p) {
+  enum { L = OA_Q8_DWC_LANES };
+  const int64_t hp = p->h + 2 * p->ph, wp = p->w + 2 * p->pw, taps = p->kh * p->kw, npix = p->oh * p->ow;
+  const int64_t plane = p->h * p->w;
+  float *buf = p->work, *wf = buf + hp * wp * L;
+  int8_t *obuf = (int8_t *)(void *)(wf + taps * L);
+  /* padding rows and columns zero, the interior x - zin (lanes past nch stay 0) */
+  memset(buf, 0, (size_t)(hp * wp * L) * sizeof(float));
+  if (plane >= 4 && plane <= INT32_MAX / L) {
+    /* pixel i of the 16 planes: one gather of the dwords ending at byte i (from i = 3 on: byte 3,
+     * sign-extended by the shift) or starting at it (i < 3: byte 0); never past a plane */
+    const __m512i lanes = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                             _mm512_set1_epi32((int32_t)plane));
+    const __mmask16 live = (__mmask16)((1u << p->nch) - 1u);
+    const __m512i vz = _mm512_set1_epi32(p->zin);
+    for (int64_t r = 0; r < p->h; r++) {
+      float *d = buf + ((r + p->ph) * wp + p->pw) * L;
+      for (int64_t q = 0; q < p->w; q++) {
+        const int64_t i = r * p->w + q;
+        __m512i v;
+        if (i >= 3) {
+          v = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), live, lanes, p->x + i - 3, 1);
+        } else {
+          v = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), live, lanes, p->x + i, 1);
+          v = _mm512_slli_epi32(v, 24);
+        }
+        v = _mm512_maskz_sub_epi32(live, _mm512_srai_epi32(v, 24), vz);
+        _mm512_storeu_ps(d + q * L, _mm512_cvtepi32_ps(v));
+      }
+    }
+  } else {
+    for (int32_t c = 0; c < p->nch; c++) {
+      const int8_t *xc = p->x + c * plane;
+      for (int64_t r = 0; r < p->h; r++) {
+        float *d = buf + ((r + p->ph) * wp + p->pw) * L + c;
+        const int8_t *xr = xc + r * p->w;
+        for (int64_t q = 0; q < p->w; q++) d[q * L] = (float)(xr[q] - p->zin);
+      }
+    }
+  }
+  memset(wf, 0, (size_t)(taps * L) * sizeof(float));
+  for (int32_t c = 0; c < p->nch; c++)
+    for (int64_t t = 0; t < taps; t++) wf[t * L + c] = (float)p->wt[c * taps + t];
+  /* per-lane requantization constants */
+  float mlo[L], mhi[L], cf[L];
+  int ok = 1;
+  for (int32_t c = 0; c < L; c++) {
+    m_bracket(p->mult[c], p->shift[c], &mlo[c], &mhi[c]);
+    const int64_t ac = p->corr[c] < 0 ? -p->corr[c] : p->corr[c];
+    ok &= (double)mhi[c] <= 1.0 && ac + taps * 255 * 128 < Q8_FLT_MAX_SUM;
+    cf[c] = ok ? (float)p->corr[c] : 0.0f;
+  }
+  const __m512 vlo = _mm512_loadu_ps(mlo), vhi = _mm512_loadu_ps(mhi), vc = _mm512_loadu_ps(cf);
+  const __m512 magic = _mm512_set1_ps(Q8_MAGIC);
+  const __m512i off = _mm512_set1_epi32(Q8_MAGIC_BITS - p->zp);
+  const __m512i qlo = _mm512_set1_epi32(p->lo), qhi = _mm512_set1_epi32(p->hi);
+  const int64_t ystep = p->sh * wp * L, xstep = p->sw * L;
+  for (int64_t oy = 0; oy < p->oh; oy++) {
+    for (int64_t ox = 0; ox < p->ow; ox++) {
+      const float *b = buf + oy * ystep + ox * xstep;
+      __m512 a;
+      if (taps == 9 && p->dw == 1) { /* 3x3, dilation 1 across: three partial sums per row */
+        const int64_t r1 = p->dh * wp * L, r2 = 2 * r1;
+        __m512 a0 = _mm512_mul_ps(_mm512_loadu_ps(wf), _mm512_loadu_ps(b));
+        __m512 a1 = _mm512_mul_ps(_mm512_loadu_ps(wf + 3 * L), _mm512_loadu_ps(b + r1));
+        __m512 a2 = _mm512_mul_ps(_mm512_loadu_ps(wf + 6 * L), _mm512_loadu_ps(b + r2));
+        a0 = _mm512_fmadd_ps(_mm512_loadu_ps(wf + L), _mm512_loadu_ps(b + L), a0);
+        a1 = _mm512_fmadd_ps(_mm512_loadu_ps(wf + 4 * L), _mm512_loadu_ps(b + r1 + L), a1);
+        a2 = _mm512_fmadd_ps(_mm512_loadu_ps(wf + 7 * L), _mm512_loadu_ps(b + r2 + L), a2);
+        a0 = _mm512_fmadd_ps(_mm512_loadu_ps(wf + 2 * L), _mm512_loadu_ps(b + 2 * L), a0);
+        a1 = _mm512_fmadd_ps(_mm512_loadu_ps(wf + 5 * L), _mm512_loadu_ps(b + r1 + 2 * L), a1);
+        a2 = _mm512_fmadd_ps(_mm512_loadu_ps(wf + 8 * L), _mm512_loadu_ps(b + r2 + 2 * L), a2);
+        a = _mm512_add_ps(_mm512_add_ps(a0, a1), a2);
+      } else {
+        a = _mm512_setzero_ps();
+        for (int64_t i = 0, t = 0; i < p->kh; i++)
+          for (int64_t j = 0; j < p->kw; j++, t++)
+            a = _mm512_fmadd_ps(_mm512_loadu_ps(wf + t * L), _mm512_loadu_ps(b + (i * p->dh * wp + j * p->dw) * L), a);
+      }
+      int8_t *o = obuf + (oy * p->ow + ox) * L;
+      if (ok) {
+        const __m512 v = _mm512_add_ps(a, vc);
+        const __m512 tlo = _mm512_fmadd_ps(v, vlo, magic), thi = _mm512_fmadd_ps(v, vhi, magic);
+        if (!_mm512_cmp_ps_mask(tlo, thi, _CMP_NEQ_UQ)) {
+          const __m512i q = _mm512_sub_epi32(_mm512_castps_si512(tlo), off);
+          _mm_storeu_si128((__m128i *)(void *)o, _mm512_cvtepi32_epi8(_mm512_min_epi32(_mm512_max_epi32(q, qlo), qhi)));
+          continue;
+        }
+      }
+      float s[L];
+      _mm512_storeu_ps(s, a);
+      for (int32_t c = 0; c < L; c++)
+        o[c] = q8_requant(p->corr[c] + (int64_t)s[c], p->mult[c], p->shift[c], p->zp, p->lo, p->hi);
+    }
+  }
+  /* channel c: the bytes c of 16 pixels at a time, gathered as the dwords starting there (obuf has
+   * 3 bytes of slack past its end) */
+  const __m512i pix = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                         _mm512_set1_epi32(L));
+  for (int32_t c = 0; c < p->nch; c++) {
+    int8_t *yc = p->y + c * npix;
+    for (int64_t i = 0; i < npix; i += 16) {
+      const __mmask16 k = npix - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (npix - i)) - 1u);
+      const __m512i v = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), k, pix, obuf + i * L + c, 1);
+      _mm_mask_storeu_epi8(yc + i, k, _mm512_cvtepi32_epi8(v));
+    }
+  }
+}
+
 /* ---- depthwise -------------------------------------------------------------------------------- */
 
 /* Depthwise rows, 16 outputs per zmm: taps in pairs (j, j + 1) through vpmaddwd, as the AVX2
@@ -608,7 +729,7 @@ const oa_q8_isa_t oa_q8_avx512_isa = {.name = "avx512", .mr = MR, .nr = 32, .kg 
                                       .requant = oa_q8_avx512_requant,
                                       .requant_pc = oa_q8_avx512_requant_pc,
                                       .requant_f32 = oa_q8_avx512_requant_f32, .to_float = oa_q8_avx512_to_float,
-                                      .dwp = oa_q8_avx512_dwp,
+                                      .dwp = oa_q8_avx512_dwp, .dwc = oa_q8_avx512_dwc,
                                       .dw = oa_q8_avx512_dw,
                                       .gemv = oa_q8_avx512_gemv, .wsum = oa_q8_avx512_wsum, .add = oa_q8_avx512_add,
                                       .quantize = oa_q8_avx512_quantize, .dequantize = oa_q8_avx512_dequantize};
