@@ -501,22 +501,28 @@ void oa_q8_avx512_dwc(const oa_q8_dwc_t *p) {
   const __m512 magic = _mm512_set1_ps(Q8_MAGIC);
   const __m512i off = _mm512_set1_epi32(Q8_MAGIC_BITS - p->zp);
   const __m512i qlo = _mm512_set1_epi32(p->lo), qhi = _mm512_set1_epi32(p->hi);
-  const int64_t ystep = p->sh * wp * L, xstep = p->sw * L;
+  const int64_t ystep = p->sh * wp * L, xstep = p->sw * L, r1 = p->dh * wp * L, r2 = 2 * r1;
+  const int t9 = taps == 9 && p->dw == 1;
+  /* the 3x3 taps in registers (loaded once: obuf's stores could alias wf for the compiler) */
+  const __m512 w0 = _mm512_loadu_ps(wf), w1 = _mm512_loadu_ps(wf + (t9 ? 1 : 0) * L);
+  const __m512 w2 = _mm512_loadu_ps(wf + (t9 ? 2 : 0) * L), w3 = _mm512_loadu_ps(wf + (t9 ? 3 : 0) * L);
+  const __m512 w4 = _mm512_loadu_ps(wf + (t9 ? 4 : 0) * L), w5 = _mm512_loadu_ps(wf + (t9 ? 5 : 0) * L);
+  const __m512 w6 = _mm512_loadu_ps(wf + (t9 ? 6 : 0) * L), w7 = _mm512_loadu_ps(wf + (t9 ? 7 : 0) * L);
+  const __m512 w8 = _mm512_loadu_ps(wf + (t9 ? 8 : 0) * L);
   for (int64_t oy = 0; oy < p->oh; oy++) {
     for (int64_t ox = 0; ox < p->ow; ox++) {
       const float *b = buf + oy * ystep + ox * xstep;
       __m512 a;
-      if (taps == 9 && p->dw == 1) { /* 3x3, dilation 1 across: three partial sums per row */
-        const int64_t r1 = p->dh * wp * L, r2 = 2 * r1;
-        __m512 a0 = _mm512_mul_ps(_mm512_loadu_ps(wf), _mm512_loadu_ps(b));
-        __m512 a1 = _mm512_mul_ps(_mm512_loadu_ps(wf + 3 * L), _mm512_loadu_ps(b + r1));
-        __m512 a2 = _mm512_mul_ps(_mm512_loadu_ps(wf + 6 * L), _mm512_loadu_ps(b + r2));
-        a0 = _mm512_fmadd_ps(_mm512_loadu_ps(wf + L), _mm512_loadu_ps(b + L), a0);
-        a1 = _mm512_fmadd_ps(_mm512_loadu_ps(wf + 4 * L), _mm512_loadu_ps(b + r1 + L), a1);
-        a2 = _mm512_fmadd_ps(_mm512_loadu_ps(wf + 7 * L), _mm512_loadu_ps(b + r2 + L), a2);
-        a0 = _mm512_fmadd_ps(_mm512_loadu_ps(wf + 2 * L), _mm512_loadu_ps(b + 2 * L), a0);
-        a1 = _mm512_fmadd_ps(_mm512_loadu_ps(wf + 5 * L), _mm512_loadu_ps(b + r1 + 2 * L), a1);
-        a2 = _mm512_fmadd_ps(_mm512_loadu_ps(wf + 8 * L), _mm512_loadu_ps(b + r2 + 2 * L), a2);
+      if (t9) { /* 3x3, dilation 1 across: three partial sums per row */
+        __m512 a0 = _mm512_mul_ps(w0, _mm512_loadu_ps(b));
+        __m512 a1 = _mm512_mul_ps(w3, _mm512_loadu_ps(b + r1));
+        __m512 a2 = _mm512_mul_ps(w6, _mm512_loadu_ps(b + r2));
+        a0 = _mm512_fmadd_ps(w1, _mm512_loadu_ps(b + L), a0);
+        a1 = _mm512_fmadd_ps(w4, _mm512_loadu_ps(b + r1 + L), a1);
+        a2 = _mm512_fmadd_ps(w7, _mm512_loadu_ps(b + r2 + L), a2);
+        a0 = _mm512_fmadd_ps(w2, _mm512_loadu_ps(b + 2 * L), a0);
+        a1 = _mm512_fmadd_ps(w5, _mm512_loadu_ps(b + r1 + 2 * L), a1);
+        a2 = _mm512_fmadd_ps(w8, _mm512_loadu_ps(b + r2 + 2 * L), a2);
         a = _mm512_add_ps(_mm512_add_ps(a0, a1), a2);
       } else {
         a = _mm512_setzero_ps();
