@@ -247,6 +247,10 @@ def dw_cases() -> list[Case]:
         c(1, 4, 7, 36, 4, 3, 3, pad=2, dil=2, groups=4, zin=127, act=(-30, 40)),
         c(1, 6, 8, 40, 6, 3, 3, pad=1, groups=6, extreme="edge", bias="edge", zout=0, per_channel=False),
         c(1, 3, 6, 33, 3, 3, 3, stride=(1, 2), pad=1, groups=3, bias="none", act=(0, 127)),
+        # stride 2, rows of 64+ input bytes split 64 at a time, odd and even left padding
+        c(1, 3, 5, 130, 3, 3, 3, stride=2, pad=1, groups=3),
+        c(1, 2, 6, 70, 2, 5, 5, stride=2, pad=3, groups=2, zin=-128),
+        c(1, 2, 5, 129, 2, 3, 3, stride=2, pad=2, groups=2),
         # small planes (MobileNetV2's 7x7, and 1x1)
         c(1, 16, 7, 7, 16, 3, 3, pad=1, groups=16),
         c(1, 5, 1, 1, 5, 3, 3, pad=1, groups=5),

@@ -311,14 +311,18 @@ static void dwp_row(const oa_q8_dwp_t *p, const int8_t *xr, float *d0, float *d1
     oa_q8_avx512_to_float(xr, p->w, p->zin, d0 + p->pw);
     return;
   }
-  /* both phases from 64 bytes at a time when the rows line up (pw even: even bytes to phase 0) */
+  /* both phases from 64 bytes at a time: input column c is padded column c + pw, phase
+   * (c + pw) % 2, column (c + pw) / 2; pw even: the even bytes go to phase 0 at pw / 2 + c / 2,
+   * the odd ones to phase 1 at the same column; pw odd: the even bytes to phase 1 at
+   * (pw - 1) / 2 + c / 2, the odd ones to phase 0 one column further */
   int64_t done = 0;
-  if (p->pw % 2 == 0) {
-    const int64_t x0 = p->pw / 2;
+  {
+    float *const e0 = p->pw % 2 ? d1 + (p->pw - 1) / 2 : d0 + p->pw / 2;
+    float *const o0 = p->pw % 2 ? d0 + (p->pw + 1) / 2 : d1 + p->pw / 2;
     for (; done + 64 <= p->w; done += 64) {
       const __m512i v = _mm512_loadu_si512((const void *)(xr + done));
       const __m256i ev = _mm512_cvtepi16_epi8(v), od = _mm512_cvtepi16_epi8(_mm512_srai_epi16(v, 8));
-      float *e = d0 + x0 + done / 2, *o = d1 + x0 + done / 2;
+      float *e = e0 + done / 2, *o = o0 + done / 2;
 #define DWP_F(b) _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_cvtepi8_epi32(b), vz))
       _mm512_storeu_ps(e, DWP_F(_mm256_castsi256_si128(ev))), _mm512_storeu_ps(e + 16, DWP_F(_mm256_extracti128_si256(ev, 1)));
       _mm512_storeu_ps(o, DWP_F(_mm256_castsi256_si128(od))), _mm512_storeu_ps(o + 16, DWP_F(_mm256_extracti128_si256(od, 1)));
