@@ -85,9 +85,9 @@ typedef void (*oa_q8_dwp_fn)(const oa_q8_dwp_t *p);
 
 /* Depthwise on a block of up to 16 channels at once (small planes: rows shorter than a vector
  * waste most lanes of the per-plane kernels). The kernel copies the block's planes into a
- * pixel-major buffer of x - input_zp floats (one 16-lane vector per padded pixel, padding 0),
- * sums w * x per output pixel on 16 channels (exact: integers below 2^24), requantizes the vector
- * with per-lane multipliers and writes the planes back. */
+ * pixel-major buffer of x - input_zp floats (one 16-lane vector per padded pixel, padding 0;
+ * 16 x 16 byte transposes), sums w * x per output pixel on 16 channels (exact: integers below
+ * 2^24), requantizes the vector with per-lane multipliers and transposes the bytes back. */
 #define OA_Q8_DWC_LANES 16
 typedef struct oa_q8_dwc {
   const int8_t *x;  /* the block's first input plane (h x w), the others follow */
@@ -98,12 +98,12 @@ typedef struct oa_q8_dwc {
   int64_t corr[OA_Q8_DWC_LANES];
   int32_t mult[OA_Q8_DWC_LANES], shift[OA_Q8_DWC_LANES]; /* lanes past nch: 0 */
   int8_t *y;        /* the block's first output plane (oh x ow), the others follow */
-  float *work;      /* (h + 2 ph) (w + 2 pw) x 16 floats, kh kw x 16 floats, oh ow x 16 bytes + 3 */
+  float *work;      /* (h + 2 ph) (w + 2 pw) x 16 floats, kh kw x 16 floats, oh ow x 16 bytes */
 } oa_q8_dwc_t;
 typedef void (*oa_q8_dwc_fn)(const oa_q8_dwc_t *p);
 /* floats of work the kernel needs */
 static inline int64_t oa_q8_dwc_work(int64_t hp, int64_t wp, int64_t taps, int64_t npix) {
-  return (hp * wp + taps) * OA_Q8_DWC_LANES + (npix * OA_Q8_DWC_LANES + 7) / 4; /* + 3 bytes of slack */
+  return (hp * wp + taps) * OA_Q8_DWC_LANES + (npix * OA_Q8_DWC_LANES + 3) / 4;
 }
 
 /* Depthwise: acc[o] = sum_{i<kh, j<kw} w[i * kw + j] * rows[i * dh * ld + o * sw + j * dw], o < n,

@@ -445,6 +445,28 @@ void oa_q8_avx512_dwp(const oa_q8_dwp_t *p) {
 
 /* ---- depthwise on channel blocks (oa_q8_dwc_t) -------------------------------------------------- */
 
+/* r[i] byte j -> r[j] byte i (16 x 16 bytes): unpacks of bytes, words, dwords, qwords */
+static inline void tr16x16(__m128i r[16]) {
+  __m128i t[16], u[16];
+  for (int i = 0; i < 8; i++)
+    t[i] = _mm_unpacklo_epi8(r[2 * i], r[2 * i + 1]), t[i + 8] = _mm_unpackhi_epi8(r[2 * i], r[2 * i + 1]);
+  /* t[i]: rows 2i, 2i+1 interleaved, columns 0-7 (i < 8) or 8-15 (t[i + 8]) */
+  for (int h = 0; h < 2; h++)
+    for (int i = 0; i < 4; i++) {
+      const __m128i a = t[8 * h + 2 * i], b = t[8 * h + 2 * i + 1];
+      u[8 * h + i] = _mm_unpacklo_epi16(a, b), u[8 * h + i + 4] = _mm_unpackhi_epi16(a, b);
+    }
+  /* u[8h + i]: rows 4i..4i+3, columns 8h + 0-3 (i < 4) or 8h + 4-7 (u[8h + 4 + i]) */
+  for (int g = 0; g < 4; g++) { /* g: column group of 4 (8h + 4e: g = 2h + e) */
+    const __m128i *v = u + 4 * g;
+    const __m128i a0 = _mm_unpacklo_epi32(v[0], v[1]), a1 = _mm_unpackhi_epi32(v[0], v[1]);
+    const __m128i b0 = _mm_unpacklo_epi32(v[2], v[3]), b1 = _mm_unpackhi_epi32(v[2], v[3]);
+    /* a0: rows 0-7 of columns 4g, 4g+1; a1: of 4g+2, 4g+3; b: rows 8-15 */
+    r[4 * g] = _mm_unpacklo_epi64(a0, b0), r[4 * g + 1] = _mm_unpackhi_epi64(a0, b0);
+    r[4 * g + 2] = _mm_unpacklo_epi64(a1, b1), r[4 * g + 3] = _mm_unpackhi_epi64(a1, b1);
+  }
+}
+
 /* One block of up to 16 channels: the planes into a pixel-major float buffer (lane = channel),
  * 16 channels per FMA with the taps' weights in registers, the float requantization with per-lane
  * multipliers (rqs16's argument lane by lane: bracketing floats per lane, every |v| < 2^23 checked
@@ -457,35 +479,23 @@ void oa_q8_avx512_dwc(const oa_q8_dwc_t *p) {
   int8_t *obuf = (int8_t *)(void *)(wf + taps * L);
   /* padding rows and columns zero, the interior x - zin (lanes past nch stay 0) */
   memset(buf, 0, (size_t)(hp * wp * L) * sizeof(float));
-  if (plane >= 4 && plane <= INT32_MAX / L) {
-    /* pixel i of the 16 planes: one gather of the dwords ending at byte i (from i = 3 on: byte 3,
-     * sign-extended by the shift) or starting at it (i < 3: byte 0); never past a plane */
-    const __m512i lanes = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                             _mm512_set1_epi32((int32_t)plane));
+  {
+    /* 16 pixels of the 16 planes at a time (the plane as one run: rows of 7 or 14 pixels), one
+     * 16 x 16 byte transpose, then one float vector per pixel; lanes past nch stay 0 */
     const __mmask16 live = (__mmask16)((1u << p->nch) - 1u);
     const __m512i vz = _mm512_set1_epi32(p->zin);
-    for (int64_t r = 0; r < p->h; r++) {
-      float *d = buf + ((r + p->ph) * wp + p->pw) * L;
-      for (int64_t q = 0; q < p->w; q++) {
-        const int64_t i = r * p->w + q;
-        __m512i v;
-        if (i >= 3) {
-          v = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), live, lanes, p->x + i - 3, 1);
-        } else {
-          v = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), live, lanes, p->x + i, 1);
-          v = _mm512_slli_epi32(v, 24);
-        }
-        v = _mm512_maskz_sub_epi32(live, _mm512_srai_epi32(v, 24), vz);
-        _mm512_storeu_ps(d + q * L, _mm512_cvtepi32_ps(v));
-      }
-    }
-  } else {
-    for (int32_t c = 0; c < p->nch; c++) {
-      const int8_t *xc = p->x + c * plane;
-      for (int64_t r = 0; r < p->h; r++) {
-        float *d = buf + ((r + p->ph) * wp + p->pw) * L + c;
-        const int8_t *xr = xc + r * p->w;
-        for (int64_t q = 0; q < p->w; q++) d[q * L] = (float)(xr[q] - p->zin);
+    int64_t row = 0, col = 0;
+    for (int64_t i0 = 0; i0 < plane; i0 += 16) {
+      const int64_t n = plane - i0 < 16 ? plane - i0 : 16;
+      const __mmask16 m = (__mmask16)((1u << n) - 1u);
+      __m128i r[16];
+      for (int32_t c = 0; c < L; c++)
+        r[c] = c < p->nch ? _mm_maskz_loadu_epi8(m, p->x + c * plane + i0) : _mm_setzero_si128();
+      tr16x16(r);
+      for (int64_t k = 0; k < n; k++) {
+        const __m512i v = _mm512_maskz_sub_epi32(live, _mm512_cvtepi8_epi32(r[k]), vz);
+        _mm512_storeu_ps(buf + ((row + p->ph) * wp + col + p->pw) * L, _mm512_cvtepi32_ps(v));
+        if (++col == p->w) col = 0, row++;
       }
     }
   }
@@ -550,17 +560,15 @@ void oa_q8_avx512_dwc(const oa_q8_dwc_t *p) {
         o[c] = q8_requant(p->corr[c] + (int64_t)s[c], p->mult[c], p->shift[c], p->zp, p->lo, p->hi);
     }
   }
-  /* channel c: the bytes c of 16 pixels at a time, gathered as the dwords starting there (obuf has
-   * 3 bytes of slack past its end) */
-  const __m512i pix = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                         _mm512_set1_epi32(L));
-  for (int32_t c = 0; c < p->nch; c++) {
-    int8_t *yc = p->y + c * npix;
-    for (int64_t i = 0; i < npix; i += 16) {
-      const __mmask16 k = npix - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (npix - i)) - 1u);
-      const __m512i v = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), k, pix, obuf + i * L + c, 1);
-      _mm_mask_storeu_epi8(yc + i, k, _mm512_cvtepi32_epi8(v));
-    }
+  /* 16 pixels at a time, transposed back: row c holds channel c's 16 pixels */
+  for (int64_t i0 = 0; i0 < npix; i0 += 16) {
+    const int64_t n = npix - i0 < 16 ? npix - i0 : 16;
+    const __mmask16 m = (__mmask16)((1u << n) - 1u);
+    __m128i r[16];
+    for (int64_t k = 0; k < L; k++)
+      r[k] = k < n ? _mm_loadu_si128((const __m128i *)(const void *)(obuf + (i0 + k) * L)) : _mm_setzero_si128();
+    tr16x16(r);
+    for (int32_t c = 0; c < p->nch; c++) _mm_mask_storeu_epi8(p->y + c * npix + i0, m, r[c]);
   }
 }
 
