@@ -238,7 +238,7 @@ def dw_cases() -> list[Case]:
         c(1, 6, 9, 10, 6, 3, 3, pad=1, groups=6, extreme="m4", bias="big"),
         c(1, 8, 11, 19, 8, 3, 3, stride=2, pad=1, groups=8, extreme="edge", bias="edge", zout=0),
         c(1, 4, 10, 9, 4, 5, 5, pad=2, groups=4, extreme="edge", bias="edge", zout=0, per_channel=False),
-        # AVX-512 3x3 rows of 16+ outputs (requantized in registers): widths 16, 17, 31-33, 36, 40
+        # AVX-512: channel blocks below 32 outputs a row (16, 17, 31 here), plane kernel from 32 on
         c(1, 4, 6, 16, 4, 3, 3, pad=1, groups=4),
         c(2, 3, 5, 17, 3, 3, 3, pad=1, groups=3, extreme="m4", bias="big"),
         c(1, 3, 5, 35, 3, 3, 3, groups=3, zin=-128),

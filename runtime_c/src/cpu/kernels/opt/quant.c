@@ -23,10 +23,12 @@
 enum { Q_ISA, Q_PATH, Q_THREADS, Q_DOT };
 enum { P_GEMM = 1, P_DW, P_GEMV, P_LGEMM, P_DWF, P_DWP, P_DWC };
 
-/* depthwise on channel blocks (P_DWC) for output rows narrower than this (the plane kernels'
- * 16-lane vectors would be mostly empty or dropped grid columns) */
+/* depthwise on channel blocks (P_DWC) for output rows narrower than this: measured on MobileNetV2's
+ * layers (benchmarks/micro/quant_bench.py --mobilenet, AVX-512), faster than the plane kernel
+ * (P_DWP) up to 28 outputs wide (7x7 by 2.2x, 28x28 by 10%, 56 -> 28 stride 2 by 22%), slower
+ * from 56 on */
 #ifndef Q8_DWC_MAX_OW
-#define Q8_DWC_MAX_OW 16
+#define Q8_DWC_MAX_OW 32
 #endif
 
 /* depthwise in float (P_DWF): kernels of at most this many taps have exact float sums
