@@ -477,8 +477,14 @@ void oa_q8_avx512_dwc(const oa_q8_dwc_t *p) {
   const int64_t plane = p->h * p->w;
   float *buf = p->work, *wf = buf + hp * wp * L;
   int8_t *obuf = (int8_t *)(void *)(wf + taps * L);
-  /* padding rows and columns zero, the interior x - zin (lanes past nch stay 0) */
-  memset(buf, 0, (size_t)(hp * wp * L) * sizeof(float));
+  /* padding rows and columns zero, the interior x - zin (every lane written: past nch, 0) */
+  memset(buf, 0, (size_t)(p->ph * wp * L) * sizeof(float));
+  memset(buf + (p->ph + p->h) * wp * L, 0, (size_t)(p->ph * wp * L) * sizeof(float));
+  if (p->pw)
+    for (int64_t r = p->ph; r < p->ph + p->h; r++) {
+      memset(buf + r * wp * L, 0, (size_t)(p->pw * L) * sizeof(float));
+      memset(buf + (r * wp + p->pw + p->w) * L, 0, (size_t)(p->pw * L) * sizeof(float));
+    }
   {
     /* 16 pixels of the 16 planes at a time (the plane as one run: rows of 7 or 14 pixels), one
      * 16 x 16 byte transpose, then one float vector per pixel; lanes past nch stay 0 */
