@@ -25,10 +25,10 @@ enum { P_GEMM = 1, P_DW, P_GEMV, P_LGEMM, P_DWF, P_DWP, P_DWC };
 
 /* depthwise on channel blocks (P_DWC) for output rows narrower than this: measured on MobileNetV2's
  * layers (benchmarks/micro/quant_bench.py --mobilenet, AVX-512), faster than the plane kernel
- * (P_DWP) up to 28 outputs wide (7x7 by 2.2x, 28x28 by 10%, 56 -> 28 stride 2 by 22%), slower
- * from 56 on */
+ * (P_DWP) up to 56 outputs wide (7x7 by 2.2x, 28x28 by 20%, 112 -> 56 stride 2 by 22%, 56x56 by
+ * 6%); at 112x112 even, and its buffer (64 bytes per padded input pixel) would be 830 KB */
 #ifndef Q8_DWC_MAX_OW
-#define Q8_DWC_MAX_OW 32
+#define Q8_DWC_MAX_OW 64
 #endif
 
 /* depthwise in float (P_DWF): kernels of at most this many taps have exact float sums
