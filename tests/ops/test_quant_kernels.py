@@ -238,7 +238,11 @@ def dw_cases() -> list[Case]:
         c(1, 6, 9, 10, 6, 3, 3, pad=1, groups=6, extreme="m4", bias="big"),
         c(1, 8, 11, 19, 8, 3, 3, stride=2, pad=1, groups=8, extreme="edge", bias="edge", zout=0),
         c(1, 4, 10, 9, 4, 5, 5, pad=2, groups=4, extreme="edge", bias="edge", zout=0, per_channel=False),
-        # AVX-512: channel blocks below 32 outputs a row (16, 17, 31 here), plane kernel from 32 on
+        # AVX-512: channel blocks below 64 outputs a row, the plane kernel from 64 on
+        c(1, 3, 6, 70, 3, 3, 3, pad=1, groups=3, extreme=True),
+        c(1, 2, 5, 66, 2, 3, 3, pad=1, groups=2, zin=127, extreme="ties"),
+        c(1, 6, 7, 68, 6, 5, 5, pad=2, groups=6, extreme="edge", bias="edge", zout=0),
+        c(1, 2, 4, 66, 2, 3, 3, pad=1, groups=2, extreme="m4", bias="big"),
         c(1, 4, 6, 16, 4, 3, 3, pad=1, groups=4),
         c(2, 3, 5, 17, 3, 3, 3, pad=1, groups=3, extreme="m4", bias="big"),
         c(1, 3, 5, 35, 3, 3, 3, groups=3, zin=-128),
