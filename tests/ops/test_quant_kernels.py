@@ -255,6 +255,11 @@ def dw_cases() -> list[Case]:
         c(1, 3, 5, 130, 3, 3, 3, stride=2, pad=1, groups=3),
         c(1, 2, 6, 70, 2, 5, 5, stride=2, pad=3, groups=2, zin=-128),
         c(1, 2, 5, 129, 2, 3, 3, stride=2, pad=2, groups=2),
+        # channel blocks in bands of rows (the padded plane above 64 KB at 16 channels)
+        c(1, 17, 40, 40, 17, 3, 3, pad=1, groups=17, zin=-128),
+        c(1, 3, 50, 61, 3, 3, 3, stride=2, pad=1, groups=3, extreme="ties"),
+        c(1, 2, 37, 50, 2, 5, 5, pad=4, dil=2, groups=2, act=(-60, 70)),
+        c(1, 2, 45, 47, 2, 3, 3, stride=(2, 1), pad=(0, 1), groups=2),
         # small planes (MobileNetV2's 7x7, and 1x1)
         c(1, 16, 7, 7, 16, 3, 3, pad=1, groups=16),
         c(1, 5, 1, 1, 5, 3, 3, pad=1, groups=5),

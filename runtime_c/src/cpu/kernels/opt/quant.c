@@ -304,7 +304,7 @@ static void layout(const oa_q8_isa_t *isa, int32_t path, const q8_geo_t *q, int3
     slot = oa_cap_add(l->s_wf, up64(oa_cap_mul(taps, 4)));
   } else if (path == P_DWC) { /* one block of OA_Q8_DWC_LANES channels per task (opt/quant.h) */
     l->tasks = q->n * oa_cdiv(q->cin, OA_Q8_DWC_LANES);
-    slot = up64(oa_cap_mul(oa_q8_dwc_work(q->hp, q->wp, q->kh * q->kw, q->npix), 4));
+    slot = up64(oa_cap_mul(oa_q8_dwc_work(q->hp, q->wp, q->kh, q->kw, q->dh, q->sh, q->oh, q->npix), 4));
   } else if (path == P_DWF) {
     /* the float plane (x - zp, zero padding) as the float depthwise kernel wants it (opt/conv.c's
      * dw_pad_dims: every vector of a row reads inside it), its float output, converted in place

@@ -98,12 +98,28 @@ typedef struct oa_q8_dwc {
   int64_t corr[OA_Q8_DWC_LANES];
   int32_t mult[OA_Q8_DWC_LANES], shift[OA_Q8_DWC_LANES]; /* lanes past nch: 0 */
   int8_t *y;        /* the block's first output plane (oh x ow), the others follow */
-  float *work;      /* (h + 2 ph) (w + 2 pw) x 16 floats, kh kw x 16 floats, oh ow x 16 bytes */
+  float *work;      /* oa_q8_dwc_work: the pixel buffer, kh kw x 16 floats, oh ow x 16 bytes */
 } oa_q8_dwc_t;
 typedef void (*oa_q8_dwc_fn)(const oa_q8_dwc_t *p);
+/* The pixel buffer holds bands of `br` output rows' input (`rows` padded rows) when the whole
+ * padded plane would take more than OA_Q8_DWC_BAND_FLOATS (one band: the whole plane, hp rows). */
+#define OA_Q8_DWC_BAND_FLOATS ((int64_t)16384)
+static inline void oa_q8_dwc_band(int64_t hp, int64_t wp, int64_t kh, int64_t dh, int64_t sh, int64_t oh,
+                                  int64_t *br, int64_t *rows) {
+  const int64_t khd = (kh - 1) * dh + 1, cap = OA_Q8_DWC_BAND_FLOATS / (wp * OA_Q8_DWC_LANES);
+  const int64_t b = cap > khd ? (cap - khd) / sh + 1 : 1;
+  if (hp <= cap || b >= oh) {
+    *br = oh, *rows = hp;
+  } else {
+    *br = b, *rows = (b - 1) * sh + khd;
+  }
+}
 /* floats of work the kernel needs */
-static inline int64_t oa_q8_dwc_work(int64_t hp, int64_t wp, int64_t taps, int64_t npix) {
-  return (hp * wp + taps) * OA_Q8_DWC_LANES + (npix * OA_Q8_DWC_LANES + 3) / 4;
+static inline int64_t oa_q8_dwc_work(int64_t hp, int64_t wp, int64_t kh, int64_t kw, int64_t dh, int64_t sh,
+                                     int64_t oh, int64_t npix) {
+  int64_t br, rows;
+  oa_q8_dwc_band(hp, wp, kh, dh, sh, oh, &br, &rows);
+  return (rows * wp + kh * kw) * OA_Q8_DWC_LANES + (npix * OA_Q8_DWC_LANES + 3) / 4;
 }
 
 /* Depthwise: acc[o] = sum_{i<kh, j<kw} w[i * kw + j] * rows[i * dh * ld + o * sw + j * dw], o < n,

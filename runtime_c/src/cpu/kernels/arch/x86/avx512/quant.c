@@ -475,21 +475,23 @@ void oa_q8_avx512_dwc(const oa_q8_dwc_t *p) {
   enum { L = OA_Q8_DWC_LANES };
   const int64_t hp = p->h + 2 * p->ph, wp = p->w + 2 * p->pw, taps = p->kh * p->kw, npix = p->oh * p->ow;
   const int64_t plane = p->h * p->w;
-  float *buf = p->work, *wf = buf + hp * wp * L;
+  int64_t br, rows;
+  oa_q8_dwc_band(hp, wp, p->kh, p->dh, p->sh, p->oh, &br, &rows);
+  float *buf = p->work, *wf = buf + rows * wp * L;
   int8_t *obuf = (int8_t *)(void *)(wf + taps * L);
-  /* padding rows and columns zero, the interior x - zin (every lane written: past nch, 0) */
-  memset(buf, 0, (size_t)(p->ph * wp * L) * sizeof(float));
-  memset(buf + (p->ph + p->h) * wp * L, 0, (size_t)(p->ph * wp * L) * sizeof(float));
-  if (p->pw)
-    for (int64_t r = p->ph; r < p->ph + p->h; r++) {
-      memset(buf + r * wp * L, 0, (size_t)(p->pw * L) * sizeof(float));
-      memset(buf + (r * wp + p->pw + p->w) * L, 0, (size_t)(p->pw * L) * sizeof(float));
-    }
-  {
-    /* 16 pixels of the 16 planes at a time (the plane as one run: rows of 7 or 14 pixels), one
-     * 16 x 16 byte transpose, then one float vector per pixel; lanes past nch stay 0 */
-    const __mmask16 live = (__mmask16)((1u << p->nch) - 1u);
-    const __m512i vz = _mm512_set1_epi32(p->zin);
+  const __mmask16 live = (__mmask16)((1u << p->nch) - 1u);
+  const __m512i vz = _mm512_set1_epi32(p->zin);
+  if (br == p->oh) {
+    /* one band: padding rows and columns zero, the interior x - zin (every lane written: past
+     * nch, 0), 16 pixels of the 16 planes at a time (the plane as one run: rows of 7 or 14
+     * pixels), one 16 x 16 byte transpose, then one float vector per pixel */
+    memset(buf, 0, (size_t)(p->ph * wp * L) * sizeof(float));
+    memset(buf + (p->ph + p->h) * wp * L, 0, (size_t)(p->ph * wp * L) * sizeof(float));
+    if (p->pw)
+      for (int64_t r = p->ph; r < p->ph + p->h; r++) {
+        memset(buf + r * wp * L, 0, (size_t)(p->pw * L) * sizeof(float));
+        memset(buf + (r * wp + p->pw + p->w) * L, 0, (size_t)(p->pw * L) * sizeof(float));
+      }
     int64_t row = 0, col = 0;
     for (int64_t i0 = 0; i0 < plane; i0 += 16) {
       const int64_t n = plane - i0 < 16 ? plane - i0 : 16;
@@ -529,41 +531,70 @@ void oa_q8_avx512_dwc(const oa_q8_dwc_t *p) {
   const __m512 w4 = _mm512_loadu_ps(wf + (t9 ? 4 : 0) * L), w5 = _mm512_loadu_ps(wf + (t9 ? 5 : 0) * L);
   const __m512 w6 = _mm512_loadu_ps(wf + (t9 ? 6 : 0) * L), w7 = _mm512_loadu_ps(wf + (t9 ? 7 : 0) * L);
   const __m512 w8 = _mm512_loadu_ps(wf + (t9 ? 8 : 0) * L);
-  for (int64_t oy = 0; oy < p->oh; oy++) {
-    for (int64_t ox = 0; ox < p->ow; ox++) {
-      const float *b = buf + oy * ystep + ox * xstep;
-      __m512 a;
-      if (t9) { /* 3x3, dilation 1 across: three partial sums per row */
-        __m512 a0 = _mm512_mul_ps(w0, _mm512_loadu_ps(b));
-        __m512 a1 = _mm512_mul_ps(w3, _mm512_loadu_ps(b + r1));
-        __m512 a2 = _mm512_mul_ps(w6, _mm512_loadu_ps(b + r2));
-        a0 = _mm512_fmadd_ps(w1, _mm512_loadu_ps(b + L), a0);
-        a1 = _mm512_fmadd_ps(w4, _mm512_loadu_ps(b + r1 + L), a1);
-        a2 = _mm512_fmadd_ps(w7, _mm512_loadu_ps(b + r2 + L), a2);
-        a0 = _mm512_fmadd_ps(w2, _mm512_loadu_ps(b + 2 * L), a0);
-        a1 = _mm512_fmadd_ps(w5, _mm512_loadu_ps(b + r1 + 2 * L), a1);
-        a2 = _mm512_fmadd_ps(w8, _mm512_loadu_ps(b + r2 + 2 * L), a2);
-        a = _mm512_add_ps(_mm512_add_ps(a0, a1), a2);
-      } else {
-        a = _mm512_setzero_ps();
-        for (int64_t i = 0, t = 0; i < p->kh; i++)
-          for (int64_t j = 0; j < p->kw; j++, t++)
-            a = _mm512_fmadd_ps(_mm512_loadu_ps(wf + t * L), _mm512_loadu_ps(b + (i * p->dh * wp + j * p->dw) * L), a);
-      }
-      int8_t *o = obuf + (oy * p->ow + ox) * L;
-      if (ok) {
-        const __m512 v = _mm512_add_ps(a, vc);
-        const __m512 tlo = _mm512_fmadd_ps(v, vlo, magic), thi = _mm512_fmadd_ps(v, vhi, magic);
-        if (!_mm512_cmp_ps_mask(tlo, thi, _CMP_NEQ_UQ)) {
-          const __m512i q = _mm512_sub_epi32(_mm512_castps_si512(tlo), off);
-          _mm_storeu_si128((__m128i *)(void *)o, _mm512_cvtepi32_epi8(_mm512_min_epi32(_mm512_max_epi32(q, qlo), qhi)));
+  for (int64_t oy0 = 0; oy0 < p->oh; oy0 += br) {
+    const int64_t oy1 = oy0 + br < p->oh ? oy0 + br : p->oh;
+    if (br < p->oh) { /* this band's padded rows oy0 sh .. (oy1 - 1) sh + (kh - 1) dh, row by row */
+      for (int64_t k = 0; k < (oy1 - oy0 - 1) * p->sh + (p->kh - 1) * p->dh + 1; k++) {
+        const int64_t R = oy0 * p->sh + k - p->ph; /* input row */
+        float *d = buf + k * wp * L;
+        if (R < 0 || R >= p->h) {
+          memset(d, 0, (size_t)(wp * L) * sizeof(float));
           continue;
         }
+        memset(d, 0, (size_t)(p->pw * L) * sizeof(float));
+        memset(d + (p->pw + p->w) * L, 0, (size_t)(p->pw * L) * sizeof(float));
+        for (int64_t q0 = 0; q0 < p->w; q0 += 16) {
+          const int64_t n = p->w - q0 < 16 ? p->w - q0 : 16;
+          const __mmask16 m = (__mmask16)((1u << n) - 1u);
+          __m128i r[16];
+          for (int32_t c = 0; c < L; c++)
+            r[c] = c < p->nch ? _mm_maskz_loadu_epi8(m, p->x + c * plane + R * p->w + q0) : _mm_setzero_si128();
+          tr16x16(r);
+          for (int64_t j = 0; j < n; j++) {
+            const __m512i v = _mm512_maskz_sub_epi32(live, _mm512_cvtepi8_epi32(r[j]), vz);
+            _mm512_storeu_ps(d + (p->pw + q0 + j) * L, _mm512_cvtepi32_ps(v));
+          }
+        }
       }
-      float s[L];
-      _mm512_storeu_ps(s, a);
-      for (int32_t c = 0; c < L; c++)
-        o[c] = q8_requant(p->corr[c] + (int64_t)s[c], p->mult[c], p->shift[c], p->zp, p->lo, p->hi);
+    }
+    for (int64_t oy = oy0; oy < oy1; oy++) {
+      for (int64_t ox = 0; ox < p->ow; ox++) {
+        const float *b = buf + (oy - oy0) * ystep + ox * xstep;
+        __m512 a;
+        if (t9) { /* 3x3, dilation 1 across: three partial sums per row */
+          __m512 a0 = _mm512_mul_ps(w0, _mm512_loadu_ps(b));
+          __m512 a1 = _mm512_mul_ps(w3, _mm512_loadu_ps(b + r1));
+          __m512 a2 = _mm512_mul_ps(w6, _mm512_loadu_ps(b + r2));
+          a0 = _mm512_fmadd_ps(w1, _mm512_loadu_ps(b + L), a0);
+          a1 = _mm512_fmadd_ps(w4, _mm512_loadu_ps(b + r1 + L), a1);
+          a2 = _mm512_fmadd_ps(w7, _mm512_loadu_ps(b + r2 + L), a2);
+          a0 = _mm512_fmadd_ps(w2, _mm512_loadu_ps(b + 2 * L), a0);
+          a1 = _mm512_fmadd_ps(w5, _mm512_loadu_ps(b + r1 + 2 * L), a1);
+          a2 = _mm512_fmadd_ps(w8, _mm512_loadu_ps(b + r2 + 2 * L), a2);
+          a = _mm512_add_ps(_mm512_add_ps(a0, a1), a2);
+        } else {
+          a = _mm512_setzero_ps();
+          for (int64_t i = 0, t = 0; i < p->kh; i++)
+            for (int64_t j = 0; j < p->kw; j++, t++)
+              a = _mm512_fmadd_ps(_mm512_loadu_ps(wf + t * L), _mm512_loadu_ps(b + (i * p->dh * wp + j * p->dw) * L),
+                                  a);
+        }
+        int8_t *o = obuf + (oy * p->ow + ox) * L;
+        if (ok) {
+          const __m512 v = _mm512_add_ps(a, vc);
+          const __m512 tlo = _mm512_fmadd_ps(v, vlo, magic), thi = _mm512_fmadd_ps(v, vhi, magic);
+          if (!_mm512_cmp_ps_mask(tlo, thi, _CMP_NEQ_UQ)) {
+            const __m512i q = _mm512_sub_epi32(_mm512_castps_si512(tlo), off);
+            const __m512i qc = _mm512_min_epi32(_mm512_max_epi32(q, qlo), qhi);
+            _mm_storeu_si128((__m128i *)(void *)o, _mm512_cvtepi32_epi8(qc));
+            continue;
+          }
+        }
+        float s[L];
+        _mm512_storeu_ps(s, a);
+        for (int32_t c = 0; c < L; c++)
+          o[c] = q8_requant(p->corr[c] + (int64_t)s[c], p->mult[c], p->shift[c], p->zp, p->lo, p->hi);
+      }
     }
   }
   /* 16 pixels at a time, transposed back: row c holds channel c's 16 pixels */
