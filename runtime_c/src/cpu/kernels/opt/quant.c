@@ -6,8 +6,10 @@
  *                      tiles; X packed per column block (im2col through a k-offset table on the
  *                      input, zero-point-padded first when the conv pads), raw products, the
  *                      zero-point correction in the per-channel constant corr[c]
- *   depthwise          (groups == C_in == C_out) a direct kernel over output rows of a
- *                      (x - input_zp) int16 plane, padding 0
+ *   depthwise          (groups == C_in == C_out) the ISA's channel-block kernel (16 channels a
+ *                      vector, rows narrower than Q8_DWC_MAX_OW), its plane kernel (phase planes,
+ *                      strides 1-2), the float depthwise kernel on an (x - input_zp) float plane,
+ *                      or a direct kernel over output rows of an (x - input_zp) int16 plane
  *   linear, M <= 4     GEMV over the [N, K] weights in place, x - input_zp widened once
  *   linear, M > 4      the GEMM with A = W (rows = N outputs), B = X^T, C stored transposed
  * Every output is finished with the rule of quant_rule.h (or its vector equivalent, tested
