@@ -72,6 +72,10 @@ def _qparams(rng: np.random.Generator, n: int, k: int, per_channel: bool,
     divides by a power of two near the sums' spread, so that exact ties (round half to even)
     occur about once in 100 * sqrt(K) outputs"""
     c = n if per_channel else 1
+    if extreme == "m4":  # real multiplier 4: sums near -3.5e6 give -1.4e7 before the clamp
+        return np.full(c, 1 << 30, np.int32), np.full(c, 28, np.int32)
+    if extreme == "edge":  # 2^-16 with sums near +-2^23: results near the int8 range (the float path's bound)
+        return np.full(c, 1 << 30, np.int32), np.full(c, 46, np.int32)
     if extreme == "ties":
         return np.full(c, 1 << 20, np.int32), np.full(c, 20 + round(math.log2(92 * math.sqrt(k))), np.int32)
     mult = rng.integers(1 << 30, 1 << 31, c, dtype=np.int64)
@@ -92,7 +96,7 @@ def _qparams(rng: np.random.Generator, n: int, k: int, per_channel: bool,
 
 
 def _suffix(extreme: bool | str) -> str:
-    return "_x" if extreme is True else "_t" if extreme else ""
+    return "_x" if extreme is True else f"_{extreme}" if extreme else ""
 
 
 def _int8(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
@@ -107,6 +111,12 @@ def _bias(rng: np.random.Generator, n: int, k: int, kind: str) -> np.ndarray | N
         return None
     if kind == "sat":  # near the int32 bounds: the sum saturates
         return np.where(np.arange(n) % 2 == 0, 2**31 - 1 - 1000, -(2**31) + 1000).astype(np.int32)
+    if kind == "big":  # the sums near +-3.5e6
+        centre = rng.choice([-3_500_000, -3_300_000, 3_400_000], n)
+        return (centre + rng.integers(-30_000, 30_000, n)).astype(np.int32)
+    if kind == "edge":  # the sums on both sides of +-2^23 (8.39e6), scaled by 2^-16 to 110..129
+        centre = rng.choice([-(2**23) + 400_000, 2**23 - 400_000], n)
+        return (centre + np.sign(centre) * rng.integers(-600_000, 500_000, n)).astype(np.int32)
     span = int(3000 * math.sqrt(k)) + 1  # about the spread of the sums
     return rng.integers(-span, span, n).astype(np.int32)
 
@@ -192,6 +202,10 @@ def conv_cases() -> list[Case]:
         conv(1, 3, 16, 18, 32, 3, 3, stride=2, pad=1),                     # K = 27 (the stem's tail)
         conv(1, 65, 7, 13, 40, 1, 1, per_channel=False, zin=127, extreme=True),  # K = 65, 32 + 8 rows
         conv(2, 64, 14, 14, 96, 3, 3, pad=1, groups=2),                    # groups: 48 rows, K = 288
+        # large real multipliers and sums (the float requantization's limits)
+        conv(1, 8, 6, 7, 12, 1, 1, extreme="m4", bias="big"),
+        conv(1, 6, 9, 13, 10, 1, 1, extreme="edge", bias="edge", zout=0),
+        conv(1, 5, 8, 9, 7, 3, 3, pad=1, extreme="m4", bias="big", per_channel=False),
     ]
     # every cout and pixel count around the tiles (1..9, 13, 17, 31, 33)
     for i, (o, hw) in enumerate([(1, 1), (2, 2), (3, 3), (4, 5), (5, 7), (6, 9), (7, 13), (8, 17), (9, 31),
@@ -221,6 +235,34 @@ def dw_cases() -> list[Case]:
         c(1, 2, 6, 29, 2, 3, 4, pad=(1, 3), dil=(1, 3), groups=2),
         c(1, 6, 20, 20, 6, 3, 3, pad=1, groups=6, extreme="ties"),       # exact ties of the rounding
         c(1, 5, 21, 22, 5, 3, 3, stride=2, pad=1, groups=5, extreme="ties"),
+        c(1, 6, 9, 10, 6, 3, 3, pad=1, groups=6, extreme="m4", bias="big"),
+        c(1, 8, 11, 19, 8, 3, 3, stride=2, pad=1, groups=8, extreme="edge", bias="edge", zout=0),
+        c(1, 4, 10, 9, 4, 5, 5, pad=2, groups=4, extreme="edge", bias="edge", zout=0, per_channel=False),
+        # AVX-512: channel blocks below 64 outputs a row, the plane kernel from 64 on
+        c(1, 3, 6, 70, 3, 3, 3, pad=1, groups=3, extreme=True),
+        c(1, 2, 5, 66, 2, 3, 3, pad=1, groups=2, zin=127, extreme="ties"),
+        c(1, 6, 7, 68, 6, 5, 5, pad=2, groups=6, extreme="edge", bias="edge", zout=0),
+        c(1, 2, 4, 66, 2, 3, 3, pad=1, groups=2, extreme="m4", bias="big"),
+        c(1, 4, 6, 16, 4, 3, 3, pad=1, groups=4),
+        c(2, 3, 5, 17, 3, 3, 3, pad=1, groups=3, extreme="m4", bias="big"),
+        c(1, 3, 5, 35, 3, 3, 3, groups=3, zin=-128),
+        c(1, 5, 9, 64, 5, 3, 3, stride=2, pad=1, groups=5, extreme=True),
+        c(1, 4, 12, 62, 4, 3, 3, stride=2, pad=1, groups=4, extreme="ties"),
+        c(1, 4, 7, 36, 4, 3, 3, pad=2, dil=2, groups=4, zin=127, act=(-30, 40)),
+        c(1, 6, 8, 40, 6, 3, 3, pad=1, groups=6, extreme="edge", bias="edge", zout=0, per_channel=False),
+        c(1, 3, 6, 33, 3, 3, 3, stride=(1, 2), pad=1, groups=3, bias="none", act=(0, 127)),
+        # stride 2, rows of 64+ input bytes split 64 at a time, odd and even left padding
+        c(1, 3, 5, 130, 3, 3, 3, stride=2, pad=1, groups=3),
+        c(1, 2, 6, 70, 2, 5, 5, stride=2, pad=3, groups=2, zin=-128),
+        c(1, 2, 5, 129, 2, 3, 3, stride=2, pad=2, groups=2),
+        # channel blocks in bands of rows (the padded plane above 64 KB at 16 channels)
+        c(1, 17, 40, 40, 17, 3, 3, pad=1, groups=17, zin=-128),
+        c(1, 3, 50, 61, 3, 3, 3, stride=2, pad=1, groups=3, extreme="ties"),
+        c(1, 2, 37, 50, 2, 5, 5, pad=4, dil=2, groups=2, act=(-60, 70)),
+        c(1, 2, 45, 47, 2, 3, 3, stride=(2, 1), pad=(0, 1), groups=2),
+        # small planes (MobileNetV2's 7x7, and 1x1)
+        c(1, 16, 7, 7, 16, 3, 3, pad=1, groups=16),
+        c(1, 5, 1, 1, 5, 3, 3, pad=1, groups=5),
     ]
 
 
@@ -252,6 +294,8 @@ def linear_cases() -> list[Case]:
         linear((37,), 65, 96, zin=-128),          # AMX: 3 x 32 rows, K = 65
         linear((5,), 27, 33, per_channel=False),  # K = 27, 32 + 1 rows
         linear((70,), 640, 64, extreme=True),     # K = 640: 10 steps in place, 3 column panels
+        linear((20,), 24, 18, extreme="m4", bias="big"),
+        linear((30,), 40, 19, extreme="edge", bias="edge", zout=0),
     ]
     return cs
 
@@ -317,7 +361,7 @@ def test_cases_are_not_trivial() -> None:
     """the reference outputs use the int8 range (the checks below would be weak on constant outputs)"""
     for family in FAMILIES:
         for c, r in zip(program(family)[1], reference(family)):
-            if r.size >= 32 and "sat" not in c.name and "_x" not in c.name:
+            if r.size >= 32 and "sat" not in c.name and "_x" not in c.name and "_m4" not in c.name:
                 assert len(np.unique(r)) > 8, (c.name, np.unique(r))
 
 

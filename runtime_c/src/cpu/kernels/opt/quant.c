@@ -6,8 +6,10 @@
  *                      tiles; X packed per column block (im2col through a k-offset table on the
  *                      input, zero-point-padded first when the conv pads), raw products, the
  *                      zero-point correction in the per-channel constant corr[c]
- *   depthwise          (groups == C_in == C_out) a direct kernel over output rows of a
- *                      (x - input_zp) int16 plane, padding 0
+ *   depthwise          (groups == C_in == C_out) the ISA's channel-block kernel (16 channels a
+ *                      vector, rows narrower than Q8_DWC_MAX_OW), its plane kernel (phase planes,
+ *                      strides 1-2), the float depthwise kernel on an (x - input_zp) float plane,
+ *                      or a direct kernel over output rows of an (x - input_zp) int16 plane
  *   linear, M <= 4     GEMV over the [N, K] weights in place, x - input_zp widened once
  *   linear, M > 4      the GEMM with A = W (rows = N outputs), B = X^T, C stored transposed
  * Every output is finished with the rule of quant_rule.h (or its vector equivalent, tested
@@ -21,7 +23,15 @@
 #include "kernels/opt/quant.h"
 
 enum { Q_ISA, Q_PATH, Q_THREADS, Q_DOT };
-enum { P_GEMM = 1, P_DW, P_GEMV, P_LGEMM, P_DWF, P_DWP };
+enum { P_GEMM = 1, P_DW, P_GEMV, P_LGEMM, P_DWF, P_DWP, P_DWC };
+
+/* depthwise on channel blocks (P_DWC) for output rows narrower than this: measured on MobileNetV2's
+ * layers (benchmarks/micro/quant_bench.py --mobilenet, AVX-512), faster than the plane kernel
+ * (P_DWP) up to 56 outputs wide (7x7 by 2.2x, 28x28 by 20%, 112 -> 56 stride 2 by 22%, 56x56 by
+ * 6%); at 112x112 even, and its buffer (64 bytes per padded input pixel) would be 830 KB */
+#ifndef Q8_DWC_MAX_OW
+#define Q8_DWC_MAX_OW 64
+#endif
 
 /* depthwise in float (P_DWF): kernels of at most this many taps have exact float sums
  * (taps * 255 * 128 < 2^24) */
@@ -294,6 +304,9 @@ static void layout(const oa_q8_isa_t *isa, int32_t path, const q8_geo_t *q, int3
     l->s_acc = up64(oa_cap_mul(l->pad_w, 4));
     l->s_wf = oa_cap_add(l->s_acc, up64(oa_cap_mul(oa_cap_add(oa_cap_mul(q->oh, wq), 128), 4)));
     slot = oa_cap_add(l->s_wf, up64(oa_cap_mul(taps, 4)));
+  } else if (path == P_DWC) { /* one block of OA_Q8_DWC_LANES channels per task (opt/quant.h) */
+    l->tasks = q->n * oa_cdiv(q->cin, OA_Q8_DWC_LANES);
+    slot = up64(oa_cap_mul(oa_q8_dwc_work(q->hp, q->wp, q->kh, q->kw, q->dh, q->sh, q->oh, q->npix), 4));
   } else if (path == P_DWF) {
     /* the float plane (x - zp, zero padding) as the float depthwise kernel wants it (opt/conv.c's
      * dw_pad_dims: every vector of a row reads inside it), its float output, converted in place
@@ -514,6 +527,27 @@ static void dwp_task(const q8_ctx_t *x, int64_t t, uint8_t *slot, int fresh) {
   x->isa->dwp(&p);
 }
 
+/* One block of up to OA_Q8_DWC_LANES channels of image b (P_DWC, oa_q8_dwc_t) */
+static void dwc_task(const q8_ctx_t *x, int64_t t, uint8_t *slot) {
+  const q8_geo_t *q = &x->q;
+  const int64_t nblk = oa_cdiv(q->cin, OA_Q8_DWC_LANES), b = t / nblk, c0 = (t % nblk) * OA_Q8_DWC_LANES;
+  oa_q8_dwc_t p;
+  memset(&p, 0, sizeof p);
+  p.nch = (int32_t)oa_min64(OA_Q8_DWC_LANES, q->cin - c0);
+  p.x = x->src + (b * q->cin + c0) * q->h * q->w;
+  p.h = q->h, p.w = q->w, p.ph = q->ph, p.pw = q->pw, p.sh = q->sh, p.sw = q->sw, p.dh = q->dh, p.dw = q->dw;
+  p.kh = q->kh, p.kw = q->kw, p.oh = q->oh, p.ow = q->ow;
+  p.zin = x->zin, p.zp = x->zout, p.lo = x->lo, p.hi = x->hi;
+  p.wt = x->w + c0 * q->kh * q->kw;
+  for (int32_t c = 0; c < p.nch; c++) {
+    const int64_t mc = x->mone ? 0 : c0 + c;
+    p.corr[c] = x->corr[c0 + c], p.mult[c] = x->mult[mc], p.shift[c] = x->shift[mc];
+  }
+  p.y = x->y + (b * q->cout + c0) * q->npix;
+  p.work = (float *)(void *)slot;
+  x->isa->dwc(&p);
+}
+
 /* One block of Q8_GEMV_NB outputs of every row. */
 static void gemv_task(const q8_ctx_t *x, int64_t t, uint8_t *slot) {
   const q8_geo_t *q = &x->q;
@@ -565,6 +599,7 @@ static void slots_fn(void *ctx, int64_t s0, int64_t s1) {
     uint8_t *slot = x->slots + s * x->l.slot_bytes;
     for (int64_t t = s; t < x->l.tasks; t += x->l.slots) {
       if (x->path == P_DWP) dwp_task(x, t, slot, t == s);
+      else if (x->path == P_DWC) dwc_task(x, t, slot);
       else if (x->path == P_DWF) dwf_task(x, t, slot, t == s);
       else if (x->path == P_DW) dw_task(x, t, slot);
       else if (x->path == P_GEMV) gemv_task(x, t, slot);
@@ -698,6 +733,8 @@ static oa_status_t oa_opt_conv2d_q8_prepare_isa(const oa_op_call_t *call, const 
     amx_or_vnni(plan, env, P_DW, 0, &isa);
     const oa_opt_isa_t *f = oa_opt_isa(id);
     q.vw = f ? f->vw : 0;
+    if (isa->dwc && q.ow < Q8_DWC_MAX_OW && q.kh * q.kw <= OA_Q8_DWP_TAPS_MAX)
+      return finish_plan(plan, isa, P_DWC, &q, 0);
     if (isa->dwp && q.sh <= 2 && q.sw <= 2 && q.kh * q.kw <= OA_Q8_DWP_TAPS_MAX)
       return finish_plan(plan, isa, P_DWP, &q, 0);
     return finish_plan(plan, isa, f && f->dw && q.kh * q.kw <= Q8_DWF_TAPS_MAX ? P_DWF : P_DW, &q, 0);
@@ -737,7 +774,7 @@ oa_status_t oa_opt_conv2d_q8_run(const oa_op_call_t *call, const oa_op_plan_t *p
   x.slots = s + x.l.off_slots;
   int64_t *corr = (int64_t *)(s + x.l.off_corr);
   const int8_t *in = (const int8_t *)call->inputs[0]->data;
-  if (x.path == P_DW || x.path == P_DWF || x.path == P_DWP) {
+  if (x.path == P_DW || x.path == P_DWF || x.path == P_DWP || x.path == P_DWC) {
     corrections(x.isa, q->cout, q->kh * q->kw, x.w, x.bias, 0, 0, corr); /* the plane holds x - zp */
     x.src = in;
     if (x.path == P_DWP) { /* tap (i, j): phase plane (i dh % sh, j dw % sw), shifted (i dh / sh, j dw / sw) */

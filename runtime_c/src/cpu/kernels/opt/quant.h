@@ -83,6 +83,45 @@ typedef struct oa_q8_dwp {
 } oa_q8_dwp_t;
 typedef void (*oa_q8_dwp_fn)(const oa_q8_dwp_t *p);
 
+/* Depthwise on a block of up to 16 channels at once (small planes: rows shorter than a vector
+ * waste most lanes of the per-plane kernels). The kernel copies the block's planes into a
+ * pixel-major buffer of x - input_zp floats (one 16-lane vector per padded pixel, padding 0;
+ * 16 x 16 byte transposes), sums w * x per output pixel on 16 channels (exact: integers below
+ * 2^24), requantizes the vector with per-lane multipliers and transposes the bytes back. */
+#define OA_Q8_DWC_LANES 16
+typedef struct oa_q8_dwc {
+  const int8_t *x;  /* the block's first input plane (h x w), the others follow */
+  int64_t h, w, ph, pw, sh, sw, dh, dw, kh, kw, oh, ow;
+  int32_t nch;      /* channels in the block, 1..16 */
+  int32_t zin, zp, lo, hi;
+  const int8_t *wt; /* [nch][kh * kw] */
+  int64_t corr[OA_Q8_DWC_LANES];
+  int32_t mult[OA_Q8_DWC_LANES], shift[OA_Q8_DWC_LANES]; /* lanes past nch: 0 */
+  int8_t *y;        /* the block's first output plane (oh x ow), the others follow */
+  float *work;      /* oa_q8_dwc_work: the pixel buffer, kh kw x 16 floats, oh ow x 16 bytes */
+} oa_q8_dwc_t;
+typedef void (*oa_q8_dwc_fn)(const oa_q8_dwc_t *p);
+/* The pixel buffer holds bands of `br` output rows' input (`rows` padded rows) when the whole
+ * padded plane would take more than OA_Q8_DWC_BAND_FLOATS (one band: the whole plane, hp rows). */
+#define OA_Q8_DWC_BAND_FLOATS ((int64_t)16384)
+static inline void oa_q8_dwc_band(int64_t hp, int64_t wp, int64_t kh, int64_t dh, int64_t sh, int64_t oh,
+                                  int64_t *br, int64_t *rows) {
+  const int64_t khd = (kh - 1) * dh + 1, cap = OA_Q8_DWC_BAND_FLOATS / (wp * OA_Q8_DWC_LANES);
+  const int64_t b = cap > khd ? (cap - khd) / sh + 1 : 1;
+  if (hp <= cap || b >= oh) {
+    *br = oh, *rows = hp;
+  } else {
+    *br = b, *rows = (b - 1) * sh + khd;
+  }
+}
+/* floats of work the kernel needs */
+static inline int64_t oa_q8_dwc_work(int64_t hp, int64_t wp, int64_t kh, int64_t kw, int64_t dh, int64_t sh,
+                                     int64_t oh, int64_t npix) {
+  int64_t br, rows;
+  oa_q8_dwc_band(hp, wp, kh, dh, sh, oh, &br, &rows);
+  return (rows * wp + kh * kw) * OA_Q8_DWC_LANES + (npix * OA_Q8_DWC_LANES + 3) / 4;
+}
+
 /* Depthwise: acc[o] = sum_{i<kh, j<kw} w[i * kw + j] * rows[i * dh * ld + o * sw + j * dw], o < n,
  * over a plane of (x - input_zp) values (padding 0) whose rows are ld elements apart. */
 typedef void (*oa_q8_dw_fn)(const int16_t *rows, int64_t ld, const int8_t *w, int64_t kh, int64_t kw, int64_t sw,
@@ -140,6 +179,7 @@ typedef struct oa_q8_isa {
   int32_t bslack;           /* bytes the micro-kernel may read past a column block's B panels */
   void (*tile_on)(void);    /* or NULL: before a thread's GEMM micro-kernel calls of one task (AMX) */
   void (*tile_off)(void);   /* or NULL: after them */
+  oa_q8_dwc_fn dwc; /* or NULL: depthwise on channel blocks (small planes) */
 } oa_q8_isa_t;
 
 /* The table of ISA `id` (isa.h), NULL when this build does not have it; `dot`: use the ISA's int8
@@ -178,6 +218,7 @@ void oa_q8_avx512_wsum(int64_t rows, int64_t k, const int8_t *w, int64_t *sums);
 void oa_q8_avx512_requant_pc(const int32_t *acc, int64_t n, const int64_t *corr, const int32_t *mult,
                              const int32_t *shift, int32_t zp, int32_t lo, int32_t hi, int8_t *y);
 void oa_q8_avx512_dwp(const oa_q8_dwp_t *p);
+void oa_q8_avx512_dwc(const oa_q8_dwc_t *p);
 void oa_q8_avx2_add(const int8_t *a, const int8_t *b, int64_t n, const oa_q8_add_t *p, int8_t *y);
 void oa_q8_avx2_quantize(const float *x, int64_t n, float inv, float zp, float lo, float hi, void *y);
 void oa_q8_avx2_dequantize(const void *x, int64_t n, int32_t u8, int32_t zp, float scale, float *y);

@@ -118,6 +118,7 @@ const oa_q8_isa_t oa_q8_avx512_amx_isa = {.name = "avx512_amx", .mr = QA_MR, .nr
                                           .requant_pc = oa_q8_avx512_requant_pc,
                                           .requant_f32 = oa_q8_avx512_requant_f32,
                                           .to_float = oa_q8_avx512_to_float, .dwp = oa_q8_avx512_dwp,
+                                          .dwc = oa_q8_avx512_dwc,
                                           .dw = oa_q8_avx512_dw,
                                           .gemv = oa_q8_avx512_gemv, .gemv_u8 = NULL, .u8 = 0,
                                           .pack = oa_q8_avx512_pack_raw,

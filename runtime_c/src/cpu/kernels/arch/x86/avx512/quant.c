@@ -174,64 +174,100 @@ void oa_q8_avx512_requant_pc(const int32_t *acc, int64_t n, const int64_t *corr,
   }
 }
 
-/* The float path of the requantization, for vectors whose sums v = acc + corr are below 2^22 in
- * magnitude (checked per vector; the others take rq16), so v is exact in float32.
- * x = float(v) * float(mult / 2^shift) is within a relative
- * 2^-22.9 of the exact v * mult / 2^shift, i.e. within 2^-12.9 when |x| <= 2^10; round(x) is then
- * the exact rule's rounding unless x lies within 2^-11 of a half-integer, and such vectors (about
- * one output in 1000, and every exact tie) take the exact path; |x| > 2^10 clamps either way (the
- * clamp bounds are within 255 of 0). The rounding adds 1.5 * 2^23 (t = fma(v, m, magic) rounds
- * v * m to an integer, ties to even, for |v * m| < 2^22), whose bits then hold the integer: minus
- * (bits(magic) - zp) it is the result plus the zero point, narrowed with saturation and clamped.
- * Past 2^22 (a shift so small that m > 1) the bits of t are still ordered as t for t > 0 and
- * negative for t < 0, so the saturation gives the clamp bound the exact rule gives. */
+/* The float path of the requantization (docs/quantization.md), for real multipliers
+ * m = mult / 2^shift <= 1 and sums |v| < 2^23 (v = acc + corr, an integer, exact in float32).
+ * mlo <= m <= mhi are the float32 values around m (equal when m is one). With
+ * magic = 1.5 * 2^23, fma(v, m', magic) rounds v * m' + magic once, to nearest even; for
+ * |v * m| < 2^22 the spacing there is 1 and magic is even, so it is magic + round_half_even(v * m').
+ * Rounding is monotonic and v * m lies between v * mlo and v * mhi: when
+ * tlo = fma(v, mlo, magic) equals thi = fma(v, mhi, magic), both are magic + the rule's rounding
+ * of v * m, exactly (lanes that differ, about 1 output in 10^4 and every exact tie, take the
+ * exact integer path). bits(t) - (bits(magic) - zp) is then the result plus the zero point.
+ * |v * m| in [2^22, 2^23) (clamped by the rule either way) keeps t in (2^22, 2.5 * 2^23), a
+ * positive float whose bits are ordered as t: the result is at or past the clamp bound of its
+ * sign, as the rule's. Larger multipliers take the exact path (m > 3 with |v| < 2^22 could make t
+ * negative, whose bits do not order as t). */
 #define Q8_MAGIC 12582912.0f /* 1.5 * 2^23 */
 #define Q8_MAGIC_BITS 0x4b400000
+#define Q8_FLT_MAX_SUM (1 << 23)
 
 typedef struct rqs {
-  __m512 m, magic, near, big;
-  __m512i off;     /* bits(magic) - zp */
-  __m128i lo, hi;  /* act_min, act_max as int8 lanes */
+  __m512 mlo, mhi, magic;
+  __m512i off, lo, hi; /* bits(magic) - zp; act_min, act_max */
+  int32_t ok;          /* m <= 1: the float path applies */
 } rqs_t;
 
-static void rqs_init(rqs_t *s, int32_t mult, int32_t shift, int32_t zp, int32_t lo, int32_t hi) {
-  s->m = _mm512_set1_ps((float)ldexp((double)mult, -shift));
-  s->magic = _mm512_set1_ps(Q8_MAGIC);
-  s->near = _mm512_set1_ps(0.5f - 1.0f / 2048);
-  s->big = _mm512_set1_ps(4194304.0f); /* 2^22 */
-  s->off = _mm512_set1_epi32(Q8_MAGIC_BITS - zp);
-  s->lo = _mm_set1_epi8((char)lo), s->hi = _mm_set1_epi8((char)hi);
+static inline float f32_step(float f, int32_t d) { /* the next float toward 0 (-1) or away (+1); f > 0 */
+  uint32_t u;
+  memcpy(&u, &f, sizeof u);
+  u = (uint32_t)((int64_t)u + d);
+  memcpy(&f, &u, sizeof f);
+  return f;
 }
 
-/* 16 outputs from v (integers as floats, exact below 2^24); 0 when a lane is 2^22 or more in
- * magnitude or near a half-integer */
+/* the float32 values flo <= mult / 2^shift <= fhi next to it (equal when it is one) */
+static void m_bracket(int32_t mult, int32_t shift, float *flo, float *fhi) {
+  /* m = mult * 2^-shift, exact in double (31 significant bits; 2^-shift built from its bits: this
+   * runs once per output row, where ldexp / nextafterf calls would show) */
+  const uint64_t pb = (uint64_t)(1023 - shift) << 52;
+  double p2;
+  memcpy(&p2, &pb, sizeof p2);
+  const double m = (double)mult * p2;
+  const float f = (float)m;
+  *flo = (double)f > m ? f32_step(f, -1) : f, *fhi = (double)f < m ? f32_step(f, 1) : f;
+}
+
+static void rqs_init(rqs_t *s, int32_t mult, int32_t shift, int32_t zp, int32_t lo, int32_t hi) {
+  float flo, fhi;
+  m_bracket(mult, shift, &flo, &fhi);
+  s->ok = (double)fhi <= 1.0;
+  s->mlo = _mm512_set1_ps(flo), s->mhi = _mm512_set1_ps(fhi);
+  s->magic = _mm512_set1_ps(Q8_MAGIC);
+  s->off = _mm512_set1_epi32(Q8_MAGIC_BITS - zp);
+  s->lo = _mm512_set1_epi32(lo), s->hi = _mm512_set1_epi32(hi);
+}
+
+/* 16 outputs from v (integers as floats, |v| < 2^23); 0 when a lane's rounding is not certain */
 static inline int rqs16(const rqs_t *s, __m512 v, __m128i *out) {
-  const __m512 t = _mm512_fmadd_ps(v, s->m, s->magic);
-  const __m512 r = _mm512_sub_ps(t, s->magic);
-  const __m512 e = _mm512_fmsub_ps(v, s->m, r); /* v m - r, one rounding */
-  if (_mm512_cmp_ps_mask(_mm512_abs_ps(e), s->near, _CMP_GE_OQ) |
-      _mm512_cmp_ps_mask(_mm512_abs_ps(v), s->big, _CMP_GE_OQ))
-    return 0;
-  const __m128i b = _mm512_cvtsepi32_epi8(_mm512_sub_epi32(_mm512_castps_si512(t), s->off));
-  *out = _mm_min_epi8(_mm_max_epi8(b, s->lo), s->hi);
+  const __m512 tlo = _mm512_fmadd_ps(v, s->mlo, s->magic), thi = _mm512_fmadd_ps(v, s->mhi, s->magic);
+  if (_mm512_cmp_ps_mask(tlo, thi, _CMP_NEQ_UQ)) return 0;
+  const __m512i q = _mm512_sub_epi32(_mm512_castps_si512(tlo), s->off);
+  *out = _mm512_cvtepi32_epi8(_mm512_min_epi32(_mm512_max_epi32(q, s->lo), s->hi));
   return 1;
 }
 
+/* lanes of int32 sums with |v| >= 2^23 */
+static inline __mmask16 rqs_big_i32(__m512i v) {
+  return _mm512_cmp_epu32_mask(_mm512_add_epi32(v, _mm512_set1_epi32(Q8_FLT_MAX_SUM)),
+                               _mm512_set1_epi32(2 * Q8_FLT_MAX_SUM), _MM_CMPINT_NLT);
+}
+static inline __mmask16 rqs_big_f32(__m512 v) {
+  return _mm512_cmp_ps_mask(_mm512_abs_ps(v), _mm512_set1_ps((float)Q8_FLT_MAX_SUM), _CMP_NLT_UQ);
+}
+
 /* The requantization: the float path per vector where it applies (|corr| < 2^30: then a wrapped
- * int32 sum acc + corr is at least 2^31 - 2^30 in magnitude and fails the 2^22 check), else rq16 */
+ * int32 sum acc + corr is at least 2^31 - 2^30 in magnitude and fails the 2^23 check), else rq16 */
 void oa_q8_avx512_requant(const int32_t *acc, int64_t n, int64_t corr, int32_t mult, int32_t shift, int32_t zp,
                           int32_t lo, int32_t hi, int8_t *y) {
   rq_t r;
   rq_init(&r, corr, mult, shift, zp, lo, hi);
   rqs_t s;
   rqs_init(&s, mult, shift, zp, lo, hi);
-  const int flt = corr > -((int64_t)1 << 30) && corr < ((int64_t)1 << 30);
+  const int flt = s.ok && corr > -((int64_t)1 << 30) && corr < ((int64_t)1 << 30);
   const __m512i vc = _mm512_set1_epi32(flt ? (int32_t)corr : 0);
-  for (int64_t j = 0; j < n; j += 16) {
+  int64_t j = 0;
+  if (flt)
+    for (; j + 16 <= n; j += 16) {
+      const __m512i a = _mm512_loadu_si512((const void *)(acc + j)), v = _mm512_add_epi32(a, vc);
+      __m128i b;
+      if (rqs_big_i32(v) || !rqs16(&s, _mm512_cvtepi32_ps(v), &b)) b = rq16(&r, a);
+      _mm_storeu_si128((__m128i *)(y + j), b);
+    }
+  for (; j < n; j += 16) {
     const __mmask16 k = n - j >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - j)) - 1u);
-    const __m512i a = _mm512_maskz_loadu_epi32(k, acc + j);
+    const __m512i a = _mm512_maskz_loadu_epi32(k, acc + j), v = _mm512_add_epi32(a, vc);
     __m128i b;
-    if (!flt || !rqs16(&s, _mm512_cvtepi32_ps(_mm512_add_epi32(a, vc)), &b)) b = rq16(&r, a);
+    if (!flt || rqs_big_i32(v) || !rqs16(&s, _mm512_cvtepi32_ps(v), &b)) b = rq16(&r, a);
     _mm_mask_storeu_epi8(y + j, k, b);
   }
 }
@@ -243,13 +279,14 @@ void oa_q8_avx512_requant_f32(const float *acc, int64_t n, int64_t corr, int32_t
   rq_init(&r, corr, mult, shift, zp, lo, hi);
   rqs_t s;
   rqs_init(&s, mult, shift, zp, lo, hi);
-  const int flt = corr > -((int64_t)1 << 22) && corr < ((int64_t)1 << 22);
-  const __m512 vc = _mm512_set1_ps(flt ? (float)corr : 0.0f); /* exact, and acc + corr exact below 2^24 */
+  const int flt = s.ok && corr > -((int64_t)1 << 22) && corr < ((int64_t)1 << 22);
+  /* exact, and acc + corr is exact below 2^24 (checked below 2^23) */
+  const __m512 vc = _mm512_set1_ps(flt ? (float)corr : 0.0f);
   for (int64_t j = 0; j < n; j += 16) {
     const __mmask16 k = n - j >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - j)) - 1u);
-    const __m512 a = _mm512_maskz_loadu_ps(k, acc + j);
+    const __m512 a = _mm512_maskz_loadu_ps(k, acc + j), v = _mm512_add_ps(a, vc);
     __m128i b;
-    if (!flt || !rqs16(&s, _mm512_add_ps(a, vc), &b)) b = rq16(&r, _mm512_cvttps_epi32(a));
+    if (!flt || rqs_big_f32(v) || !rqs16(&s, v, &b)) b = rq16(&r, _mm512_cvttps_epi32(a));
     _mm_mask_storeu_epi8(y + j, k, b);
   }
 }
@@ -274,14 +311,18 @@ static void dwp_row(const oa_q8_dwp_t *p, const int8_t *xr, float *d0, float *d1
     oa_q8_avx512_to_float(xr, p->w, p->zin, d0 + p->pw);
     return;
   }
-  /* both phases from 64 bytes at a time when the rows line up (pw even: even bytes to phase 0) */
+  /* both phases from 64 bytes at a time: input column c is padded column c + pw, phase
+   * (c + pw) % 2, column (c + pw) / 2; pw even: the even bytes go to phase 0 at pw / 2 + c / 2,
+   * the odd ones to phase 1 at the same column; pw odd: the even bytes to phase 1 at
+   * (pw - 1) / 2 + c / 2, the odd ones to phase 0 one column further */
   int64_t done = 0;
-  if (p->pw % 2 == 0) {
-    const int64_t x0 = p->pw / 2;
+  {
+    float *const e0 = p->pw % 2 ? d1 + (p->pw - 1) / 2 : d0 + p->pw / 2;
+    float *const o0 = p->pw % 2 ? d0 + (p->pw + 1) / 2 : d1 + p->pw / 2;
     for (; done + 64 <= p->w; done += 64) {
       const __m512i v = _mm512_loadu_si512((const void *)(xr + done));
       const __m256i ev = _mm512_cvtepi16_epi8(v), od = _mm512_cvtepi16_epi8(_mm512_srai_epi16(v, 8));
-      float *e = d0 + x0 + done / 2, *o = d1 + x0 + done / 2;
+      float *e = e0 + done / 2, *o = o0 + done / 2;
 #define DWP_F(b) _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_cvtepi8_epi32(b), vz))
       _mm512_storeu_ps(e, DWP_F(_mm256_castsi256_si128(ev))), _mm512_storeu_ps(e + 16, DWP_F(_mm256_extracti128_si256(ev, 1)));
       _mm512_storeu_ps(o, DWP_F(_mm256_castsi256_si128(od))), _mm512_storeu_ps(o + 16, DWP_F(_mm256_extracti128_si256(od, 1)));
@@ -317,6 +358,15 @@ void oa_q8_avx512_dwp(const oa_q8_dwp_t *p) {
     float *d0 = work + (a * p->sw) * hw + yq * p->wq;
     dwp_row(p, p->x + r * p->w, d0, d0 + hw);
   }
+  /* the requantization (rq16, and rqs16 where it applies) */
+  rq_t r;
+  rq_init(&r, p->corr, p->mult, p->shift, p->zp, p->lo, p->hi);
+  rqs_t sm;
+  rqs_init(&sm, p->mult, p->shift, p->zp, p->lo, p->hi);
+  const int flt = sm.ok && p->corr > -((int64_t)1 << 22) && p->corr < ((int64_t)1 << 22);
+  /* every |acc + corr| below 2^23 (|acc| <= taps * 255 * 128): no per-vector check */
+  const int small = flt && (p->corr < 0 ? -p->corr : p->corr) + (int64_t)p->taps * 255 * 128 < Q8_FLT_MAX_SUM;
+  const __m512 vc = _mm512_set1_ps(flt ? (float)p->corr : 0.0f);
   /* grid columns, 128 at a time: 8 independent sums per tap (FMA latency x throughput) */
   const int64_t ncols = (p->oh - 1) * p->wq + p->ow;
   int64_t o = 0;
@@ -380,22 +430,182 @@ void oa_q8_avx512_dwp(const oa_q8_dwp_t *p) {
     _mm512_storeu_ps(g, a0), _mm512_storeu_ps(g + 16, a1), _mm512_storeu_ps(g + 32, a2), _mm512_storeu_ps(g + 48, a3);
   }
   /* requantize the ow real columns of each grid row */
-  rq_t r;
-  rq_init(&r, p->corr, p->mult, p->shift, p->zp, p->lo, p->hi);
-  rqs_t sm;
-  rqs_init(&sm, p->mult, p->shift, p->zp, p->lo, p->hi);
-  const int flt = p->corr > -((int64_t)1 << 22) && p->corr < ((int64_t)1 << 22);
-  const __m512 vc = _mm512_set1_ps(flt ? (float)p->corr : 0.0f);
   for (int64_t oy = 0; oy < p->oh; oy++) {
     const float *g = grid + oy * p->wq;
     int8_t *y = p->y + oy * p->ow;
     for (int64_t ox = 0; ox < p->ow; ox += 16) {
       const __mmask16 k = p->ow - ox >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (p->ow - ox)) - 1u);
-      const __m512 a = _mm512_maskz_loadu_ps(k, g + ox);
+      const __m512 a = _mm512_maskz_loadu_ps(k, g + ox), v = _mm512_add_ps(a, vc);
       __m128i b;
-      if (!flt || !rqs16(&sm, _mm512_add_ps(a, vc), &b)) b = rq16(&r, _mm512_cvttps_epi32(a));
+      if (!flt || (!small && rqs_big_f32(v)) || !rqs16(&sm, v, &b)) b = rq16(&r, _mm512_cvttps_epi32(a));
       _mm_mask_storeu_epi8(y + ox, k, b);
     }
+  }
+}
+
+/* ---- depthwise on channel blocks (oa_q8_dwc_t) -------------------------------------------------- */
+
+/* r[i] byte j -> r[j] byte i (16 x 16 bytes): unpacks of bytes, words, dwords, qwords */
+static inline void tr16x16(__m128i r[16]) {
+  __m128i t[16], u[16];
+  for (int i = 0; i < 8; i++)
+    t[i] = _mm_unpacklo_epi8(r[2 * i], r[2 * i + 1]), t[i + 8] = _mm_unpackhi_epi8(r[2 * i], r[2 * i + 1]);
+  /* t[i]: rows 2i, 2i+1 interleaved, columns 0-7 (i < 8) or 8-15 (t[i + 8]) */
+  for (int h = 0; h < 2; h++)
+    for (int i = 0; i < 4; i++) {
+      const __m128i a = t[8 * h + 2 * i], b = t[8 * h + 2 * i + 1];
+      u[8 * h + i] = _mm_unpacklo_epi16(a, b), u[8 * h + i + 4] = _mm_unpackhi_epi16(a, b);
+    }
+  /* u[8h + i]: rows 4i..4i+3, columns 8h + 0-3 (i < 4) or 8h + 4-7 (u[8h + 4 + i]) */
+  for (int g = 0; g < 4; g++) { /* g: column group of 4 (8h + 4e: g = 2h + e) */
+    const __m128i *v = u + 4 * g;
+    const __m128i a0 = _mm_unpacklo_epi32(v[0], v[1]), a1 = _mm_unpackhi_epi32(v[0], v[1]);
+    const __m128i b0 = _mm_unpacklo_epi32(v[2], v[3]), b1 = _mm_unpackhi_epi32(v[2], v[3]);
+    /* a0: rows 0-7 of columns 4g, 4g+1; a1: of 4g+2, 4g+3; b: rows 8-15 */
+    r[4 * g] = _mm_unpacklo_epi64(a0, b0), r[4 * g + 1] = _mm_unpackhi_epi64(a0, b0);
+    r[4 * g + 2] = _mm_unpacklo_epi64(a1, b1), r[4 * g + 3] = _mm_unpackhi_epi64(a1, b1);
+  }
+}
+
+/* One block of up to 16 channels: the planes into a pixel-major float buffer (lane = channel),
+ * 16 channels per FMA with the taps' weights in registers, the float requantization with per-lane
+ * multipliers (rqs16's argument lane by lane: bracketing floats per lane, every |v| < 2^23 checked
+ * once per block from the bias and the tap count), lanes it cannot decide by the scalar rule. */
+void oa_q8_avx512_dwc(const oa_q8_dwc_t *p) {
+  enum { L = OA_Q8_DWC_LANES };
+  const int64_t hp = p->h + 2 * p->ph, wp = p->w + 2 * p->pw, taps = p->kh * p->kw, npix = p->oh * p->ow;
+  const int64_t plane = p->h * p->w;
+  int64_t br, rows;
+  oa_q8_dwc_band(hp, wp, p->kh, p->dh, p->sh, p->oh, &br, &rows);
+  float *buf = p->work, *wf = buf + rows * wp * L;
+  int8_t *obuf = (int8_t *)(void *)(wf + taps * L);
+  const __mmask16 live = (__mmask16)((1u << p->nch) - 1u);
+  const __m512i vz = _mm512_set1_epi32(p->zin);
+  if (br == p->oh) {
+    /* one band: padding rows and columns zero, the interior x - zin (every lane written: past
+     * nch, 0), 16 pixels of the 16 planes at a time (the plane as one run: rows of 7 or 14
+     * pixels), one 16 x 16 byte transpose, then one float vector per pixel */
+    memset(buf, 0, (size_t)(p->ph * wp * L) * sizeof(float));
+    memset(buf + (p->ph + p->h) * wp * L, 0, (size_t)(p->ph * wp * L) * sizeof(float));
+    if (p->pw)
+      for (int64_t r = p->ph; r < p->ph + p->h; r++) {
+        memset(buf + r * wp * L, 0, (size_t)(p->pw * L) * sizeof(float));
+        memset(buf + (r * wp + p->pw + p->w) * L, 0, (size_t)(p->pw * L) * sizeof(float));
+      }
+    int64_t row = 0, col = 0;
+    for (int64_t i0 = 0; i0 < plane; i0 += 16) {
+      const int64_t n = plane - i0 < 16 ? plane - i0 : 16;
+      const __mmask16 m = (__mmask16)((1u << n) - 1u);
+      __m128i r[16];
+      for (int32_t c = 0; c < L; c++)
+        r[c] = c < p->nch ? _mm_maskz_loadu_epi8(m, p->x + c * plane + i0) : _mm_setzero_si128();
+      tr16x16(r);
+      for (int64_t k = 0; k < n; k++) {
+        const __m512i v = _mm512_maskz_sub_epi32(live, _mm512_cvtepi8_epi32(r[k]), vz);
+        _mm512_storeu_ps(buf + ((row + p->ph) * wp + col + p->pw) * L, _mm512_cvtepi32_ps(v));
+        if (++col == p->w) col = 0, row++;
+      }
+    }
+  }
+  memset(wf, 0, (size_t)(taps * L) * sizeof(float));
+  for (int32_t c = 0; c < p->nch; c++)
+    for (int64_t t = 0; t < taps; t++) wf[t * L + c] = (float)p->wt[c * taps + t];
+  /* per-lane requantization constants */
+  float mlo[L], mhi[L], cf[L];
+  int ok = 1;
+  for (int32_t c = 0; c < L; c++) {
+    m_bracket(p->mult[c], p->shift[c], &mlo[c], &mhi[c]);
+    const int64_t ac = p->corr[c] < 0 ? -p->corr[c] : p->corr[c];
+    ok &= (double)mhi[c] <= 1.0 && ac + taps * 255 * 128 < Q8_FLT_MAX_SUM;
+    cf[c] = ok ? (float)p->corr[c] : 0.0f;
+  }
+  const __m512 vlo = _mm512_loadu_ps(mlo), vhi = _mm512_loadu_ps(mhi), vc = _mm512_loadu_ps(cf);
+  const __m512 magic = _mm512_set1_ps(Q8_MAGIC);
+  const __m512i off = _mm512_set1_epi32(Q8_MAGIC_BITS - p->zp);
+  const __m512i qlo = _mm512_set1_epi32(p->lo), qhi = _mm512_set1_epi32(p->hi);
+  const int64_t ystep = p->sh * wp * L, xstep = p->sw * L, r1 = p->dh * wp * L, r2 = 2 * r1;
+  const int t9 = taps == 9 && p->dw == 1;
+  /* the 3x3 taps in registers (loaded once: obuf's stores could alias wf for the compiler) */
+  const __m512 w0 = _mm512_loadu_ps(wf), w1 = _mm512_loadu_ps(wf + (t9 ? 1 : 0) * L);
+  const __m512 w2 = _mm512_loadu_ps(wf + (t9 ? 2 : 0) * L), w3 = _mm512_loadu_ps(wf + (t9 ? 3 : 0) * L);
+  const __m512 w4 = _mm512_loadu_ps(wf + (t9 ? 4 : 0) * L), w5 = _mm512_loadu_ps(wf + (t9 ? 5 : 0) * L);
+  const __m512 w6 = _mm512_loadu_ps(wf + (t9 ? 6 : 0) * L), w7 = _mm512_loadu_ps(wf + (t9 ? 7 : 0) * L);
+  const __m512 w8 = _mm512_loadu_ps(wf + (t9 ? 8 : 0) * L);
+  for (int64_t oy0 = 0; oy0 < p->oh; oy0 += br) {
+    const int64_t oy1 = oy0 + br < p->oh ? oy0 + br : p->oh;
+    if (br < p->oh) { /* this band's padded rows oy0 sh .. (oy1 - 1) sh + (kh - 1) dh, row by row */
+      for (int64_t k = 0; k < (oy1 - oy0 - 1) * p->sh + (p->kh - 1) * p->dh + 1; k++) {
+        const int64_t R = oy0 * p->sh + k - p->ph; /* input row */
+        float *d = buf + k * wp * L;
+        if (R < 0 || R >= p->h) {
+          memset(d, 0, (size_t)(wp * L) * sizeof(float));
+          continue;
+        }
+        memset(d, 0, (size_t)(p->pw * L) * sizeof(float));
+        memset(d + (p->pw + p->w) * L, 0, (size_t)(p->pw * L) * sizeof(float));
+        for (int64_t q0 = 0; q0 < p->w; q0 += 16) {
+          const int64_t n = p->w - q0 < 16 ? p->w - q0 : 16;
+          const __mmask16 m = (__mmask16)((1u << n) - 1u);
+          __m128i r[16];
+          for (int32_t c = 0; c < L; c++)
+            r[c] = c < p->nch ? _mm_maskz_loadu_epi8(m, p->x + c * plane + R * p->w + q0) : _mm_setzero_si128();
+          tr16x16(r);
+          for (int64_t j = 0; j < n; j++) {
+            const __m512i v = _mm512_maskz_sub_epi32(live, _mm512_cvtepi8_epi32(r[j]), vz);
+            _mm512_storeu_ps(d + (p->pw + q0 + j) * L, _mm512_cvtepi32_ps(v));
+          }
+        }
+      }
+    }
+    for (int64_t oy = oy0; oy < oy1; oy++) {
+      for (int64_t ox = 0; ox < p->ow; ox++) {
+        const float *b = buf + (oy - oy0) * ystep + ox * xstep;
+        __m512 a;
+        if (t9) { /* 3x3, dilation 1 across: three partial sums per row */
+          __m512 a0 = _mm512_mul_ps(w0, _mm512_loadu_ps(b));
+          __m512 a1 = _mm512_mul_ps(w3, _mm512_loadu_ps(b + r1));
+          __m512 a2 = _mm512_mul_ps(w6, _mm512_loadu_ps(b + r2));
+          a0 = _mm512_fmadd_ps(w1, _mm512_loadu_ps(b + L), a0);
+          a1 = _mm512_fmadd_ps(w4, _mm512_loadu_ps(b + r1 + L), a1);
+          a2 = _mm512_fmadd_ps(w7, _mm512_loadu_ps(b + r2 + L), a2);
+          a0 = _mm512_fmadd_ps(w2, _mm512_loadu_ps(b + 2 * L), a0);
+          a1 = _mm512_fmadd_ps(w5, _mm512_loadu_ps(b + r1 + 2 * L), a1);
+          a2 = _mm512_fmadd_ps(w8, _mm512_loadu_ps(b + r2 + 2 * L), a2);
+          a = _mm512_add_ps(_mm512_add_ps(a0, a1), a2);
+        } else {
+          a = _mm512_setzero_ps();
+          for (int64_t i = 0, t = 0; i < p->kh; i++)
+            for (int64_t j = 0; j < p->kw; j++, t++)
+              a = _mm512_fmadd_ps(_mm512_loadu_ps(wf + t * L), _mm512_loadu_ps(b + (i * p->dh * wp + j * p->dw) * L),
+                                  a);
+        }
+        int8_t *o = obuf + (oy * p->ow + ox) * L;
+        if (ok) {
+          const __m512 v = _mm512_add_ps(a, vc);
+          const __m512 tlo = _mm512_fmadd_ps(v, vlo, magic), thi = _mm512_fmadd_ps(v, vhi, magic);
+          if (!_mm512_cmp_ps_mask(tlo, thi, _CMP_NEQ_UQ)) {
+            const __m512i q = _mm512_sub_epi32(_mm512_castps_si512(tlo), off);
+            const __m512i qc = _mm512_min_epi32(_mm512_max_epi32(q, qlo), qhi);
+            _mm_storeu_si128((__m128i *)(void *)o, _mm512_cvtepi32_epi8(qc));
+            continue;
+          }
+        }
+        float s[L];
+        _mm512_storeu_ps(s, a);
+        for (int32_t c = 0; c < L; c++)
+          o[c] = q8_requant(p->corr[c] + (int64_t)s[c], p->mult[c], p->shift[c], p->zp, p->lo, p->hi);
+      }
+    }
+  }
+  /* 16 pixels at a time, transposed back: row c holds channel c's 16 pixels */
+  for (int64_t i0 = 0; i0 < npix; i0 += 16) {
+    const int64_t n = npix - i0 < 16 ? npix - i0 : 16;
+    const __mmask16 m = (__mmask16)((1u << n) - 1u);
+    __m128i r[16];
+    for (int64_t k = 0; k < L; k++)
+      r[k] = k < n ? _mm_loadu_si128((const __m128i *)(const void *)(obuf + (i0 + k) * L)) : _mm_setzero_si128();
+    tr16x16(r);
+    for (int32_t c = 0; c < p->nch; c++) _mm_mask_storeu_epi8(p->y + c * npix + i0, m, r[c]);
   }
 }
 
@@ -574,7 +784,7 @@ const oa_q8_isa_t oa_q8_avx512_isa = {.name = "avx512", .mr = MR, .nr = 32, .kg 
                                       .requant = oa_q8_avx512_requant,
                                       .requant_pc = oa_q8_avx512_requant_pc,
                                       .requant_f32 = oa_q8_avx512_requant_f32, .to_float = oa_q8_avx512_to_float,
-                                      .dwp = oa_q8_avx512_dwp,
+                                      .dwp = oa_q8_avx512_dwp, .dwc = oa_q8_avx512_dwc,
                                       .dw = oa_q8_avx512_dw,
                                       .gemv = oa_q8_avx512_gemv, .wsum = oa_q8_avx512_wsum, .add = oa_q8_avx512_add,
                                       .quantize = oa_q8_avx512_quantize, .dequantize = oa_q8_avx512_dequantize};
