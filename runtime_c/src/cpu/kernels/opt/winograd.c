@@ -111,12 +111,16 @@ static int wino_geo(const oa_op_call_t *call, const oa_opt_isa_t *isa, const oa_
   const int64_t aa = g->a * g->a;
   if (g->tw > MAX_SCRATCH_FLOATS / (g->m + 2) || g->ldv + g->ldm > MAX_SCRATCH_FLOATS / aa / g->tw) return 0;
   const int64_t per_row = aa * g->tw * (g->ldv + g->ldm); /* V + M floats of one tile row */
-  /* Bands within half the L2 when U is no larger: V is then written and M read back in L2 (every
-   * band re-reads U, so not for layers whose U is larger). ResNet-18's 64-channel 56 x 56 layers
-   * (U 0.6 MB) 1.35x faster with 1 MB bands on a 2 MB-L2 Xeon; the 128-channel ones (U 2.4 MB)
-   * and larger stay at BAND_FLOATS. */
+  /* One thread: bands within half the L2 when U is no larger: V is then written and M read back in
+   * L2 (every band re-reads U, so not for layers whose U is larger). ResNet-18's 64-channel
+   * 56 x 56 layers (U 0.6 MB) 1.35x faster with 1 MB bands on a 2 MB-L2 Xeon; the 128-channel
+   * ones (U 2.4 MB) and larger stay at BAND_FLOATS. Several threads keep BAND_FLOATS: with small
+   * bands each phase is short and their barriers add up (the 64-channel layer on 2 threads: 0.44
+   * ms in one band, 0.49 in 2 MB ones, 0.53 in 1 MB ones). */
   const int64_t l2 = oa_opt_l2_bytes(), u_bytes = oa_cap_mul((int64_t)call->inputs[1]->numel, (int64_t)sizeof(float));
-  const int64_t band = l2 >= BAND_L2_MIN_BYTES && u_bytes >= 0 && u_bytes <= l2 / 2 ? l2 / 2 / (int64_t)sizeof(float) : BAND_FLOATS;
+  const int64_t band = threads == 1 && l2 >= BAND_L2_MIN_BYTES && u_bytes >= 0 && u_bytes <= l2 / 2
+                           ? l2 / 2 / (int64_t)sizeof(float)
+                           : BAND_FLOATS;
   int64_t rows = band / per_row > 0 ? band / per_row : 1;
   /* the transforms split a band's tile rows between threads: a multiple of the thread count (the
    * nearest), so that no thread waits at the end of each phase (3 rows on 2 threads: 2 + 1) */
