@@ -15,6 +15,9 @@
  * Tiles are the rows of the GEMMs (M^T = V^T U^T rather than M = U V) so that the big operand,
  * U, is the prepacked one and small images still fill the 6-row tiles (7 x 7 outputs: 4 tiles).
  *
+ * Layers whose transformed weights fit in half the L2 run in bands of that size instead, and on
+ * several threads each thread takes whole bands (all three phases in its own buffers).
+ *
  * Determinism: every V, M and output element is computed by one task with a fixed order of
  * operations (the K blocking over C depends on C only), whatever the thread count. */
 #include <string.h>
@@ -79,6 +82,10 @@ typedef struct wino_geo {
   int64_t work;   /* floats of a slot's transform buffer */
   int64_t off_v, off_m, off_work, total; /* scratch layout (floats) */
   int32_t vw, slots;
+  /* bands per thread: each slot runs whole bands (all three phases) in its own V, M and work
+   * buffers, slot s at off_v + s * slot_floats (off_m, off_work relative to it) */
+  int32_t per_thread;
+  int64_t slot_floats;
 } wino_geo_t;
 
 /* Geometry and scratch layout; the call was validated by the reference kernel's prepare.
@@ -111,27 +118,41 @@ static int wino_geo(const oa_op_call_t *call, const oa_opt_isa_t *isa, const oa_
   const int64_t aa = g->a * g->a;
   if (g->tw > MAX_SCRATCH_FLOATS / (g->m + 2) || g->ldv + g->ldm > MAX_SCRATCH_FLOATS / aa / g->tw) return 0;
   const int64_t per_row = aa * g->tw * (g->ldv + g->ldm); /* V + M floats of one tile row */
-  /* One thread: bands within half the L2 when U is no larger: V is then written and M read back in
-   * L2 (every band re-reads U, so not for layers whose U is larger). ResNet-18's 64-channel
-   * 56 x 56 layers (U 0.6 MB) 1.35x faster with 1 MB bands on a 2 MB-L2 Xeon; the 128-channel
-   * ones (U 2.4 MB) and larger stay at BAND_FLOATS. Several threads keep BAND_FLOATS: with small
-   * bands each phase is short and their barriers add up (the 64-channel layer on 2 threads: 0.44
-   * ms in one band, 0.49 in 2 MB ones, 0.53 in 1 MB ones). */
+  /* Bands within half the L2 when U is no larger: V is then written and M read back in L2 (every
+   * band re-reads U, so not for layers whose U is larger). ResNet-18's 64-channel 56 x 56 layers
+   * (U 0.6 MB) 1.35x faster with 1 MB bands on a 2 MB-L2 Xeon; the 128-channel ones (U 2.4 MB)
+   * and larger stay at BAND_FLOATS. On several threads such bands are run one per thread, all
+   * three phases each (the phases of a shared band are short and their barriers added up: the
+   * 64-channel layer on 2 threads took 0.53 ms in shared 1 MB bands, 0.44 in one band of the
+   * whole image, 0.34 ms one band per thread, 0.54 on one thread). */
   const int64_t l2 = oa_opt_l2_bytes(), u_bytes = oa_cap_mul((int64_t)call->inputs[1]->numel, (int64_t)sizeof(float));
-  const int64_t band = threads == 1 && l2 >= BAND_L2_MIN_BYTES && u_bytes >= 0 && u_bytes <= l2 / 2
-                           ? l2 / 2 / (int64_t)sizeof(float)
-                           : BAND_FLOATS;
+  const int l2_bands = l2 >= BAND_L2_MIN_BYTES && u_bytes >= 0 && u_bytes <= l2 / 2;
+  const int64_t band = l2_bands ? l2 / 2 / (int64_t)sizeof(float) : BAND_FLOATS;
   int64_t rows = band / per_row > 0 ? band / per_row : 1;
-  /* the transforms split a band's tile rows between threads: a multiple of the thread count (the
-   * nearest), so that no thread waits at the end of each phase (3 rows on 2 threads: 2 + 1) */
-  if (threads > 1 && rows > threads) rows = (rows + threads / 2) / threads * threads;
+  g->per_thread = l2_bands && threads > 1 && g->n * oa_cdiv(g->th, oa_min64(g->th, rows)) > 1;
+  /* shared bands: the transforms split a band's tile rows between threads: a multiple of the
+   * thread count (the nearest), so that no thread waits at the end of each phase (3 rows on 2
+   * threads: 2 + 1) */
+  if (!g->per_thread && threads > 1 && rows > threads) rows = (rows + threads / 2) / threads * threads;
   g->rows = oa_min64(g->th, rows);
   rows = g->rows;
   g->work = oa_round16((g->m + 2) * (g->tw * g->m + 2) * g->vw + 36 * g->vw);
-  g->slots = (int32_t)oa_min64(threads, rows);
   g->off_v = oa_round16(KC_MAX * 2); /* boff: KC_MAX int64 */
-  g->off_m = g->off_v + oa_round16(aa * rows * g->tw * g->ldv);
-  g->off_work = g->off_m + oa_round16(aa * rows * g->tw * g->ldm);
+  const int64_t vf = oa_round16(aa * rows * g->tw * g->ldv), mf = oa_round16(aa * rows * g->tw * g->ldm);
+  if (g->per_thread) {
+    /* per slot: V, M, work (offsets relative to the slot) */
+    g->slots = (int32_t)oa_min64(threads, g->n * oa_cdiv(g->th, rows));
+    g->off_m = vf;
+    g->off_work = vf + mf;
+    g->slot_floats = vf + mf + g->work;
+    if (g->slot_floats > (MAX_SCRATCH_FLOATS - g->off_v) / g->slots) return 0;
+    g->total = g->off_v + g->slots * g->slot_floats;
+    return 1;
+  }
+  g->slots = (int32_t)oa_min64(threads, rows);
+  g->slot_floats = 0;
+  g->off_m = g->off_v + vf;
+  g->off_work = g->off_m + mf;
   if (g->work > (MAX_SCRATCH_FLOATS - g->off_work) / g->slots) return 0;
   g->total = g->off_work + g->slots * g->work;
   return 1;
@@ -250,6 +271,64 @@ static void gemm_tasks(void *ctx, int64_t t0, int64_t t1) {
   }
 }
 
+/* The three phases on the band cx->band (ty0 .. ty1 of one image). */
+static void run_band(wino_ctx_t *cx, struct oa_threadpool *pool) {
+  const wino_geo_t *g = cx->g;
+  const oa_wino_band_t *band = cx->band;
+  cx->tiles = (band->ty1 - band->ty0) * g->tw;
+  /* 1. input transform */
+  transform(cx, 0, band->ty1 - band->ty0, pool);
+  /* 2. the GEMMs */
+  cx->row_tasks = oa_cdiv(cx->tiles, TASK_ROWS);
+  cx->col_tasks = oa_cdiv(g->ldm, TASK_COLS);
+  oa_parallel_for(pool, g->a * g->a * cx->row_tasks * cx->col_tasks, 1, gemm_tasks, cx);
+  /* 3. output transform */
+  transform(cx, 1, band->ty1 - band->ty0, pool);
+}
+
+/* bands per thread (wino_geo_t.per_thread): slot s takes whole bands from a shared counter (a
+ * static split without C11 atomics) and runs them alone in its own buffers */
+typedef struct band_jobs {
+  const wino_ctx_t *proto; /* the shared fields (isa, tables, U, row offsets) */
+  const oa_wino_band_t *band; /* the band fields every band shares */
+  const float *x, *addend;
+  float *y, *scratch;
+  int64_t per_image, total;
+#if !defined(__STDC_NO_ATOMICS__)
+  atomic_llong next;
+#endif
+} band_jobs_t;
+
+static void band_slots(void *ctx, int64_t s0, int64_t s1) {
+  band_jobs_t *j = (band_jobs_t *)ctx;
+  const wino_geo_t *g = j->proto->g;
+  for (int64_t s = s0; s < s1; s++) {
+    float *slot = j->scratch + g->off_v + s * g->slot_floats;
+    wino_geo_t g1 = *g;
+    g1.slots = 1; /* the phases of this slot's band run on this thread alone */
+    oa_wino_band_t band = *j->band;
+    band.v = slot;
+    band.mm = slot + g->off_m;
+    wino_ctx_t cx = *j->proto;
+    cx.g = &g1;
+    cx.band = &band;
+    cx.work = slot + g->off_work;
+#if !defined(__STDC_NO_ATOMICS__)
+    for (int64_t t; (t = (int64_t)atomic_fetch_add(&j->next, 1)) < j->total;) {
+#else
+    for (int64_t t = s * j->total / g->slots; t < (s + 1) * j->total / g->slots; t++) {
+#endif
+      const int64_t nb = t / j->per_image;
+      band.x = j->x + nb * g->c * g->h * g->w;
+      band.y = j->y + nb * g->k * g->oh * g->ow;
+      band.addend = j->addend ? j->addend + nb * g->k * g->oh * g->ow : NULL;
+      band.ty0 = t % j->per_image * g->rows;
+      band.ty1 = oa_min64(band.ty0 + g->rows, g->th);
+      run_band(&cx, NULL);
+    }
+  }
+}
+
 oa_status_t oa_opt_conv2d_winograd_run(const oa_op_call_t *call, const oa_op_plan_t *plan, void *scratch,
                                         const oa_kernel_env_t *env, oa_diag_t *diag) {
   (void)diag;
@@ -301,22 +380,31 @@ oa_status_t oa_opt_conv2d_winograd_run(const oa_op_call_t *call, const oa_op_pla
 #if !defined(__STDC_NO_ATOMICS__)
   atomic_init(&cx.next, 0);
 #endif
+  const float *addend = ta ? (const float *)ta->data : NULL;
+  if (g.per_thread) {
+    band_jobs_t j;
+    j.proto = &cx;
+    j.band = &band;
+    j.x = x;
+    j.addend = addend;
+    j.y = y;
+    j.scratch = s;
+    j.per_image = oa_cdiv(g.th, g.rows);
+    j.total = g.n * j.per_image;
+#if !defined(__STDC_NO_ATOMICS__)
+    atomic_init(&j.next, 0);
+#endif
+    oa_parallel_for(env->pool, g.slots, 1, band_slots, &j);
+    return OA_OK;
+  }
   for (int64_t nb = 0; nb < g.n; nb++) {
     band.x = x + nb * g.c * g.h * g.w;
     band.y = y + nb * g.k * g.oh * g.ow;
-    band.addend = ta ? (const float *)ta->data + nb * g.k * g.oh * g.ow : NULL;
+    band.addend = addend ? addend + nb * g.k * g.oh * g.ow : NULL;
     for (int64_t ty0 = 0; ty0 < g.th; ty0 += g.rows) {
       band.ty0 = ty0;
       band.ty1 = oa_min64(ty0 + g.rows, g.th);
-      cx.tiles = (band.ty1 - band.ty0) * g.tw;
-      /* 1. input transform */
-      transform(&cx, 0, band.ty1 - band.ty0, env->pool);
-      /* 2. the GEMMs */
-      cx.row_tasks = oa_cdiv(cx.tiles, TASK_ROWS);
-      cx.col_tasks = oa_cdiv(g.ldm, TASK_COLS);
-      oa_parallel_for(env->pool, g.a * g.a * cx.row_tasks * cx.col_tasks, 1, gemm_tasks, &cx);
-      /* 3. output transform */
-      transform(&cx, 1, band.ty1 - band.ty0, env->pool);
+      run_band(&cx, env->pool);
     }
   }
   return OA_OK;
