@@ -133,7 +133,7 @@ def test_linear_clamp_act() -> None:
     ("addmm", [(5,), (2, 3), (4, 5)], (2, 5), [], [1.0, 1.0], "expected 3 rows"),
     ("linear", [(2, 3), (4, 3)], (2, 4), [2], [1.0, -1.0], "act_min <= act_max"),
     ("linear", [(2, 3), (4, 3)], (2, 4), [7], [], "act = 7"),
-    ("linear", [(2, 3), (4, 2)], (2, 4), [], [], "does not match weight's in_features"),
+    ("linear", [(2, 3), (4, 2)], (2, 4), [], [], "does not match the weight's in_features"),
     ("linear", [(2, 3), (4, 3), (3,)], (2, 4), [], [], "input 2 \\(bias\\)"),
 ])
 def test_invalid_calls_rejected(op: str, shapes: list[tuple[int, ...]], out: tuple[int, ...], ints: list[int],

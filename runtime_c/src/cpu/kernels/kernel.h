@@ -104,6 +104,11 @@ oa_status_t oa_check_ndim(const oa_op_call_t *call, const oa_tensor_t *t, int32_
 oa_status_t oa_check_shape(const oa_op_call_t *call, const oa_tensor_t *t, const int64_t *shape,
                            int32_t ndim, const char *arg, oa_diag_t *diag);
 
+/* A linear layer's input x [..., k] and output out [..., n] (x's leading dims): in_features and
+ * the output shape (linear, linear_packed, linear_q8, linear_dq8). */
+oa_status_t oa_check_linear_io(const oa_op_call_t *call, const oa_tensor_t *x, int64_t k, const oa_tensor_t *out,
+                               int64_t n, oa_diag_t *diag);
+
 /* Two tensors have the same shape. */
 oa_status_t oa_check_same_shape(const oa_op_call_t *call, const oa_tensor_t *t, const oa_tensor_t *ref,
                                 const char *arg, oa_diag_t *diag);

@@ -94,6 +94,18 @@ oa_status_t oa_check_shape(const oa_op_call_t *call, const oa_tensor_t *t, const
   return OA_OK;
 }
 
+oa_status_t oa_check_linear_io(const oa_op_call_t *call, const oa_tensor_t *x, int64_t k, const oa_tensor_t *out,
+                               int64_t n, oa_diag_t *diag) {
+  if (x->shape[x->ndim - 1] != k)
+    return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM,
+                        "input 0 (input) ('%s'): last dim %lld does not match the weight's in_features %lld", x->name,
+                        (long long)x->shape[x->ndim - 1], (long long)k);
+  int64_t want[OA_MAX_DIMS];
+  for (int32_t d = 0; d < x->ndim; d++) want[d] = x->shape[d];
+  want[x->ndim - 1] = n;
+  return oa_check_shape(call, out, want, x->ndim, "output 0", diag);
+}
+
 oa_status_t oa_check_same_shape(const oa_op_call_t *call, const oa_tensor_t *t, const oa_tensor_t *ref,
                                 const char *arg, oa_diag_t *diag) {
   return oa_check_shape(call, t, ref->shape, ref->ndim, arg, diag);

@@ -53,14 +53,7 @@ static oa_status_t linear_prepare(const oa_op_call_t *call, oa_op_plan_t *plan, 
                           w->name, (long long)w->shape[0], (long long)block, (long long)n,
                           (long long)((n + block - 1) / block));
   }
-  if (x->shape[x->ndim - 1] != k)
-    return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM,
-                        "input 0 (input) ('%s'): last dim %lld does not match weight's in_features %lld", x->name,
-                        (long long)x->shape[x->ndim - 1], (long long)k);
-  int64_t want[OA_MAX_DIMS];
-  for (int32_t d = 0; d < x->ndim; d++) want[d] = x->shape[d];
-  want[x->ndim - 1] = n;
-  if ((st = oa_check_shape(call, out, want, x->ndim, "output 0", diag))) return st;
+  if ((st = oa_check_linear_io(call, x, k, out, n, diag))) return st;
   if (b) {
     if ((st = oa_check_same_dtype(call, b, x, "input 2 (bias)", diag))) return st;
     if ((st = oa_check_shape(call, b, &n, 1, "input 2 (bias)", diag))) return st;

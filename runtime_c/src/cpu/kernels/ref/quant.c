@@ -320,14 +320,7 @@ oa_status_t oa_ref_linear_q8_prepare(const oa_op_call_t *call, const oa_kernel_e
   if ((st = check_scale(call, OA_ARG_LINEAR_Q8_INPUT_SCALE, "input_scale", 0, diag))) return st;
   if ((st = check_scale(call, OA_ARG_LINEAR_Q8_OUTPUT_SCALE, "output_scale", 0, diag))) return st;
   int64_t nn = w->shape[0], k = w->shape[1];
-  if (x->shape[x->ndim - 1] != k)
-    return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM,
-                        "input 0 (input) ('%s'): last dim %lld does not match the weight's in_features %lld", x->name,
-                        (long long)x->shape[x->ndim - 1], (long long)k);
-  int64_t want[OA_MAX_DIMS];
-  for (int32_t d = 0; d < x->ndim; d++) want[d] = x->shape[d];
-  want[x->ndim - 1] = nn;
-  if ((st = oa_check_shape(call, y, want, x->ndim, "output 0", diag))) return st;
+  if ((st = oa_check_linear_io(call, x, k, y, nn, diag))) return st;
   if (b) {
     if ((st = check_vec(call, 2, "input 2 (bias)", nn, 0, diag))) return st;
   }

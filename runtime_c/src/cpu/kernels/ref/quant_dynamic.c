@@ -76,14 +76,7 @@ oa_status_t oa_ref_linear_dq8_prepare(const oa_op_call_t *call, const oa_kernel_
   if (!(eps > 0.0) || !isfinite(eps) || !((float)eps > 0.0f) || !isfinite((float)eps))
     return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "argument eps = %g: expected a positive finite float32", eps);
   int64_t nn = w->shape[0], k = w->shape[1];
-  if (x->shape[x->ndim - 1] != k)
-    return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM,
-                        "input 0 (input) ('%s'): last dim %lld does not match the weight's in_features %lld", x->name,
-                        (long long)x->shape[x->ndim - 1], (long long)k);
-  int64_t want[OA_MAX_DIMS];
-  for (int32_t d = 0; d < x->ndim; d++) want[d] = x->shape[d];
-  want[x->ndim - 1] = nn;
-  if ((st = oa_check_shape(call, y, want, x->ndim, "output 0", diag))) return st;
+  if ((st = oa_check_linear_io(call, x, k, y, nn, diag))) return st;
   if (s->ndim != 1 || (s->shape[0] != nn && s->shape[0] != 1)) {
     char buf[96];
     return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "input 2 (weight_scale) ('%s'): expected shape [%lld] or [1], received %s",
