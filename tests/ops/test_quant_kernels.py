@@ -206,6 +206,13 @@ def conv_cases() -> list[Case]:
         conv(1, 8, 6, 7, 12, 1, 1, extreme="m4", bias="big"),
         conv(1, 6, 9, 13, 10, 1, 1, extreme="edge", bias="edge", zout=0),
         conv(1, 5, 8, 9, 7, 3, 3, pad=1, extreme="m4", bias="big", per_channel=False),
+        # 1x1 GEMM blocks requantized a tile block at a time (AVX-512 requant_rows): 7x7 planes
+        # (column tails), clamps inside int8 on one or both sides, extreme zero points, ties
+        conv(1, 24, 7, 7, 40, 1, 1, zout=-128, act=(-128, 100)),
+        conv(1, 160, 7, 7, 33, 1, 1, per_channel=False, zin=-128, zout=127, act=(-50, 127)),
+        conv(1, 16, 14, 15, 20, 1, 1, zin=127, zout=-128, extreme="ties"),
+        conv(2, 96, 9, 9, 17, 1, 1, extreme=True, act=(-20, 30)),
+        conv(1, 960, 3, 5, 24, 1, 1, zin=-128, act=(-128, 126)),  # K = 960: the 2^23 check on
     ]
     # every cout and pixel count around the tiles (1..9, 13, 17, 31, 33)
     for i, (o, hw) in enumerate([(1, 1), (2, 2), (3, 3), (4, 5), (5, 7), (6, 9), (7, 13), (8, 17), (9, 31),

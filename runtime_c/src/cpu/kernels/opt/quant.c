@@ -291,8 +291,9 @@ static void layout(const oa_q8_isa_t *isa, int32_t path, const q8_geo_t *q, int3
     slot = oa_cap_add(slot, up64(oa_cap_mul(mr * 4, nc)));
     l->s_cb = slot;
     slot = oa_cap_add(slot, up64(nr * 8));
-    l->s_out = slot; /* one requantized row (conv), the MR rows of a tile (linear: stored transposed) */
-    slot = oa_cap_add(slot, up64(path == P_LGEMM ? oa_cap_mul(mr, nc) : nc));
+    l->s_out = slot; /* one requantized row (conv), the MR rows of a tile (linear: stored transposed; conv
+                      * with requant_rows: grid columns with dropped ones) */
+    slot = oa_cap_add(slot, up64(path == P_LGEMM || isa->requant_rows ? oa_cap_mul(mr, nc) : nc));
   } else if (path == P_DWP) {
     /* per slot: the phase planes (+ slack: grid columns past the last row read up to 128 floats
      * on), the grid, the taps as floats; shared: the taps' offsets */
@@ -423,7 +424,22 @@ static void gemm_task(const q8_ctx_t *x, int64_t t, uint8_t *slot) {
       else
         isa->gemm(l->kp, atile, panel, acc + (j - j0), ldc);
     }
-    for (int32_t r = 0; r < m; r++) {
+    const int dropped = x->path == P_GEMM && q->grid && q->wq != q->ow;
+    if (isa->requant_rows) { /* the tile block's m rows in one call, while they are in L1 */
+      const int64_t mc0 = x->mone ? 0 : c0;
+      if (x->path == P_GEMM && !dropped) {
+        isa->requant_rows(acc, ldc, m, ncols, x->corr + c0, x->mult + mc0, x->shift + mc0, !x->mone, q->k * 255 * 128,
+                          x->zout, x->lo, x->hi, x->y + (b * q->cout + c0) * q->npix + j0, q->npix);
+      } else {
+        isa->requant_rows(acc, ldc, m, ncols, x->corr + c0, x->mult + mc0, x->shift + mc0, !x->mone, q->k * 255 * 128,
+                          x->zout, x->lo, x->hi, out, ldc);
+        for (int32_t r = 0; dropped && r < m; r++) {
+          int8_t *yc = x->y + (b * q->cout + c0 + r) * q->npix;
+          for (int32_t u = 0; u < nrun; u++) memcpy(yc + run_dst[u], out + r * ldc + run_src[u], (size_t)run_len[u]);
+        }
+      }
+    }
+    for (int32_t r = 0; !isa->requant_rows && r < m; r++) {
       const int64_t c = c0 + r;
       int8_t *yc = x->y + (b * q->cout + c) * q->npix;
       if (x->path == P_GEMM && (!q->grid || q->wq == q->ow)) { /* grid columns without dropped ones: pixels */

@@ -56,6 +56,13 @@ typedef void (*oa_q8_requant_fn)(const int32_t *acc, int64_t n, int64_t corr, in
 typedef void (*oa_q8_requant_pc_fn)(const int32_t *acc, int64_t n, const int64_t *corr, const int32_t *mult,
                                     const int32_t *shift, int32_t zp, int32_t lo, int32_t hi, int8_t *y);
 
+/* y[r * ldy + j] = q8_requant(corr[r] + acc[r * ldc + j], mult[pc ? r : 0], shift[pc ? r : 0], zp, lo, hi)
+ * for r < m, j < n: the m rows of a finished GEMM tile block at once (the per-row setup hoisted);
+ * |acc| <= amax (a bound the kernel may use to skip range checks) */
+typedef void (*oa_q8_requant_rows_fn)(const int32_t *acc, int64_t ldc, int32_t m, int64_t n, const int64_t *corr,
+                                      const int32_t *mult, const int32_t *shift, int32_t pc, int64_t amax, int32_t zp,
+                                      int32_t lo, int32_t hi, int8_t *y, int64_t ldy);
+
 /* The same from float sums that are exact integers (the float depthwise path) */
 typedef void (*oa_q8_requant_f32_fn)(const float *acc, int64_t n, int64_t corr, int32_t mult, int32_t shift,
                                      int32_t zp, int32_t lo, int32_t hi, int8_t *y);
@@ -180,6 +187,7 @@ typedef struct oa_q8_isa {
   void (*tile_on)(void);    /* or NULL: before a thread's GEMM micro-kernel calls of one task (AMX) */
   void (*tile_off)(void);   /* or NULL: after them */
   oa_q8_dwc_fn dwc; /* or NULL: depthwise on channel blocks (small planes) */
+  oa_q8_requant_rows_fn requant_rows; /* or NULL: the GEMM's rows one `requant` call each */
 } oa_q8_isa_t;
 
 /* The table of ISA `id` (isa.h), NULL when this build does not have it; `dot`: use the ISA's int8
@@ -211,6 +219,9 @@ void oa_q8_avx512_requant(const int32_t *acc, int64_t n, int64_t corr, int32_t m
                           int32_t lo, int32_t hi, int8_t *y);
 void oa_q8_avx512_dw(const int16_t *rows, int64_t ld, const int8_t *w, int64_t kh, int64_t kw, int64_t sw,
                      int64_t dh, int64_t dw, int64_t n, int32_t *acc);
+void oa_q8_avx512_requant_rows(const int32_t *acc, int64_t ldc, int32_t m, int64_t n, const int64_t *corr,
+                               const int32_t *mult, const int32_t *shift, int32_t pc, int64_t amax, int32_t zp,
+                               int32_t lo, int32_t hi, int8_t *y, int64_t ldy);
 void oa_q8_avx512_requant_f32(const float *acc, int64_t n, int64_t corr, int32_t mult, int32_t shift, int32_t zp,
                               int32_t lo, int32_t hi, int8_t *y);
 void oa_q8_avx512_to_float(const int8_t *x, int64_t n, int32_t zp, float *d);

@@ -116,6 +116,7 @@ const oa_q8_isa_t oa_q8_avx512_amx_isa = {.name = "avx512_amx", .mr = QA_MR, .nr
                                           .gemm = qa_gemm, .gemm_rows = qa_gemm_rows,
                                           .requant = oa_q8_avx512_requant,
                                           .requant_pc = oa_q8_avx512_requant_pc,
+                                          .requant_rows = oa_q8_avx512_requant_rows,
                                           .requant_f32 = oa_q8_avx512_requant_f32,
                                           .to_float = oa_q8_avx512_to_float, .dwp = oa_q8_avx512_dwp,
                                           .dwc = oa_q8_avx512_dwc,

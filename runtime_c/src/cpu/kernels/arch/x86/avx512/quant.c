@@ -272,6 +272,110 @@ void oa_q8_avx512_requant(const int32_t *acc, int64_t n, int64_t corr, int32_t m
   }
 }
 
+/* One vector of the rows kernel below that the float path could not settle: the exact path */
+__attribute__((noinline)) static void rr_exact(const int32_t *a, int64_t n, int64_t corr, int32_t mult, int32_t shift,
+                                               int32_t zp, int32_t lo, int32_t hi, int8_t *y) {
+  rq_t r;
+  rq_init(&r, corr, mult, shift, zp, lo, hi);
+  const __mmask16 k = n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << n) - 1u);
+  _mm_mask_storeu_epi8(y, k, rq16(&r, _mm512_maskz_loadu_epi32(k, a)));
+}
+
+#define Q8_RR_BAD 8
+typedef struct rr {
+  __m512 magic, mlo, mhi, flo, fhi; /* flo, fhi: magic + lo - zp, magic + hi - zp */
+  __m512i off, big, big2, vc;
+  __m128i zp8;
+} rr_t;
+
+/* 16 outputs of the float path; *bad: the lanes (within k) it could not settle. `chk`: test
+ * |v| < 2^23 (not needed when the row's bound says so). `full` ([lo, hi] is all of int8): the
+ * saturating narrowing of q = r + zp is the clamp; else the clamp is on t = magic + r in float
+ * (its bounds magic + lo - zp, magic + hi - zp are exact), whose bits' low byte is then r's, and
+ * the zero point is added to the bytes (r + zp in [lo, hi]: no wrap). */
+static inline __attribute__((always_inline)) __m128i rr16(const rr_t *p, __m512i av, __mmask16 k, int full, int chk,
+                                                          __mmask16 *bad) {
+  const __m512i v = _mm512_add_epi32(av, p->vc);
+  const __m512 f = _mm512_cvtepi32_ps(v);
+  const __m512 tlo = _mm512_fmadd_ps(f, p->mlo, p->magic), thi = _mm512_fmadd_ps(f, p->mhi, p->magic);
+  *bad = _mm512_mask_cmp_ps_mask(k, tlo, thi, _CMP_NEQ_UQ);
+  if (chk) *bad |= _mm512_mask_cmp_epu32_mask(k, _mm512_add_epi32(v, p->big), p->big2, _MM_CMPINT_NLT);
+  if (full) return _mm512_cvtsepi32_epi8(_mm512_sub_epi32(_mm512_castps_si512(tlo), p->off));
+  const __m512 tc = _mm512_min_ps(_mm512_max_ps(tlo, p->flo), p->fhi);
+  return _mm_add_epi8(_mm512_cvtepi32_epi8(_mm512_castps_si512(tc)), p->zp8);
+}
+
+/* one row; returns the number of vectors the float path could not settle, their starts in badj
+ * (the first Q8_RR_BAD) */
+static inline __attribute__((always_inline)) int32_t rr_row(const rr_t *p, const int32_t *a, int64_t n, int full,
+                                                            int chk, int8_t *y, int64_t *badj) {
+  int32_t nb = 0;
+  int64_t j = 0;
+  __mmask16 bad;
+  for (; j + 16 <= n; j += 16) {
+    const __m128i b = rr16(p, _mm512_loadu_si512((const void *)(a + j)), (__mmask16)0xffff, full, chk, &bad);
+    _mm_storeu_si128((__m128i *)(y + j), b);
+    if (bad) {
+      if (nb < Q8_RR_BAD) badj[nb] = j;
+      nb++;
+    }
+  }
+  if (j < n) {
+    const __mmask16 k = (__mmask16)((1u << (n - j)) - 1u);
+    _mm_mask_storeu_epi8(y + j, k, rr16(p, _mm512_maskz_loadu_epi32(k, a + j), k, full, chk, &bad));
+    if (bad) {
+      if (nb < Q8_RR_BAD) badj[nb] = j;
+      nb++;
+    }
+  }
+  return nb;
+}
+
+/* A block of m rows, acc[r * ldc + j] -> y[r * ldy + j] (j < n), row r with corr[r] and
+ * mult[pc ? r : 0], shift[pc ? r : 0], |acc| <= amax: the float path of oa_q8_avx512_requant with
+ * its setup per row only (the multiplier's bracket when it changes), one branch per vector (an
+ * uncertain rounding, or a sum past 2^23 where |corr| + amax does not rule it out: the vector is
+ * redone by the exact path after the row, no call inside the loop), and fewer clamp instructions
+ * (rr16). Rows the float path does not apply to: the one-row kernel. */
+void oa_q8_avx512_requant_rows(const int32_t *acc, int64_t ldc, int32_t m, int64_t n, const int64_t *corr,
+                               const int32_t *mult, const int32_t *shift, int32_t pc, int64_t amax, int32_t zp,
+                               int32_t lo, int32_t hi, int8_t *y, int64_t ldy) {
+  const int full = lo == -128 && hi == 127;
+  rr_t p;
+  p.magic = _mm512_set1_ps(Q8_MAGIC);
+  p.flo = _mm512_set1_ps(Q8_MAGIC + (float)(lo - zp)), p.fhi = _mm512_set1_ps(Q8_MAGIC + (float)(hi - zp));
+  p.zp8 = _mm_set1_epi8((char)zp);
+  p.off = _mm512_set1_epi32(Q8_MAGIC_BITS - zp);
+  p.big = _mm512_set1_epi32(Q8_FLT_MAX_SUM), p.big2 = _mm512_set1_epi32(2 * Q8_FLT_MAX_SUM);
+  p.mlo = p.mhi = _mm512_setzero_ps(), p.vc = _mm512_setzero_si512();
+  int32_t pm = -1, ps = -1;
+  float flo = 0.0f, fhi = 0.0f;
+  int64_t badj[Q8_RR_BAD];
+  for (int32_t r = 0; r < m; r++) {
+    const int32_t mu = mult[pc ? r : 0], sh = shift[pc ? r : 0];
+    const int64_t c = corr[r];
+    const int32_t *a = acc + r * ldc;
+    int8_t *yr = y + r * ldy;
+    if (mu != pm || sh != ps) {
+      m_bracket(mu, sh, &flo, &fhi), pm = mu, ps = sh;
+      p.mlo = _mm512_set1_ps(flo), p.mhi = _mm512_set1_ps(fhi);
+    }
+    if (!((double)fhi <= 1.0 && c > -((int64_t)1 << 30) && c < ((int64_t)1 << 30))) {
+      oa_q8_avx512_requant(a, n, c, mu, sh, zp, lo, hi, yr);
+      continue;
+    }
+    p.vc = _mm512_set1_epi32((int32_t)c);
+    const int chk = (c < 0 ? -c : c) + amax >= Q8_FLT_MAX_SUM;
+    int32_t nb;
+    if (full) nb = chk ? rr_row(&p, a, n, 1, 1, yr, badj) : rr_row(&p, a, n, 1, 0, yr, badj);
+    else nb = chk ? rr_row(&p, a, n, 0, 1, yr, badj) : rr_row(&p, a, n, 0, 0, yr, badj);
+    if (nb > Q8_RR_BAD)
+      oa_q8_avx512_requant(a, n, c, mu, sh, zp, lo, hi, yr);
+    else
+      for (int32_t u = 0; u < nb; u++) rr_exact(a + badj[u], n - badj[u], c, mu, sh, zp, lo, hi, yr + badj[u]);
+  }
+}
+
 /* The same from float sums (exact integers below 2^24): the float depthwise path */
 void oa_q8_avx512_requant_f32(const float *acc, int64_t n, int64_t corr, int32_t mult, int32_t shift, int32_t zp,
                               int32_t lo, int32_t hi, int8_t *y) {
@@ -783,6 +887,7 @@ const oa_q8_isa_t oa_q8_avx512_isa = {.name = "avx512", .mr = MR, .nr = 32, .kg 
                                       .gemm = q8_avx512_gemm_8x32, .gemm_rows = q8_avx512_gemm_rows_8x32,
                                       .requant = oa_q8_avx512_requant,
                                       .requant_pc = oa_q8_avx512_requant_pc,
+                                      .requant_rows = oa_q8_avx512_requant_rows,
                                       .requant_f32 = oa_q8_avx512_requant_f32, .to_float = oa_q8_avx512_to_float,
                                       .dwp = oa_q8_avx512_dwp, .dwc = oa_q8_avx512_dwc,
                                       .dw = oa_q8_avx512_dw,
