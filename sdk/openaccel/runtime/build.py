@@ -55,6 +55,20 @@ def _run(cmd: list[str], cwd: Path, what: str, log_path: Path) -> None:
                              + "\n".join(tail))
 
 
+def _configured_sources_exist(bdir: Path) -> bool:
+    """The source directory a cached build was configured from still exists: the binaries of a
+    build made in a checkout deleted since are fine, but `cmake --install` copies the headers
+    from that directory (a clean clone reusing such a cache failed to install)."""
+    try:
+        text = (bdir / "CMakeCache.txt").read_text(errors="replace")
+    except OSError:
+        return False
+    for line in text.splitlines():
+        if line.startswith("CMAKE_HOME_DIRECTORY:"):
+            return Path(line.split("=", 1)[1]).is_dir()
+    return False
+
+
 def build_runtime(target: str | Target = "host", *, kernels_def: Path | None = None,
                   sanitize: bool = False, shared: bool | None = None, log: Log | None = None,
                   build_type: str = "Release", extra_cmake: tuple[str, ...] = ()) -> RuntimeBuild:
@@ -83,10 +97,11 @@ def build_runtime(target: str | Target = "host", *, kernels_def: Path | None = N
         shared_lib=(bdir / "libopenaccel.so") if shared else None, include_dir=runtime_dir() / "include")
     with (bdir / ".lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # parallel test workers build once
-        if (bdir / ".done").exists():
+        if (bdir / ".done").exists() and _configured_sources_exist(bdir):
             return result
-        # A build without .done was interrupted, perhaps in another checkout of the same sources:
-        # CMake refuses a cache made for another source directory, so start it afresh.
+        # A build without .done was interrupted, perhaps in another checkout of the same sources
+        # (or finished in a checkout deleted since): CMake refuses a cache made for another
+        # source directory, so start it afresh.
         for stale in ("CMakeCache.txt", "CMakeFiles"):
             path = bdir / stale
             if path.is_dir():
