@@ -109,6 +109,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     unknown = [e for e in a.engine_list if e not in ENGINES]
     if unknown:
         p.error(f"unknown engine(s) {', '.join(unknown)}; known: {', '.join(ENGINES)}")
+    int8 = [e for e in a.engine_list if ENGINES[e].int8]
+    if int8:
+        p.error(f"{', '.join(int8)}: this script times float32 layers; the int8 engines need a PT2E-quantized "
+                "model (int8 layers alone: benchmarks/micro/quant_bench.py; whole models: run.py)")
     return a
 
 
