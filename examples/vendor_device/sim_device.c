@@ -717,24 +717,33 @@ static oa_status_t add_run(sim_device_t *d, const sim_cmd_t *c) {
 }
 
 /* linear: out[..., n] = sum_k x[..., k] * w[n, k] + b[n], fused act ------------------------------- */
+/* A linear layer's input x [..., k], 2-D weight [n, k] and output [..., n] (linear, linear_q8):
+ * sets *n, *k. */
+static oa_status_t linear_io_check(const oa_op_call_t *call, const char *op, int64_t *n, int64_t *k, oa_diag_t *diag) {
+  const oa_tensor_t *x = call->inputs[0], *w = call->inputs[1], *o = call->outputs[0];
+  if (x->ndim < 1 || w->ndim != 2)
+    return oa_abi_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "op '%s': expected input with >= 1 dims and a 2-D weight, "
+                    "received %d and %d dims", op, (int)x->ndim, (int)w->ndim);
+  *n = w->shape[0];
+  *k = w->shape[1];
+  if (x->shape[x->ndim - 1] != *k)
+    return oa_abi_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "op '%s': input's last dim %lld does not match weight's %lld "
+                    "in_features", op, (long long)x->shape[x->ndim - 1], (long long)*k);
+  int64_t want[OA_MAX_DIMS];
+  memcpy(want, x->shape, sizeof want);
+  want[x->ndim - 1] = *n;
+  return check_shape(o, want, x->ndim, "output 0", diag);
+}
+
 enum { LIN_M, LIN_N, LIN_K, LIN_ACT };
 
 static oa_status_t linear_check(const oa_op_call_t *call, int64_t *params, oa_diag_t *diag) {
   oa_status_t st = check_counts(call, 2, 3, diag);
   if (st) return st;
-  const oa_tensor_t *x = call->inputs[0], *w = call->inputs[1], *o = call->outputs[0];
+  const oa_tensor_t *x = call->inputs[0], *o = call->outputs[0];
   const oa_tensor_t *b = call->n_inputs > 2 ? call->inputs[2] : NULL;
-  if (x->ndim < 1 || w->ndim != 2)
-    return oa_abi_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "op 'linear': expected input with >= 1 dims and a 2-D weight, "
-                    "received %d and %d dims", (int)x->ndim, (int)w->ndim);
-  int64_t n = w->shape[0], k = w->shape[1];
-  if (x->shape[x->ndim - 1] != k)
-    return oa_abi_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "op 'linear': input's last dim %lld does not match weight's %lld "
-                    "in_features", (long long)x->shape[x->ndim - 1], (long long)k);
-  int64_t want[OA_MAX_DIMS];
-  memcpy(want, x->shape, sizeof want);
-  want[x->ndim - 1] = n;
-  if ((st = check_shape(o, want, x->ndim, "output 0", diag))) return st;
+  int64_t n = 0, k = 0;
+  if ((st = linear_io_check(call, "linear", &n, &k, diag))) return st;
   if (b && (st = check_shape(b, &n, 1, "input 2 (bias)", diag))) return st;
   int64_t act = 0;
   if ((st = check_act(call, 0, &act, diag))) return st;
@@ -997,18 +1006,9 @@ enum { LQ_M, LQ_N, LQ_K, LQ_Q }; /* linear_q8 params: rows, outputs, inner dim, 
 static oa_status_t linear_q8_check(const oa_op_call_t *call, int64_t *params, oa_diag_t *diag) {
   oa_status_t st;
   if ((st = q8_counts(call, diag))) return st;
-  const oa_tensor_t *x = call->inputs[0], *w = call->inputs[1], *o = call->outputs[0];
-  if (x->ndim < 1 || w->ndim != 2)
-    return oa_abi_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "op 'linear_q8': expected input with >= 1 dims and a 2-D weight, "
-                    "received %d and %d dims", (int)x->ndim, (int)w->ndim);
-  int64_t n = w->shape[0], k = w->shape[1];
-  if (x->shape[x->ndim - 1] != k)
-    return oa_abi_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "op 'linear_q8': input's last dim %lld does not match weight's %lld "
-                    "in_features", (long long)x->shape[x->ndim - 1], (long long)k);
-  int64_t want[OA_MAX_DIMS];
-  memcpy(want, x->shape, sizeof want);
-  want[x->ndim - 1] = n;
-  if ((st = check_shape(o, want, x->ndim, "output 0", diag))) return st;
+  const oa_tensor_t *x = call->inputs[0];
+  int64_t n = 0, k = 0;
+  if ((st = linear_io_check(call, "linear_q8", &n, &k, diag))) return st;
   int64_t rows = 1;
   for (int32_t dd = 0; dd < x->ndim - 1; dd++) rows *= x->shape[dd];
   params[LQ_M] = rows;
