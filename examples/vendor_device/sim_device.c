@@ -929,6 +929,12 @@ static oa_status_t q8_check(const oa_op_call_t *call, uint32_t first_int, int64_
     return oa_abi_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "input 1 ('%s'): weight quantization parameters along axis %d "
                     "(%u values): expected per tensor or per output channel (axis 0, %lld values)",
                     w->name ? w->name : "", (int)w->quant.axis, w->quant.count, (long long)cout);
+  /* weights are symmetric (the op's rule has no weight zero point): every one of the count values is
+   * 0, whether the file stores them or not (an empty zero_point: the executor hands over zeros) */
+  for (uint32_t c = 0; w->quant.scale && c < w->quant.count; c++)
+    if (w->quant.zero_point[c])
+      return oa_abi_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "input 1 ('%s'): weight zero point %u is %lld: expected 0 "
+                      "(symmetric weights)", w->name ? w->name : "", c, (long long)w->quant.zero_point[c]);
   q[Q8_MONE] = m->shape[0] == 1 && cout != 1;
   q[Q8_BIAS] = b != NULL;
   return OA_OK;

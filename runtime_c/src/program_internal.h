@@ -35,7 +35,8 @@ typedef struct oa_tensor_desc {
   uint32_t segment;
   uint64_t offset;
   uint64_t nbytes;
-  oa_quant_params_t quant; /* from Tensor.quant, checked; scale NULL when absent */
+  oa_quant_params_t quant; /* from Tensor.quant, checked; scale NULL when absent; zero_point NULL when
+                            * the file stores none (all zero: the method supplies zeros) */
 } oa_tensor_desc_t;
 
 typedef struct oa_instr_desc {

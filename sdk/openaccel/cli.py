@@ -109,7 +109,8 @@ def cmd_inspect(a: argparse.Namespace) -> int:
                               "outputs": list(p.outputs), "args": {k: v for k, v in p.args},
                               "source": p.source, "events": p.events, "note": p.note} for p in prog.instructions],
             "quantization": [{"tensor": q.tensor, "dtype": q.dtype, "shape": list(q.shape), "scale": list(q.scale),
-                              "zero_point": list(q.zero_point), "axis": q.axis} for q in prog.quant_params()],
+                              "zero_point": list(q.zero_point), "zero_point_stored": q.zero_point_stored,
+                              "axis": q.axis} for q in prog.quant_params()],
             "tests": [{"name": n, "atol": at, "rtol": rt} for n, _, _, at, rt in prog.tests()],
             "float32_in_quantized": [{"index": p.index, "op": p.op, "source": p.source, "reason": p.note}
                                      for p in prog.float32_in_quantized()],

@@ -44,13 +44,18 @@ class QuantSpec:
     scale: tuple[float, ...]
     zero_point: tuple[int, ...]
     axis: int
+    # False: the file stores no zero points (format 1.2: an empty vector means every one is 0);
+    # zero_point then holds the zeros it stands for, one per scale
+    zero_point_stored: bool = True
 
     def describe(self) -> str:
+        unstored = "" if self.zero_point_stored else " (not stored: all 0)"
         if self.axis < 0 and len(self.scale) == 1 and len(self.zero_point) == 1:
-            return f"scale {self.scale[0]:.6g}, zero point {self.zero_point[0]}"
+            return f"scale {self.scale[0]:.6g}, zero point {self.zero_point[0]}{unstored}"
         lo, hi = (min(self.scale), max(self.scale)) if self.scale else (0.0, 0.0)
         zps = sorted(set(self.zero_point))
         zp = "none" if not zps else str(zps[0]) if len(zps) == 1 else f"{zps[0]}..{zps[-1]}"
+        zp += unstored
         return f"per channel (axis {self.axis}): {len(self.scale)} scales {lo:.6g}..{hi:.6g}, zero point {zp}"
 
 
@@ -200,7 +205,10 @@ class Program:
             dt = dtypes.name_of(code) if code in dtypes.known_codes() else f"<dtype {code}>"
             scale = tuple(float(x) for x in (q.scale if q.scale is not None else []))
             zps = tuple(int(z) for z in (q.zeroPoint if q.zeroPoint is not None else []))
-            out.append(QuantSpec(_s(t.name), dt, shape, scale, zps, int(q.axis)))
+            stored = bool(zps)
+            if not stored:   # not stored: all zero (format 1.2)
+                zps = (0,) * len(scale)
+            out.append(QuantSpec(_s(t.name), dt, shape, scale, zps, int(q.axis), stored))
         return out
 
     def tests(self) -> list[tuple[str, list[np.ndarray], list[np.ndarray], float, float]]:

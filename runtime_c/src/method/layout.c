@@ -1,6 +1,6 @@
 /* Method phase layout: where everything lives in the caller's one buffer. oa_method_layout computes
- * the sizes and offsets (state: the method, its tensors, instructions, argument pointers, events
- * and device views of constants; arena: the CPU pools of the memory plan) from the file and the
+ * the sizes and offsets (state: the method, its tensors, instructions, argument pointers, events,
+ * device views of constants and the zero points files do not store; arena: the CPU pools of the memory plan) from the file and the
  * bound slots, without memory; oa_method_place and oa_method_place_tensors then point the state
  * into the buffer, obtain the pools and fill every tensor descriptor. Hands prepare.c tensors
  * whose data pointers are final. */
@@ -44,6 +44,18 @@ oa_status_t oa_method_layout(const oa_program_t *p, const oa_method_view_t *m, c
   sz = ALIGN_UP(sz, 16);
   out->extra_off = sz;
   ok &= mul_add_size(&sz, out->n_extra, sizeof(oa_extra_t));
+  /* zero points the file does not store (all zero, format 1.2): one zero-filled array as long as the
+   * longest, shared by those tensors' quant.zero_point (the device ABI promises `count` values) */
+  out->n_zeros = 0;
+  for (uint32_t t = 0; ok && t < m->tensors.count; t++) {
+    oa_tensor_desc_t d;
+    oa_status_t st = oa_program_tensor(p, m, t, &d, diag);
+    if (st) return st;
+    if (d.quant.scale && !d.quant.zero_point && d.quant.count > out->n_zeros) out->n_zeros = d.quant.count;
+  }
+  sz = ALIGN_UP(sz, 16);
+  out->zeros_off = sz;
+  ok &= mul_add_size(&sz, out->n_zeros, sizeof(int64_t));
   out->state_bytes = ALIGN_UP(sz, OA_MEMORY_ALIGNMENT);
   size_t arena = 0;
   for (uint32_t k = 0; ok && k < m->pools.count; k++) {
@@ -64,7 +76,8 @@ oa_status_t oa_method_layout(const oa_program_t *p, const oa_method_view_t *m, c
 }
 
 oa_status_t oa_method_fill_tensor(const oa_program_t *p, const oa_method_view_t *m, uint32_t index,
-                                  uint8_t *const *pool_base, oa_tensor_t *out, oa_diag_t *diag) {
+                                  uint8_t *const *pool_base, const int64_t *zeros, oa_tensor_t *out,
+                                  oa_diag_t *diag) {
   oa_tensor_desc_t d;
   oa_status_t st = oa_program_tensor(p, m, index, &d, diag);
   if (st) return st;
@@ -78,6 +91,7 @@ oa_status_t oa_method_fill_tensor(const oa_program_t *p, const oa_method_view_t 
   out->nbytes = (size_t)d.nbytes;
   out->name = d.name;
   out->quant = d.quant;
+  if (d.quant.scale && !d.quant.zero_point) out->quant.zero_point = zeros; /* at least count zeros */
   if (d.storage == OAB_STORAGE_CONSTANT) {
     const uint8_t *seg;
     uint64_t seg_size;
@@ -106,6 +120,9 @@ oa_status_t oa_method_place(oa_method_t *m, const layout_t *lay, uint8_t *base, 
   m->events = (oa_event_t **)(void *)(base + lay->events_off);
   m->event_device = (oa_device_t **)(void *)(m->events + v->num_events);
   m->extra = (oa_extra_t *)(void *)(base + lay->extra_off);
+  int64_t *zeros = (int64_t *)(void *)(base + lay->zeros_off);
+  for (uint32_t k = 0; k < lay->n_zeros; k++) zeros[k] = 0;
+  m->zeros = zeros;
   /* pools: CPU pools live in the caller's memory, others come from their device */
   uint8_t *arena = base + lay->state_bytes;
   for (uint32_t k = 0; k < m->n_pools; k++) {
@@ -130,7 +147,7 @@ oa_status_t oa_method_place_tensors(oa_method_t *m, oa_diag_t *diag) {
   const oa_method_view_t *v = &m->view;
   oa_status_t st;
   for (uint32_t t = 0; t < m->n_tensors; t++)
-    if ((st = oa_method_fill_tensor(program, v, t, m->pool_base, &m->tensors[t], diag))) return st;
+    if ((st = oa_method_fill_tensor(program, v, t, m->pool_base, m->zeros, &m->tensors[t], diag))) return st;
   for (uint32_t i = 0; i < m->n_inputs; i++) m->inputs[i] = &m->tensors[oa_fb_vec_u32(&v->inputs, i)];
   for (uint32_t i = 0; i < m->n_outputs; i++) m->outputs[i] = &m->tensors[oa_fb_vec_u32(&v->outputs, i)];
   /* inputs and outputs must be host memory: the caller writes and reads them directly */

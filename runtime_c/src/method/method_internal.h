@@ -68,6 +68,7 @@ struct oa_method {
   size_t scratch_bytes;
   void *owned_memory; /* set by oa_method_create */
   uint64_t *profile;  /* per-instruction ns accumulators, or NULL */
+  const int64_t *zeros; /* layout's n_zeros zero points of 0: the quant.zero_point of tensors whose file stores none */
 };
 #define ALIGN_UP(x, a) (((x) + ((a)-1)) & ~(size_t)((a)-1))
 
@@ -87,8 +88,9 @@ static inline int mul_add_size(size_t *acc, size_t count, size_t elem) {
  * its device), and the two sizes oa_memory_requirements_t reports. Scratch follows the arena; its
  * size is known only once every instruction is prepared. */
 typedef struct layout {
-  size_t tensors_off, instrs_off, ptrs_off, io_off, events_off, extra_off, state_bytes;
+  size_t tensors_off, instrs_off, ptrs_off, io_off, events_off, extra_off, zeros_off, state_bytes;
   uint32_t n_extra;
+  uint32_t n_zeros; /* largest quant count among the tensors whose zero points the file does not store */
   size_t pool_off[OA_MAX_POOLS];
   size_t arena_bytes;
 } layout_t;
@@ -110,9 +112,11 @@ oa_status_t oa_method_place(oa_method_t *m, const layout_t *lay, uint8_t *base, 
 /* Fill every tensor descriptor of `m` (data in its pool or segment) and the input/output lists;
  * inputs and outputs must be host memory. */
 oa_status_t oa_method_place_tensors(oa_method_t *m, oa_diag_t *diag);
-/* Fill one tensor descriptor; `pool_base` may be NULL (metadata only, data stays NULL). */
+/* Fill one tensor descriptor; `pool_base` may be NULL (metadata only, data stays NULL). `zeros`:
+ * at least layout's n_zeros zeros, the quant.zero_point of a tensor whose file stores none. */
 oa_status_t oa_method_fill_tensor(const oa_program_t *p, const oa_method_view_t *m, uint32_t index,
-                                  uint8_t *const *pool_base, oa_tensor_t *out, oa_diag_t *diag);
+                                  uint8_t *const *pool_base, const int64_t *zeros, oa_tensor_t *out,
+                                  oa_diag_t *diag);
 
 /* ---- prepare.c ---- */
 /* Add where instruction `i` came from (op, source line) to the message of `st`. */

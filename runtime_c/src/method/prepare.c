@@ -63,16 +63,25 @@ static oa_status_t make_call(const oa_program_t *p, const oa_method_view_t *m, u
 /* The tensors of instruction `ins` (inputs, then outputs) as metadata-only descriptors in `tensors`
  * (constants point at their segment, planned tensors have no data), for the dry run. */
 static oa_status_t dry_tensors(const oa_program_t *p, const oa_method_view_t *m, const oa_instr_desc_t *ins,
-                               oa_tensor_t *tensors, oa_tensor_t **ptrs, oa_diag_t *diag) {
+                               const int64_t *zeros, oa_tensor_t *tensors, oa_tensor_t **ptrs, oa_diag_t *diag) {
   uint32_t n = ins->inputs.count + ins->outputs.count;
   for (uint32_t k = 0; k < n; k++) {
     int32_t t = k < ins->inputs.count ? oa_fb_vec_i32(&ins->inputs, k) : oa_fb_vec_i32(&ins->outputs, k - ins->inputs.count);
     ptrs[k] = &tensors[k];
     oa_status_t st;
-    if (t >= 0 && (st = oa_method_fill_tensor(p, m, (uint32_t)t, NULL, &tensors[k], diag))) return st;
+    if (t >= 0 && (st = oa_method_fill_tensor(p, m, (uint32_t)t, NULL, zeros, &tensors[k], diag))) return st;
   }
   return OA_OK;
 }
+
+/* Zero points for the dry run's tensors whose file stores none (oa_tensor_t.quant promises `count`
+ * values): up to this many from a constant; more (a wide per-channel layer) from a temporary block. */
+#define DRY_ZEROS 256
+static const int64_t k_dry_zeros[DRY_ZEROS];
+
+static oa_status_t requirements(const oa_program_t *program, const oa_method_view_t *mv, oa_device_t *const *devs,
+                                const int *is_cpu, const layout_t *lay, const int64_t *zeros,
+                                oa_memory_requirements_t *out_requirements, oa_diag_t *diag);
 
 oa_status_t oa_method_requirements(const oa_program_t *program, uint32_t method_index,
                                    const oa_method_config_t *config, oa_memory_requirements_t *out_requirements,
@@ -87,31 +96,46 @@ oa_status_t oa_method_requirements(const oa_program_t *program, uint32_t method_
   if ((st = oa_program_method_view(program, method_index, &m, diag))) return st;
   if ((st = oa_method_bind(program, &m, config, devs, is_cpu, diag))) return st;
   if ((st = oa_method_layout(program, &m, is_cpu, &lay, diag))) return st;
+  if (lay.n_zeros <= DRY_ZEROS) return requirements(program, &m, devs, is_cpu, &lay, k_dry_zeros, out_requirements, diag);
+  int64_t *zeros = (int64_t *)oa_platform_alloc((size_t)lay.n_zeros * sizeof(int64_t), 64);
+  if (!zeros)
+    return oa_diag_fail(diag, OA_ERR_OUT_OF_MEMORY, "could not allocate %zu bytes of zero points for the dry run",
+                        (size_t)lay.n_zeros * sizeof(int64_t));
+  memset(zeros, 0, (size_t)lay.n_zeros * sizeof(int64_t));
+  st = requirements(program, &m, devs, is_cpu, &lay, zeros, out_requirements, diag);
+  oa_platform_free(zeros);
+  return st;
+}
+
+static oa_status_t requirements(const oa_program_t *program, const oa_method_view_t *mv, oa_device_t *const *devs,
+                                const int *is_cpu, const layout_t *lay, const int64_t *zeros,
+                                oa_memory_requirements_t *out_requirements, oa_diag_t *diag) {
+  oa_status_t st;
   /* dry-run every instruction's prepare on metadata-only tensors to learn the scratch needs */
   oa_tensor_t tensors[OA_MAX_OP_INPUTS + OA_MAX_OP_OUTPUTS];
   oa_tensor_t *ptrs[OA_MAX_OP_INPUTS + OA_MAX_OP_OUTPUTS];
   oa_tensor_t *in_ptrs[OA_MAX_OP_INPUTS], *out_ptrs[OA_MAX_OP_OUTPUTS];
   size_t scratch = 0;
-  for (uint32_t i = 0; i < m.instructions.count; i++) {
+  for (uint32_t i = 0; i < mv->instructions.count; i++) {
     oa_instr_desc_t ins;
     oa_op_call_t call;
     oa_op_plan_t plan;
-    if ((st = oa_program_instruction(program, &m, i, &ins, diag))) return st;
+    if ((st = oa_program_instruction(program, mv, i, &ins, diag))) return st;
     if (ins.kind != OAB_INSTRUCTION_KIND_OP) continue;
-    if ((st = dry_tensors(program, &m, &ins, tensors, ptrs, diag))) return st;
-    if ((st = make_call(program, &m, i, &ins, ptrs, in_ptrs, out_ptrs, &call, diag))) return st;
+    if ((st = dry_tensors(program, mv, &ins, zeros, tensors, ptrs, diag))) return st;
+    if ((st = make_call(program, mv, i, &ins, ptrs, in_ptrs, out_ptrs, &call, diag))) return st;
     if ((st = oa_device_prepare_op(devs[ins.device], &call, &plan, diag))) {
-      oa_method_instr_context(program, &m, i, call.op, ins.debug, diag, st);
+      oa_method_instr_context(program, mv, i, call.op, ins.debug, diag, st);
       return st;
     }
     if (is_cpu[ins.device] && plan.scratch_bytes > scratch) scratch = plan.scratch_bytes;
   }
   scratch = ALIGN_UP(scratch, OA_MEMORY_ALIGNMENT);
-  out_requirements->state_bytes = lay.state_bytes;
-  out_requirements->arena_bytes = lay.arena_bytes;
+  out_requirements->state_bytes = lay->state_bytes;
+  out_requirements->arena_bytes = lay->arena_bytes;
   out_requirements->scratch_bytes = scratch;
-  size_t total = lay.state_bytes;
-  if (!add_size(&total, lay.arena_bytes) || !add_size(&total, scratch))
+  size_t total = lay->state_bytes;
+  if (!add_size(&total, lay->arena_bytes) || !add_size(&total, scratch))
     return oa_diag_fail(diag, OA_ERR_OUT_OF_MEMORY, "method needs more memory than this platform can address");
   out_requirements->total_bytes = total;
   return OA_OK;

@@ -179,7 +179,8 @@ static oa_status_t read_shape(const oa_fb_vec_t *shape, int32_t dtype, int32_t *
 
 /* Tensor.quant of tensor `index` (already read: name, dtype, shape), checked value by value. Devices
  * get pointers into the file (oa_tensor_t.quant), so the vectors must be aligned to their element
- * size (flatbuffers writers align them) and the host little-endian, as the file is. */
+ * size (flatbuffers writers align them) and the host little-endian, as the file is. An empty
+ * zero_point (format 1.2) means every zero point is 0: the descriptor's zero_point is NULL then. */
 static oa_status_t read_quant(const oa_fb_table_t *t, uint32_t index, oa_tensor_desc_t *out, oa_diag_t *diag) {
   oa_fb_table_t q;
   oa_fb_vec_t scale, zp;
@@ -205,6 +206,7 @@ static oa_status_t read_quant(const oa_fb_table_t *t, uint32_t index, oa_tensor_
   const oa_fb_vec_t *vecs[2] = {&scale, &zp};
   static const char *const field_names[2] = {"scale", "zero_point"};
   for (int k = 0; k < 2; k++) {
+    if (k == 1 && zp.count == 0) break; /* format 1.2: an empty zero_point means every zero point is 0 */
     if ((int64_t)vecs[k]->count != want) {
       char buf[200];
       return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM,
@@ -237,7 +239,8 @@ static oa_status_t read_quant(const oa_fb_table_t *t, uint32_t index, oa_tensor_
                           i, (long long)z, (long long)lo, (long long)hi, dt);
   }
   out->quant.scale = (const float *)(const void *)(scale.fb.buf + scale.pos);
-  out->quant.zero_point = (const int64_t *)(const void *)(zp.fb.buf + zp.pos);
+  /* NULL: all zero, not stored; the method points it at zeros of its own (oa_method_fill_tensor) */
+  out->quant.zero_point = zp.count ? (const int64_t *)(const void *)(zp.fb.buf + zp.pos) : NULL;
   out->quant.axis = axis;
   out->quant.count = scale.count;
   return OA_OK;
