@@ -44,9 +44,11 @@ def _tables(prog: oa.Program) -> Any:
 def test_every_int8_tensor_carries_its_parameters(exported: oa.Program) -> None:
     fb, m = _tables(exported)
     names = [t.name.decode() for t in m.tensors]
-    int8 = [t for t in m.tensors if t.dtype == 1]
+    # the requantization shifts are int8 integers (format 1.2), not quantized reals
+    int8 = [t for t in m.tensors if t.dtype == 1 and not t.name.decode().endswith(".shift")]
     assert int8 and all(t.quant is not None for t in int8), [n for n, t in zip(names, m.tensors)
                                                              if t.dtype == 1 and t.quant is None]
+    assert all(t.quant is None for t in m.tensors if t.name.decode().endswith(".shift"))
     assert all(t.quant is None for t in m.tensors if t.dtype not in (0, 1))   # int32 biases, float32 I/O
     ops = [o.name.decode() for o in fb.operators]
     qp = {n: s for n, s in ((q.tensor, q) for q in exported.quant_params())}
@@ -73,7 +75,7 @@ def test_every_int8_tensor_carries_its_parameters(exported: oa.Program) -> None:
             assert all(s > 0 for s in w.scale) and len(set(w.scale)) > 1
             # and their product over the output scale is the multiplier / 2^shift of each channel
             mult = np.frombuffer(_const(exported, m, ins.inputs[3]), np.int32)
-            shift = np.frombuffer(_const(exported, m, ins.inputs[4]), np.int32)
+            shift = np.frombuffer(_const(exported, m, ins.inputs[4]), np.int8)
             real = args["input_scale"] * np.asarray(w.scale, np.float64) / args["output_scale"]
             np.testing.assert_allclose(mult / 2.0 ** shift, real, rtol=1e-6)
             weights += 1

@@ -98,7 +98,7 @@ def _time(fn: Callable[[], None], runs: int, clock: Callable[[], float]) -> floa
 def _q8_args(cout: int, k: int, g: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     bias = torch.randint(-5000, 5000, (cout,), generator=g, dtype=torch.int32)
     mult = torch.randint(1 << 30, (1 << 31) - 1, (cout,), generator=g, dtype=torch.int64).to(torch.int32)
-    shift = torch.full((cout,), 38 + int(np.log2(max(k, 1)) / 2), dtype=torch.int32)
+    shift = torch.full((cout,), 38 + int(np.log2(max(k, 1)) / 2), dtype=torch.int8)
     return bias, mult, shift
 
 

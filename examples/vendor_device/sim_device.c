@@ -888,7 +888,7 @@ static int8_t q8_requant(int64_t acc, int64_t mult, int32_t shift, int64_t zp, i
 }
 
 /* The int8 ops' inputs: input int8, weight int8, bias int32 [C_out] (may be absent), multiplier and
- * shift int32 [C_out] or [1]; integer arguments zero points and clamp bounds within int8. */
+ * shift int8 (file format 1.2) [C_out] or [1]; integer arguments zero points and clamp bounds within int8. */
 enum { Q8_ZIN, Q8_ZOUT, Q8_LO, Q8_HI, Q8_MONE, Q8_BIAS, Q8_N };
 
 static oa_status_t q8_check(const oa_op_call_t *call, uint32_t first_int, int64_t cout, int64_t *q, oa_diag_t *diag) {
@@ -909,7 +909,7 @@ static oa_status_t q8_check(const oa_op_call_t *call, uint32_t first_int, int64_
             (st = check_shape(b, &cout, 1, "input 2 (bias)", diag))))
     return st;
   if ((st = check_tensor_of(call, m, OA_DTYPE_INT32, "input 3 (multiplier)", diag)) ||
-      (st = check_tensor_of(call, sh, OA_DTYPE_INT32, "input 4 (shift)", diag)))
+      (st = check_tensor_of(call, sh, OA_DTYPE_INT8, "input 4 (shift)", diag)))
     return st;
   if (m->ndim != 1 || (m->shape[0] != cout && m->shape[0] != 1))
     return check_shape(m, &cout, 1, "input 3 (multiplier)", diag);
@@ -942,7 +942,7 @@ static oa_status_t q8_check(const oa_op_call_t *call, uint32_t first_int, int64_
 
 /* multiplier and shift live in device memory: checked when the command runs (a bad value fails the
  * stream, as a device would report a fault) */
-static oa_status_t q8_requant_values(const int32_t *mult, const int32_t *shift, int64_t n) {
+static oa_status_t q8_requant_values(const int32_t *mult, const int8_t *shift, int64_t n) {
   for (int64_t c = 0; c < n; c++)
     if (mult[c] < 0 || shift[c] < 0 || shift[c] > Q8_SHIFT_MAX) return OA_ERR_INVALID_PROGRAM;
   return OA_OK;
@@ -975,7 +975,7 @@ static oa_status_t conv2d_q8_run(sim_device_t *d, const sim_cmd_t *c) {
   const int64_t *p = c->params, *q = c->params + CQ_Q;
   const int32_t *b = q[Q8_BIAS] ? (const int32_t *)(void *)(d->pool + c->in[2].off) : NULL;
   const int32_t *mult = (const int32_t *)(void *)(d->pool + c->in[3].off);
-  const int32_t *shift = (const int32_t *)(void *)(d->pool + c->in[4].off);
+  const int8_t *shift = (const int8_t *)(void *)(d->pool + c->in[4].off);
   int8_t *y = (int8_t *)(d->pool + c->out.off);
   oa_status_t st = q8_requant_values(mult, shift, c->in[3].numel);
   if (st) return st;
@@ -1028,7 +1028,7 @@ static oa_status_t linear_q8_run(sim_device_t *d, const sim_cmd_t *c) {
   const int64_t *q = c->params + LQ_Q;
   const int32_t *b = q[Q8_BIAS] ? (const int32_t *)(void *)(d->pool + c->in[2].off) : NULL;
   const int32_t *mult = (const int32_t *)(void *)(d->pool + c->in[3].off);
-  const int32_t *shift = (const int32_t *)(void *)(d->pool + c->in[4].off);
+  const int8_t *shift = (const int8_t *)(void *)(d->pool + c->in[4].off);
   int8_t *y = (int8_t *)(d->pool + c->out.off);
   oa_status_t st = q8_requant_values(mult, shift, c->in[3].numel);
   if (st) return st;

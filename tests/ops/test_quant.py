@@ -107,7 +107,7 @@ def qparams(rng: np.random.Generator, cout: int, s_in: float, s_out: float, per_
             w_scale: float = 0.02) -> tuple[np.ndarray, np.ndarray, list[float]]:
     ws = [w_scale * float(rng.uniform(0.5, 2.0)) for _ in range(cout if per_channel else 1)]
     m, s = quant.requant_multipliers(s_in, ws, s_out)
-    return np.array(m, dtype=np.int32), np.array(s, dtype=np.int32), ws
+    return np.array(m, dtype=np.int32), np.array(s, dtype=np.int8), ws
 
 
 # ---- the exporter half -------------------------------------------------------------------------------
@@ -272,6 +272,7 @@ def _conv_args(**over: Any) -> dict[str, Any]:
     ("scale", dict(input_scale=float("nan")), r"input_scale = nan: expected a positive finite float32 scale"),
     ("mult_len", dict(_mult_len=3), r"input 3 \(multiplier\).*expected shape \[4\] or \[1\], received \[3\]"),
     ("shift_range", dict(_shift=63), r"input 4 \(shift\).*element 0 = 63: expected 0 to 62"),
+    ("shift_neg", dict(_shift=-1), r"input 4 \(shift\).*element 0 = -1: expected 0 to 62"),
     ("mult_neg", dict(_mult=-1), r"input 3 \(multiplier\).*element 0 = -1: expected 0 to 2147483647"),
     ("bias_len", dict(_bias_len=2), r"input 2 \(bias\).*expected shape \[4\], received \[2\]"),
     ("groups", dict(groups=3), r"does not fit input .* with groups = 3"),
@@ -281,13 +282,30 @@ def test_conv2d_q8_refuses(what: str, change: dict[str, Any], match: str) -> Non
     w = np.zeros((4, 2, 3, 3), dtype=np.int8)
     ml = change.pop("_mult_len", 4)
     mult = np.full(ml, change.pop("_mult", 1 << 30), dtype=np.int32)
-    shift = np.full(ml, change.pop("_shift", 31), dtype=np.int32)
+    shift = np.full(ml, change.pop("_shift", 31), dtype=np.int8)
     bias = np.zeros(change.pop("_bias_len", 4), dtype=np.int32)
     buf = program("conv2d_q8", [x, w, bias, mult, shift], [False, True, True, True, True], (1, 4, 2, 2), np.int8,
                   **_conv_args(**change))
     with pytest.raises(RuntimeFailure, match=match) as e:
         HostSession(buf)
     assert "INVALID_PROGRAM: instruction 0 (conv2d_q8)" in str(e.value)
+
+
+@pytest.mark.parametrize("op", ["conv2d_q8", "linear_q8"])
+def test_int32_shifts_of_older_files_are_refused(op: str) -> None:
+    """format 1.2 made the per-channel shift int8: a file from before, whose shift is int32, is
+    refused with a message that says to export again (not read as bytes of the wrong width)"""
+    x = np.zeros((1, 2, 4, 4) if op == "conv2d_q8" else (3, 8), dtype=np.int8)
+    w = np.zeros((4, 2, 3, 3) if op == "conv2d_q8" else (4, 8), dtype=np.int8)
+    mult, shift = np.full(4, 1 << 30, dtype=np.int32), np.full(4, 31, dtype=np.int32)
+    args = _conv_args() if op == "conv2d_q8" else dict(input_zp=0, output_zp=0, act_min=-128, act_max=127,
+                                                        input_scale=0.1, output_scale=0.1)
+    buf = program(op, [x, w, np.zeros(4, np.int32), mult, shift], [False, True, True, True, True],
+                  (1, 4, 2, 2) if op == "conv2d_q8" else (3, 4), np.int8, **args)
+    with pytest.raises(RuntimeFailure, match=rf"{op}: input 4 \(shift\) \('.*'\): dtype int32, expected int8 "
+                       r"\(shifts are int8 since file format 1\.2; a file from an older openaccel: export the model "
+                       r"again\)"):
+        HostSession(buf)
 
 
 def test_quantize_refuses_bad_scale_and_zero_point() -> None:

@@ -92,7 +92,7 @@ def _qparams(rng: np.random.Generator, n: int, k: int, per_channel: bool,
                 mult[i] = 0
             elif pick == 3:
                 mult[i] = 2**31 - 1
-    return mult.astype(np.int32), np.clip(shift, 0, 62).astype(np.int32)
+    return mult.astype(np.int32), np.clip(shift, 0, 62).astype(np.int8)
 
 
 def _suffix(extreme: bool | str) -> str:
@@ -328,7 +328,7 @@ def program(family: str) -> tuple[bytes, list[Case]]:
         wi = b.tensor(f"c{i}_w", c.w.shape, I8, data=c.w)
         bi = b.tensor(f"c{i}_b", c.bias.shape, I32, data=c.bias) if c.bias is not None else -1
         mi = b.tensor(f"c{i}_m", c.mult.shape, I32, data=c.mult)
-        si = b.tensor(f"c{i}_s", c.shift.shape, I32, data=c.shift)
+        si = b.tensor(f"c{i}_s", c.shift.shape, I8, data=c.shift)
         o = b.tensor(f"c{i}_y", c.out_shape, I8, offset=off)
         off += (int(np.prod(c.out_shape)) + 63) // 64 * 64
         outs.append(o)

@@ -295,7 +295,7 @@ static int gen_layer_norm(int32_t dtype, op_case_t *c) {
 /* ---- int8 ---------------------------------------------------------------------------------------
  * The int8 ops run the requantization rule of docs/quantization.md; a device must give the reference
  * kernels' bytes (tolerance 0), ties and saturation included. Inputs span the whole int8 range with
- * zero points at both ends; multipliers and shifts are int32 constants of the file, here from the
+ * zero points at both ends; multipliers (int32) and shifts (int8) are constants of the file, from the
  * typical (multiplier in [2^30, 2^31), shift 30..41) to the extremes (shift 0 and 62, multiplier 0,
  * 1 and 2^31 - 1, biases that saturate int32), and "ties" cases (multiplier 1, shift 1) where every
  * odd sum lies half-way between two outputs. Tensors carry their quantization parameters
@@ -335,8 +335,10 @@ static tspec_t special(tspec_t t, float step) {
 }
 /* an int8 weight (symmetric: -127..127), a constant */
 static tspec_t w8(tspec_t t) { return cst(ranged(t, -127, 127)); }
-/* an int32 constant vector of n values in [lo, hi] (bias, multiplier, shift) */
+/* an int32 constant vector of n values in [lo, hi] (bias, multiplier) */
 static tspec_t i32v(int64_t n, int64_t lo, int64_t hi) { return cst(ranged(as_dt(S(n), OA_DTYPE_INT32), lo, hi)); }
+/* an int8 constant vector of n values in [lo, hi] (shift: int8 since file format 1.2) */
+static tspec_t i8v(int64_t n, int64_t lo, int64_t hi) { return cst(ranged(as_dt(S(n), OA_DTYPE_INT8), lo, hi)); }
 
 /* conv2d_q8 inputs input, weight, bias?, multiplier, shift; ints stride, pad, dilation (h, w), groups,
  * input_zp, output_zp, act_min, act_max; floats input_scale, output_scale */
@@ -345,30 +347,30 @@ static int gen_conv2d_q8(int32_t dtype, op_case_t *c) {
   int n = 0;
   c[n++] = mk("3x3 [1, 3, 8, 8] -> 4, per-channel requantization, bias",
               IN(qpt(S(1, 3, 8, 8), 0.02f, -3), qpc(w8(S(4, 3, 3, 3))), i32v(4, -5000, 5000), i32v(4, M30, MMAX),
-                 i32v(4, 37, 41)),
+                 i8v(4, 37, 41)),
               OUT(qpt(S(1, 4, 6, 6), 0.05f, 4)), INTS(1, 1, 0, 0, 1, 1, 1, -3, 4, -128, 127), FLOATS(0.02, 0.05));
   c[n++] = mk("stride 2, pad 1, batch 2, one multiplier, zero points -128",
               IN(qpt(S(2, 3, 9, 9), 0.1f, -128), qpt(w8(S(5, 3, 3, 3)), 0.01f, 0), absent(), i32v(1, M30, MMAX),
-                 i32v(1, 38, 40)),
+                 i8v(1, 38, 40)),
               OUT(qpt(S(2, 5, 5, 5), 0.2f, -128)), INTS(2, 2, 1, 1, 1, 1, 1, -128, -128, -128, 127), FLOATS(0.1, 0.2));
   c[n++] = mk("depthwise 3x3, groups 4, bias, fused relu (act_min = output_zp)",
-              IN(S(1, 4, 7, 7), w8(S(4, 1, 3, 3)), i32v(4, -2000, 2000), i32v(4, M30, MMAX), i32v(4, 34, 38)),
+              IN(S(1, 4, 7, 7), w8(S(4, 1, 3, 3)), i32v(4, -2000, 2000), i32v(4, M30, MMAX), i8v(4, 34, 38)),
               OUT(S(1, 4, 7, 7)), INTS(1, 1, 1, 1, 1, 1, 4, 10, -20, -20, 127), NOFLOATS);
   c[n++] = mk("grouped 2, dilation 2, pad 2, input_zp 127, clamp [-60, 60]",
-              IN(S(1, 4, 9, 9), w8(S(6, 2, 3, 3)), i32v(6, -9000, 9000), i32v(6, M30, MMAX), i32v(6, 36, 40)),
+              IN(S(1, 4, 9, 9), w8(S(6, 2, 3, 3)), i32v(6, -9000, 9000), i32v(6, M30, MMAX), i8v(6, 36, 40)),
               OUT(S(1, 6, 9, 9)), INTS(1, 1, 2, 2, 2, 2, 2, 127, 0, -60, 60), NOFLOATS);
   c[n++] = mk("ties: multiplier 1, shift 1 (every odd sum is half-way)",
               IN(ranged(S(1, 2, 6, 6), -20, 20), cst(ranged(S(3, 2, 3, 3), -1, 1)), absent(), i32v(1, 1, 1),
-                 i32v(1, 1, 1)),
+                 i8v(1, 1, 1)),
               OUT(S(1, 3, 4, 4)), INTS(1, 1, 0, 0, 1, 1, 1, 0, 0, -128, 127), NOFLOATS);
   c[n++] = mk("shift 62, multiplier 2^31 - 1, biases saturating int32",
-              IN(S(1, 2, 5, 5), w8(S(3, 2, 3, 3)), i32v(3, INT32_MIN, INT32_MAX), i32v(3, MMAX, MMAX), i32v(3, 62, 62)),
+              IN(S(1, 2, 5, 5), w8(S(3, 2, 3, 3)), i32v(3, INT32_MIN, INT32_MAX), i32v(3, MMAX, MMAX), i8v(3, 62, 62)),
               OUT(S(1, 3, 3, 3)), INTS(1, 1, 0, 0, 1, 1, 1, 0, 0, -128, 127), NOFLOATS);
   c[n++] = mk("shift 0, multipliers 0 and 1: results saturate to the clamp [-100, 100]",
-              IN(S(1, 2, 5, 5), w8(S(3, 2, 3, 3)), i32v(3, -100, 100), i32v(3, 0, 1), i32v(3, 0, 0)),
+              IN(S(1, 2, 5, 5), w8(S(3, 2, 3, 3)), i32v(3, -100, 100), i32v(3, 0, 1), i8v(3, 0, 0)),
               OUT(S(1, 3, 3, 3)), INTS(1, 1, 0, 0, 1, 1, 1, -7, 5, -100, 100), NOFLOATS);
   c[n++] = mk("1x1 [2, 16, 5, 5] -> 8, stride (1, 2)",
-              IN(S(2, 16, 5, 5), qpc(w8(S(8, 16, 1, 1))), i32v(8, -3000, 3000), i32v(8, M30, MMAX), i32v(8, 35, 39)),
+              IN(S(2, 16, 5, 5), qpc(w8(S(8, 16, 1, 1))), i32v(8, -3000, 3000), i32v(8, M30, MMAX), i8v(8, 35, 39)),
               OUT(S(2, 8, 5, 3)), INTS(1, 2, 0, 0, 1, 1, 1, -1, 3, -128, 127), NOFLOATS);
   return n;
 }
@@ -379,22 +381,22 @@ static int gen_linear_q8(int32_t dtype, op_case_t *c) {
   (void)dtype;
   int n = 0;
   c[n++] = mk("[3, 8] x [5, 8], per-channel requantization, bias",
-              IN(qpt(S(3, 8), 0.05f, 2), qpc(w8(S(5, 8))), i32v(5, -3000, 3000), i32v(5, M30, MMAX), i32v(5, 35, 39)),
+              IN(qpt(S(3, 8), 0.05f, 2), qpc(w8(S(5, 8))), i32v(5, -3000, 3000), i32v(5, M30, MMAX), i8v(5, 35, 39)),
               OUT(qpt(S(3, 5), 0.1f, -1)), INTS(2, -1, -128, 127), FLOATS(0.05, 0.1));
   c[n++] = mk("3-D [2, 3, 32], one multiplier, input_zp -128, clamp [0, 127]",
-              IN(S(2, 3, 32), w8(S(4, 32)), i32v(4, -9000, 9000), i32v(1, M30, MMAX), i32v(1, 38, 40)),
+              IN(S(2, 3, 32), w8(S(4, 32)), i32v(4, -9000, 9000), i32v(1, M30, MMAX), i8v(1, 38, 40)),
               OUT(S(2, 3, 4)), INTS(-128, 0, 0, 127), NOFLOATS);
   c[n++] = mk("1-D [16] x [3, 16], no bias, input_zp 127",
-              IN(S(16), w8(S(3, 16)), absent(), i32v(3, M30, MMAX), i32v(3, 36, 40)), OUT(S(3)), INTS(127, 0, -128, 127),
+              IN(S(16), w8(S(3, 16)), absent(), i32v(3, M30, MMAX), i8v(3, 36, 40)), OUT(S(3)), INTS(127, 0, -128, 127),
               NOFLOATS);
   c[n++] = mk("ties: multiplier 1, shift 1",
-              IN(ranged(S(4, 6), -20, 20), cst(ranged(S(5, 6), -1, 1)), absent(), i32v(1, 1, 1), i32v(1, 1, 1)),
+              IN(ranged(S(4, 6), -20, 20), cst(ranged(S(5, 6), -1, 1)), absent(), i32v(1, 1, 1), i8v(1, 1, 1)),
               OUT(S(4, 5)), INTS(0, 0, -128, 127), NOFLOATS);
   c[n++] = mk("shift 62, multiplier 2^31 - 1, biases saturating int32",
-              IN(S(2, 8), w8(S(3, 8)), i32v(3, INT32_MIN, INT32_MAX), i32v(3, MMAX, MMAX), i32v(3, 62, 62)), OUT(S(2, 3)),
+              IN(S(2, 8), w8(S(3, 8)), i32v(3, INT32_MIN, INT32_MAX), i32v(3, MMAX, MMAX), i8v(3, 62, 62)), OUT(S(2, 3)),
               INTS(5, -5, -128, 127), NOFLOATS);
   c[n++] = mk("[3, 300] x [2, 300], output_zp 127, clamp [-128, 127]",
-              IN(S(3, 300), w8(S(2, 300)), i32v(2, -99999, 99999), i32v(2, M30, MMAX), i32v(2, 38, 41)), OUT(S(3, 2)),
+              IN(S(3, 300), w8(S(2, 300)), i32v(2, -99999, 99999), i32v(2, M30, MMAX), i8v(2, 38, 41)), OUT(S(3, 2)),
               INTS(-9, 127, -128, 127), NOFLOATS);
   return n;
 }

@@ -379,7 +379,11 @@ class _Folder:
         wq.quant = wqp
         bq = self.const(torch.tensor(bias, dtype=torch.int32), (b.name if isinstance(b, Value) else "bias") + ".q")
         mq = self.const(torch.tensor(mults, dtype=torch.int32), f"{wq.name}.multiplier")
-        sq = self.const(torch.tensor(shifts, dtype=torch.int32), f"{wq.name}.shift")
+        # int8 (format 1.2): _shift_for keeps every shift in [0, SHIFT_MAX = 62]
+        if not all(0 <= s <= SHIFT_MAX for s in shifts):
+            raise QuantParamError(f"{op} at {n.source.describe()}: shifts {min(shifts)}..{max(shifts)} outside "
+                                  f"[0, {SHIFT_MAX}]")
+        sq = self.const(torch.tensor(shifts, dtype=torch.int8), f"{wq.name}.shift")
         kw: dict[str, Any] = dict(input_zp=zp_in, output_zp=zp_out, act_min=lo, act_max=hi,
                                   input_scale=s_in, output_scale=s_out)
         if op == "conv2d_q8":

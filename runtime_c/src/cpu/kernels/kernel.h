@@ -92,6 +92,10 @@ oa_status_t oa_check_present(const oa_op_call_t *call, uint32_t i, const char *a
 oa_status_t oa_check_dtype(const oa_op_call_t *call, const oa_tensor_t *t, uint64_t allowed,
                            const char *arg, oa_diag_t *diag);
 
+/* The per-channel requantization shift of conv2d_q8 / linear_q8 (input 4) is int8 (format 1.2);
+ * an int32 one comes from an older exporter: the message says to export the model again. */
+oa_status_t oa_check_q8_shift_dtype(const oa_op_call_t *call, const oa_tensor_t *t, oa_diag_t *diag);
+
 /* Same dtype as a reference tensor. */
 oa_status_t oa_check_same_dtype(const oa_op_call_t *call, const oa_tensor_t *t, const oa_tensor_t *ref,
                                 const char *arg, oa_diag_t *diag);

@@ -54,6 +54,14 @@ oa_status_t oa_check_dtype(const oa_op_call_t *call, const oa_tensor_t *t, uint6
   return OA_OK;
 }
 
+oa_status_t oa_check_q8_shift_dtype(const oa_op_call_t *call, const oa_tensor_t *t, oa_diag_t *diag) {
+  if (t->dtype == OA_DTYPE_INT32)
+    return oa_diag_fail(diag, OA_ERR_UNSUPPORTED, "%s: input 4 (shift) ('%s'): dtype int32, expected int8 (shifts "
+                        "are int8 since file format 1.2; a file from an older openaccel: export the model again)",
+                        call->op, t->name);
+  return oa_check_dtype(call, t, OA_DT_I8, "input 4 (shift)", diag);
+}
+
 oa_status_t oa_check_same_dtype(const oa_op_call_t *call, const oa_tensor_t *t, const oa_tensor_t *ref,
                                 const char *arg, oa_diag_t *diag) {
   (void)call;

@@ -104,7 +104,8 @@ static int64_t round_up(int64_t a, int64_t m) { return oa_cdiv(a, m) * m; }
  * runtime inputs) */
 static oa_status_t check_requant(const oa_op_call_t *call, oa_diag_t *diag) {
   const oa_tensor_t *m = call->inputs[3], *s = call->inputs[4];
-  const int32_t *mv = (const int32_t *)m->data, *sv = (const int32_t *)s->data;
+  const int32_t *mv = (const int32_t *)m->data;
+  const int8_t *sv = (const int8_t *)s->data;
   for (int64_t c = 0; c < m->numel; c++)
     if (mv[c] < 0)
       return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM,
@@ -112,8 +113,8 @@ static oa_status_t check_requant(const oa_op_call_t *call, oa_diag_t *diag) {
                           (long long)c, (long)mv[c]);
   for (int64_t c = 0; c < s->numel; c++)
     if (sv[c] < 0 || sv[c] > Q8_SHIFT_MAX)
-      return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "input 4 (shift) ('%s'): element %lld = %ld: expected 0 to %d",
-                          s->name, (long long)c, (long)sv[c], Q8_SHIFT_MAX);
+      return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "input 4 (shift) ('%s'): element %lld = %d: expected 0 to %d",
+                          s->name, (long long)c, (int)sv[c], Q8_SHIFT_MAX);
   return OA_OK;
 }
 
@@ -350,7 +351,8 @@ typedef struct q8_ctx {
   uint8_t *apack;
   const void *xg;     /* the GEMV's x: int16 x - zp, or uint8 x ^ 0x80 (gemv_u8) */
   oa_q8_gemv_fn gemv; /* the GEMV of this call */
-  const int32_t *bias, *mult, *shift;
+  const int32_t *bias, *mult;
+  const int8_t *shift; /* int8 in the file (format 1.2) */
   int32_t mone, zin, zout, lo, hi;
   int8_t *y;
   uint8_t *slots;
@@ -782,7 +784,7 @@ oa_status_t oa_opt_conv2d_q8_run(const oa_op_call_t *call, const oa_op_plan_t *p
   const oa_tensor_t *tb = call->inputs[2];
   x.w = (const int8_t *)call->inputs[1]->data;
   x.bias = tb ? (const int32_t *)tb->data : NULL;
-  x.mult = (const int32_t *)call->inputs[3]->data, x.shift = (const int32_t *)call->inputs[4]->data;
+  x.mult = (const int32_t *)call->inputs[3]->data, x.shift = (const int8_t *)call->inputs[4]->data;
   x.mone = call->inputs[3]->shape[0] == 1;
   x.zin = (int32_t)iarg(call, OA_ARG_CONV2D_Q8_INPUT_ZP), x.zout = (int32_t)iarg(call, OA_ARG_CONV2D_Q8_OUTPUT_ZP);
   x.lo = (int32_t)iarg(call, OA_ARG_CONV2D_Q8_ACT_MIN), x.hi = (int32_t)iarg(call, OA_ARG_CONV2D_Q8_ACT_MAX);
@@ -865,7 +867,7 @@ oa_status_t oa_opt_linear_q8_run(const oa_op_call_t *call, const oa_op_plan_t *p
   const oa_tensor_t *tb = call->inputs[2];
   x.w = (const int8_t *)call->inputs[1]->data;
   x.bias = tb ? (const int32_t *)tb->data : NULL;
-  x.mult = (const int32_t *)call->inputs[3]->data, x.shift = (const int32_t *)call->inputs[4]->data;
+  x.mult = (const int32_t *)call->inputs[3]->data, x.shift = (const int8_t *)call->inputs[4]->data;
   x.mone = call->inputs[3]->shape[0] == 1;
   x.zin = (int32_t)iarg(call, OA_ARG_LINEAR_Q8_INPUT_ZP), x.zout = (int32_t)iarg(call, OA_ARG_LINEAR_Q8_OUTPUT_ZP);
   x.lo = (int32_t)iarg(call, OA_ARG_LINEAR_Q8_ACT_MIN), x.hi = (int32_t)iarg(call, OA_ARG_LINEAR_Q8_ACT_MAX);

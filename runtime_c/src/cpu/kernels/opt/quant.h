@@ -54,13 +54,13 @@ typedef void (*oa_q8_requant_fn)(const int32_t *acc, int64_t n, int64_t corr, in
 
 /* y[j] = q8_requant(corr[j] + acc[j], mult[j], shift[j], zp, lo, hi): per-channel values (the GEMV) */
 typedef void (*oa_q8_requant_pc_fn)(const int32_t *acc, int64_t n, const int64_t *corr, const int32_t *mult,
-                                    const int32_t *shift, int32_t zp, int32_t lo, int32_t hi, int8_t *y);
+                                    const int8_t *shift, int32_t zp, int32_t lo, int32_t hi, int8_t *y);
 
 /* y[r * ldy + j] = q8_requant(corr[r] + acc[r * ldc + j], mult[pc ? r : 0], shift[pc ? r : 0], zp, lo, hi)
  * for r < m, j < n: the m rows of a finished GEMM tile block at once (the per-row setup hoisted);
  * |acc| <= amax (a bound the kernel may use to skip range checks) */
 typedef void (*oa_q8_requant_rows_fn)(const int32_t *acc, int64_t ldc, int32_t m, int64_t n, const int64_t *corr,
-                                      const int32_t *mult, const int32_t *shift, int32_t pc, int64_t amax, int32_t zp,
+                                      const int32_t *mult, const int8_t *shift, int32_t pc, int64_t amax, int32_t zp,
                                       int32_t lo, int32_t hi, int8_t *y, int64_t ldy);
 
 /* The same from float sums that are exact integers (the float depthwise path) */
@@ -220,14 +220,14 @@ void oa_q8_avx512_requant(const int32_t *acc, int64_t n, int64_t corr, int32_t m
 void oa_q8_avx512_dw(const int16_t *rows, int64_t ld, const int8_t *w, int64_t kh, int64_t kw, int64_t sw,
                      int64_t dh, int64_t dw, int64_t n, int32_t *acc);
 void oa_q8_avx512_requant_rows(const int32_t *acc, int64_t ldc, int32_t m, int64_t n, const int64_t *corr,
-                               const int32_t *mult, const int32_t *shift, int32_t pc, int64_t amax, int32_t zp,
+                               const int32_t *mult, const int8_t *shift, int32_t pc, int64_t amax, int32_t zp,
                                int32_t lo, int32_t hi, int8_t *y, int64_t ldy);
 void oa_q8_avx512_requant_f32(const float *acc, int64_t n, int64_t corr, int32_t mult, int32_t shift, int32_t zp,
                               int32_t lo, int32_t hi, int8_t *y);
 void oa_q8_avx512_to_float(const int8_t *x, int64_t n, int32_t zp, float *d);
 void oa_q8_avx512_wsum(int64_t rows, int64_t k, const int8_t *w, int64_t *sums);
 void oa_q8_avx512_requant_pc(const int32_t *acc, int64_t n, const int64_t *corr, const int32_t *mult,
-                             const int32_t *shift, int32_t zp, int32_t lo, int32_t hi, int8_t *y);
+                             const int8_t *shift, int32_t zp, int32_t lo, int32_t hi, int8_t *y);
 void oa_q8_avx512_dwp(const oa_q8_dwp_t *p);
 void oa_q8_avx512_dwc(const oa_q8_dwc_t *p);
 void oa_q8_avx2_add(const int8_t *a, const int8_t *b, int64_t n, const oa_q8_add_t *p, int8_t *y);

@@ -61,13 +61,17 @@ static oa_status_t check_out_q(const oa_op_call_t *call, uint32_t zp, uint32_t l
   return OA_OK;
 }
 
-/* An int32 vector of length n (or 1 when `one_ok`). */
+/* An int32 vector (the shift: int8) of length n (or 1 when `one_ok`). */
 static oa_status_t check_vec(const oa_op_call_t *call, uint32_t i, const char *arg, int64_t n, int one_ok,
                              oa_diag_t *diag) {
   oa_status_t st;
   if ((st = oa_check_present(call, i, arg, diag))) return st;
   const oa_tensor_t *t = call->inputs[i];
-  if ((st = oa_check_dtype(call, t, OA_DT_I32, arg, diag))) return st;
+  if (i == 4) {
+    if ((st = oa_check_q8_shift_dtype(call, t, diag))) return st;
+  } else if ((st = oa_check_dtype(call, t, OA_DT_I32, arg, diag))) {
+    return st;
+  }
   if (t->ndim != 1 || (t->shape[0] != n && !(one_ok && t->shape[0] == 1))) {
     char s[96];
     return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "%s ('%s'): expected shape [%lld]%s, received %s", arg,
@@ -80,7 +84,8 @@ static oa_status_t check_vec(const oa_op_call_t *call, uint32_t i, const char *a
 static oa_status_t check_requant_values(const oa_op_call_t *call, uint32_t im, uint32_t is, oa_diag_t *diag) {
   const oa_tensor_t *m = call->inputs[im], *s = call->inputs[is];
   if (!m->data || !s->data) return OA_OK;
-  const int32_t *mv = (const int32_t *)m->data, *sv = (const int32_t *)s->data;
+  const int32_t *mv = (const int32_t *)m->data;
+  const int8_t *sv = (const int8_t *)s->data;
   for (int64_t c = 0; c < m->numel; c++)
     if (mv[c] < 0)
       return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM,
@@ -88,8 +93,8 @@ static oa_status_t check_requant_values(const oa_op_call_t *call, uint32_t im, u
                           (long long)c, (long)mv[c]);
   for (int64_t c = 0; c < s->numel; c++)
     if (sv[c] < 0 || sv[c] > Q8_SHIFT_MAX)
-      return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "input %u (shift) ('%s'): element %lld = %ld: expected 0 to %d",
-                          is, s->name, (long long)c, (long)sv[c], Q8_SHIFT_MAX);
+      return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "input %u (shift) ('%s'): element %lld = %d: expected 0 to %d",
+                          is, s->name, (long long)c, (int)sv[c], Q8_SHIFT_MAX);
   return OA_OK;
 }
 
@@ -260,7 +265,8 @@ oa_status_t oa_ref_conv2d_q8_run(const oa_op_call_t *call, const oa_op_plan_t *p
   const int64_t dh = p[C_DH], dw = p[C_DW];
   const int8_t *x = (const int8_t *)call->inputs[0]->data, *w = (const int8_t *)call->inputs[1]->data;
   const int32_t *bias = p[C_BIAS] ? (const int32_t *)call->inputs[2]->data : NULL;
-  const int32_t *mult = (const int32_t *)call->inputs[3]->data, *shift = (const int32_t *)call->inputs[4]->data;
+  const int32_t *mult = (const int32_t *)call->inputs[3]->data;
+  const int8_t *shift = (const int8_t *)call->inputs[4]->data;
   int8_t *y = (int8_t *)call->outputs[0]->data;
   const int64_t zin = iarg(call, OA_ARG_CONV2D_Q8_INPUT_ZP), zout = iarg(call, OA_ARG_CONV2D_Q8_OUTPUT_ZP);
   const int64_t lo = iarg(call, OA_ARG_CONV2D_Q8_ACT_MIN), hi = iarg(call, OA_ARG_CONV2D_Q8_ACT_MAX);
@@ -351,7 +357,8 @@ oa_status_t oa_ref_linear_q8_run(const oa_op_call_t *call, const oa_op_plan_t *p
   const int64_t mone = plan->params[LQ_MONE];
   const int8_t *x = (const int8_t *)call->inputs[0]->data, *w = (const int8_t *)call->inputs[1]->data;
   const int32_t *bias = plan->params[LQ_BIAS] ? (const int32_t *)call->inputs[2]->data : NULL;
-  const int32_t *mult = (const int32_t *)call->inputs[3]->data, *shift = (const int32_t *)call->inputs[4]->data;
+  const int32_t *mult = (const int32_t *)call->inputs[3]->data;
+  const int8_t *shift = (const int8_t *)call->inputs[4]->data;
   int8_t *y = (int8_t *)call->outputs[0]->data;
   const int64_t zin = iarg(call, OA_ARG_LINEAR_Q8_INPUT_ZP), zout = iarg(call, OA_ARG_LINEAR_Q8_OUTPUT_ZP);
   const int64_t lo = iarg(call, OA_ARG_LINEAR_Q8_ACT_MIN), hi = iarg(call, OA_ARG_LINEAR_Q8_ACT_MAX);

@@ -153,7 +153,7 @@ static void rq_init(rq_t *r, int64_t corr, int32_t mult, int32_t shift, int32_t 
 /* Per-channel values, 8 outputs per vector: the exact path with per-lane multiplier and shift
  * (bias 2^(n-1) - 1 and the parity bit per lane; shift 0 lanes keep the product) */
 void oa_q8_avx512_requant_pc(const int32_t *acc, int64_t n, const int64_t *corr, const int32_t *mult,
-                             const int32_t *shift, int32_t zp, int32_t lo, int32_t hi, int8_t *y) {
+                             const int8_t *shift, int32_t zp, int32_t lo, int32_t hi, int8_t *y) {
   const __m512i i32lo = _mm512_set1_epi64(INT32_MIN), i32hi = _mm512_set1_epi64(INT32_MAX), one = _mm512_set1_epi64(1);
   const __m512i rlo = _mm512_set1_epi64((int64_t)lo - zp), rhi = _mm512_set1_epi64((int64_t)hi - zp);
   const __m512i vzp = _mm512_set1_epi64(zp), zero = _mm512_setzero_si512();
@@ -163,7 +163,7 @@ void oa_q8_avx512_requant_pc(const int32_t *acc, int64_t n, const int64_t *corr,
                                  _mm512_maskz_loadu_epi64(k, corr + j));
     v = _mm512_min_epi64(_mm512_max_epi64(v, i32lo), i32hi);
     const __m512i m = _mm512_cvtepi32_epi64(_mm256_maskz_loadu_epi32(k, mult + j));
-    const __m512i sh = _mm512_cvtepi32_epi64(_mm256_maskz_loadu_epi32(k, shift + j));
+    const __m512i sh = _mm512_cvtepi8_epi64(_mm_maskz_loadu_epi8((__mmask16)k, shift + j));
     __m512i p = _mm512_mul_epi32(v, m);
     const __mmask8 rnd = _mm512_cmpneq_epi64_mask(sh, zero);
     const __m512i bias = _mm512_sub_epi64(_mm512_sllv_epi64(one, _mm512_sub_epi64(sh, one)), one);
@@ -338,7 +338,7 @@ static inline __attribute__((always_inline)) int32_t rr_row(const rr_t *p, const
  * redone by the exact path after the row, no call inside the loop), and fewer clamp instructions
  * (rr16). Rows the float path does not apply to: the one-row kernel. */
 void oa_q8_avx512_requant_rows(const int32_t *acc, int64_t ldc, int32_t m, int64_t n, const int64_t *corr,
-                               const int32_t *mult, const int32_t *shift, int32_t pc, int64_t amax, int32_t zp,
+                               const int32_t *mult, const int8_t *shift, int32_t pc, int64_t amax, int32_t zp,
                                int32_t lo, int32_t hi, int8_t *y, int64_t ldy) {
   const int full = lo == -128 && hi == 127;
   rr_t p;
