@@ -134,6 +134,17 @@ def test_quantized_model_runs_its_int8_convs_on_the_sim(
     with pytest.raises(oa.OpenAccelError, match=r"quantization parameters .* disagree with argument input_zp"):
         oa.load(oa.Program(pack(fb, segments_of(split.buffer))), device_libs=[str(lib)])
 
+    # the weights' zero points are not stored (all 0, format 1.2): the sim read `count` zeros above
+    # (it checks each one, in the dry run and in prepare); one stored non-zero value is refused
+    fb, _ = unpack(split.buffer)
+    m = fb.methods[0]
+    conv = next(i for i in m.instructions if fb.operators[i.op].name == b"conv2d_q8")
+    w = m.tensors[conv.inputs[1]]
+    assert w.quant.zeroPoint is None or len(w.quant.zeroPoint) == 0
+    w.quant.zeroPoint = [0] * (len(w.quant.scale) - 1) + [1]
+    with pytest.raises(oa.OpenAccelError, match=r"weight zero point \d+ is 1: expected 0 \(symmetric weights\)"):
+        oa.load(oa.Program(pack(fb, segments_of(split.buffer))), device_libs=[str(lib)])
+
 
 def test_prefer_cpu_keeps_everything_on_the_cpu(setup: tuple[Path, Path, torch.nn.Module, torch.Tensor]) -> None:
     _, profile, model, x = setup

@@ -137,6 +137,10 @@ WEIGHT = "_frozen_param0"                                    # conv weight [8, 3
     (WEIGHT, dict(scale=[0.01] * 7), r"quant\.scale has 7 values, expected 8 \(dim 0 of shape \[8, 3, 3, 3\]\)"),
     (WEIGHT, dict(axis=1), r"quant\.scale has 8 values, expected 3 \(dim 1"),
     (WEIGHT, dict(zeroPoint=[0] * 7 + [-129]), r"quant\.zero_point\[7\] = -129"),
+    # empty means all zero (format 1.2); a non-empty vector must still have one value per scale
+    (WEIGHT, dict(zeroPoint=[0] * 7), r"quant\.zero_point has 7 values, expected 8 \(dim 0 of shape \[8, 3, 3, 3\]\)"),
+    (WEIGHT, dict(zeroPoint=[0]), r"quant\.zero_point has 1 values, expected 8"),
+    (WEIGHT, dict(zeroPoint=[], scale=[]), r"quant\.scale has 0 values, expected 8"),
     ("x", dict(scale=[0.1], zeroPoint=[0], axis=-1), r"quant: quantization parameters on a float32 tensor"),
 ])
 def test_hostile_parameters_are_refused(exported: oa.Program, pick: str, fields: dict[str, Any], match: str) -> None:
@@ -145,6 +149,42 @@ def test_hostile_parameters_are_refused(exported: oa.Program, pick: str, fields:
         HostSession(bad)
     # the Python reader shows such a file without failing (inspect is how one looks at it)
     assert oa.Program(bad).quant_params()
+
+
+def test_all_zero_zero_points_are_not_stored(exported: oa.Program, tmp_path: Any,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """format 1.2 (issue 15: int8 files <= 0.27x): all-zero zero points (the per-channel ones of
+    symmetric weights) are not stored; the readers hand out `count` zeros for them; a file that
+    stores them (format 1.1) still loads and gives the same bytes"""
+    from openaccel.cli import main
+
+    fb, m = _tables(exported)
+    assert (fb.formatMajor, fb.formatMinor) == (1, 2)
+    stored = {t.name.decode(): t.quant.zeroPoint for t in m.tensors if t.quant is not None}
+    assert stored[WEIGHT] is None or len(stored[WEIGHT]) == 0
+    assert all(zp is None or (len(zp) and any(zp)) for zp in stored.values())   # none stored all zero
+    assert any(zp is not None and len(zp) for zp in stored.values())             # activations keep theirs
+    qp = {q.tensor: q for q in exported.quant_params()}
+    assert qp[WEIGHT].zero_point == (0,) * 8 and not qp[WEIGHT].zero_point_stored
+    assert "zero point 0 (not stored: all 0)" in qp[WEIGHT].describe()
+    f = tmp_path / "q.oab"
+    exported.save(f)
+    assert main(["inspect", str(f), "--json"]) == 0
+    doc = {q["tensor"]: q for q in json.loads(capsys.readouterr().out)["quantization"]}
+    assert doc[WEIGHT]["zero_point"] == [0] * 8 and doc[WEIGHT]["zero_point_stored"] is False
+    assert doc[ACT]["zero_point_stored"] is True
+    # the 1.1 way: every zero point written out
+    for t in m.tensors:
+        if t.quant is not None and not (t.quant.zeroPoint is not None and len(t.quant.zeroPoint)):
+            t.quant.zeroPoint = [0] * len(t.quant.scale)
+    fb.formatMinor = 1
+    old = pack(fb, segments_of(exported.buffer))
+    assert len(old) > len(exported.buffer)
+    assert [q.zero_point for q in oa.Program(old).quant_params()] == [q.zero_point for q in exported.quant_params()]
+    x = np.random.default_rng(5).standard_normal((2, 1, 3, 16, 16)).astype(F32)
+    a, b = HostSession(exported.buffer), HostSession(old)
+    for xi in x:
+        np.testing.assert_array_equal(a.run([xi])[0], b.run([xi])[0])
 
 
 def test_files_without_parameters_stay_valid(exported: oa.Program) -> None:

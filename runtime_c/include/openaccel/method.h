@@ -35,7 +35,9 @@ typedef struct oa_memory_requirements {
 } oa_memory_requirements_t;
 
 /* Exact memory needs of method `method_index` with the given devices (kernel choice, and so
- * scratch, depends on them). Verifies that every op has a kernel on its device. */
+ * scratch, depends on them). Verifies that every op has a kernel on its device. Devices see the
+ * tensors in a dry run: when a tensor's all-zero zero points are not stored and it has more than
+ * 256 channels, their zeros come from a temporary oa_platform_alloc block, freed before return. */
 oa_status_t oa_method_requirements(const oa_program_t *program, uint32_t method_index,
                                    const oa_method_config_t *config,
                                    oa_memory_requirements_t *out_requirements, oa_diag_t *diag);

@@ -41,12 +41,14 @@ const char *oa_dtype_name(int32_t dtype);
  * (axis -1, count 1) and i the index along dim `axis` for per-channel ones (count = shape[axis]).
  * `scale` NULL: the tensor carries no quantization parameters. The loader checked every value:
  * scales finite and > 0, zero points within the dtype, count matching the axis. Host memory (the
- * program's bytes, read-only), valid while the program is loaded. The int8 kernels take their
+ * program's bytes, read-only), valid while the program is loaded; zero points the file does not
+ * store (all 0, format 1.2) point at `count` zeros in the method's memory instead, valid while the
+ * method is prepared. The int8 kernels take their
  * requantization from the instruction's arguments (docs/ops.md); these are the same parameters in
  * the form a device or a tool reads. */
 typedef struct oa_quant_params {
   const float *scale;        /* count values */
-  const int64_t *zero_point; /* count values */
+  const int64_t *zero_point; /* count values (zeros the executor supplies when the file stores none) */
   int32_t axis;              /* -1: per tensor; else the dim the vectors run along */
   uint32_t count;
 } oa_quant_params_t;

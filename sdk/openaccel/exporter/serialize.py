@@ -78,7 +78,8 @@ def serialize(graph: Graph, plan: MemoryPlan, tests: list[TestVector], *, target
             q.scale = [float(x) for x in v.quant.scale]
             # all zero (symmetric weights): not stored, an absent zero_point means every one is 0 (1.2)
             zps = [int(z) for z in v.quant.zero_point]
-            q.zeroPoint = zps if any(zps) else None
+            if any(zps):
+                q.zeroPoint = zps
             q.axis = int(v.quant.axis)
             t.quant = q
         root, off = root_of(v)
