@@ -73,11 +73,11 @@ def _qparams(rng: np.random.Generator, n: int, k: int, per_channel: bool,
     occur about once in 100 * sqrt(K) outputs"""
     c = n if per_channel else 1
     if extreme == "m4":  # real multiplier 4: sums near -3.5e6 give -1.4e7 before the clamp
-        return np.full(c, 1 << 30, np.int32), np.full(c, 28, np.int32)
+        return np.full(c, 1 << 30, np.int32), np.full(c, 28, np.int8)
     if extreme == "edge":  # 2^-16 with sums near +-2^23: results near the int8 range (the float path's bound)
-        return np.full(c, 1 << 30, np.int32), np.full(c, 46, np.int32)
+        return np.full(c, 1 << 30, np.int32), np.full(c, 46, np.int8)
     if extreme == "ties":
-        return np.full(c, 1 << 20, np.int32), np.full(c, 20 + round(math.log2(92 * math.sqrt(k))), np.int32)
+        return np.full(c, 1 << 20, np.int32), np.full(c, 20 + round(math.log2(92 * math.sqrt(k))), np.int8)
     mult = rng.integers(1 << 30, 1 << 31, c, dtype=np.int64)
     base = round(math.log2(6000.0 * math.sqrt(k))) + 24
     shift = rng.integers(base - 2, base + 3, c, dtype=np.int64)
