@@ -146,6 +146,37 @@ def test_quantized_model_runs_its_int8_convs_on_the_sim(
         oa.load(oa.Program(pack(fb, segments_of(split.buffer))), device_libs=[str(lib)])
 
 
+def test_wide_int8_layer_on_the_sim_reads_all_its_zero_points(
+        setup: tuple[Path, Path, torch.nn.Module, torch.Tensor]) -> None:
+    """a linear with 300 output channels (more than the 256 zeros the dry run has at hand: the zeros
+    of its unstored weight zero points come from a temporary block there, from the method's memory
+    in prepare); vendor.sim checks each of the 300 values and gives the CPU's bytes"""
+    import numpy as np
+    from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (
+        XNNPACKQuantizer,
+        get_symmetric_quantization_config,
+    )
+    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+
+    lib, profile, _, _ = setup
+    torch.manual_seed(0)
+    ex = (torch.randn(4, 32),)
+    pm = prepare_pt2e(torch.export.export(torch.nn.Linear(32, 300).eval(), ex).module(),
+                      XNNPACKQuantizer().set_global(get_symmetric_quantization_config(is_per_channel=True)))
+    for _ in range(4):
+        pm(torch.randn(4, 32))
+    ep = torch.export.export(convert_pt2e(pm), ex)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        split = oa.export(ep, ex, devices=profile, prefer=["vendor.sim", "cpu"])
+        cpu = oa.export(ep, ex)
+    assert [p.device for p in split.instructions if p.op == "linear_q8"] == ["vendor.sim"]
+    (w,) = [q for q in split.quant_params() if q.axis == 0]
+    assert len(w.scale) == 300 and not w.zero_point_stored
+    x = np.random.default_rng(2).standard_normal((4, 32)).astype(np.float32)
+    np.testing.assert_array_equal(oa.load(split, device_libs=[str(lib)])(x)[0].numpy(), oa.load(cpu)(x)[0].numpy())
+
+
 def test_prefer_cpu_keeps_everything_on_the_cpu(setup: tuple[Path, Path, torch.nn.Module, torch.Tensor]) -> None:
     _, profile, model, x = setup
     prog = oa.export(model, (x,), devices=profile, prefer=["cpu", "vendor.sim"])
