@@ -141,7 +141,7 @@ static int wino_geo(const oa_op_call_t *call, const oa_opt_isa_t *isa, const oa_
   const int64_t vf = oa_round16(aa * rows * g->tw * g->ldv), mf = oa_round16(aa * rows * g->tw * g->ldm);
   if (g->per_thread) {
     /* per slot: V, M, work (offsets relative to the slot) */
-    g->slots = (int32_t)oa_min64(threads, g->n * oa_cdiv(g->th, rows));
+    g->slots = (int32_t)oa_min64(threads, g->n * g->th);
     g->off_m = vf;
     g->off_work = vf + mf;
     g->slot_floats = vf + mf + g->work;
@@ -286,17 +286,16 @@ static void run_band(wino_ctx_t *cx, struct oa_threadpool *pool) {
   transform(cx, 1, band->ty1 - band->ty0, pool);
 }
 
-/* bands per thread (wino_geo_t.per_thread): slot s takes whole bands from a shared counter (a
- * static split without C11 atomics) and runs them alone in its own buffers */
+/* bands per thread (wino_geo_t.per_thread): slot s takes an equal share of all images' tile rows
+ * (rows s * total / slots ..) and runs it alone in its own buffers, in bands of at most g->rows
+ * rows that stay inside one image. Equal shares, not whole bands from a counter: 14 tile rows in
+ * bands of 4 gave one thread 8 rows and the other 6; now each runs 7 (4 + 3). */
 typedef struct band_jobs {
   const wino_ctx_t *proto; /* the shared fields (isa, tables, U, row offsets) */
   const oa_wino_band_t *band; /* the band fields every band shares */
   const float *x, *addend;
   float *y, *scratch;
-  int64_t per_image, total;
-#if !defined(__STDC_NO_ATOMICS__)
-  atomic_llong next;
-#endif
+  int64_t total; /* tile rows of all images */
 } band_jobs_t;
 
 static void band_slots(void *ctx, int64_t s0, int64_t s1) {
@@ -313,18 +312,16 @@ static void band_slots(void *ctx, int64_t s0, int64_t s1) {
     cx.g = &g1;
     cx.band = &band;
     cx.work = slot + g->off_work;
-#if !defined(__STDC_NO_ATOMICS__)
-    for (int64_t t; (t = (int64_t)atomic_fetch_add(&j->next, 1)) < j->total;) {
-#else
-    for (int64_t t = s * j->total / g->slots; t < (s + 1) * j->total / g->slots; t++) {
-#endif
-      const int64_t nb = t / j->per_image;
+    const int64_t r1 = (s + 1) * j->total / g->slots;
+    for (int64_t r = s * j->total / g->slots; r < r1;) {
+      const int64_t nb = r / g->th, ty0 = r % g->th;
       band.x = j->x + nb * g->c * g->h * g->w;
       band.y = j->y + nb * g->k * g->oh * g->ow;
       band.addend = j->addend ? j->addend + nb * g->k * g->oh * g->ow : NULL;
-      band.ty0 = t % j->per_image * g->rows;
-      band.ty1 = oa_min64(band.ty0 + g->rows, g->th);
+      band.ty0 = ty0;
+      band.ty1 = oa_min64(oa_min64(ty0 + g->rows, g->th), ty0 + (r1 - r));
       run_band(&cx, NULL);
+      r += band.ty1 - band.ty0;
     }
   }
 }
@@ -389,11 +386,7 @@ oa_status_t oa_opt_conv2d_winograd_run(const oa_op_call_t *call, const oa_op_pla
     j.addend = addend;
     j.y = y;
     j.scratch = s;
-    j.per_image = oa_cdiv(g.th, g.rows);
-    j.total = g.n * j.per_image;
-#if !defined(__STDC_NO_ATOMICS__)
-    atomic_init(&j.next, 0);
-#endif
+    j.total = g.n * g.th;
     oa_parallel_for(env->pool, g.slots, 1, band_slots, &j);
     return OA_OK;
   }
