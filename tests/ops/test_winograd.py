@@ -237,12 +237,13 @@ def test_addend_sharing_the_input_is_not_fused() -> None:
 def test_bands_give_the_same_bytes_on_any_thread_count() -> None:
     """A layer whose transformed weights are small runs in bands of half the L2 (several here,
     one where the L2 is small): every output is computed by the same operations whatever the
-    band and thread split, so 1, 2 and 3 threads give the same bytes."""
+    band and thread split, so 1, 2 and 3 threads give the same bytes. Two images: a thread's share
+    of the tile rows (32 rows on 3 threads: 10, 11, 11) crosses from one image into the next."""
     import numpy as np
 
     from openaccel.runtime.host import HostSession
 
-    w, x = randn(32, 32, 3, 3, seed=1), randn(1, 32, 64, 64)
+    w, x = randn(32, 32, 3, 3, seed=1), randn(2, 32, 64, 64)
     prog = oa.export(Fn(lambda x, w: torch.relu(F.conv2d(x, w, padding=1)), (w,)), (x,), bundle_tests=False)
     assert [(op, a["tile"]) for op, a in _instrs(prog)] == [("conv2d_winograd", 4)]
     runs = [HostSession(prog.buffer, threads=t).run([x.numpy()])[0] for t in (1, 2, 3)]
