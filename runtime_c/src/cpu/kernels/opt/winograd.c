@@ -15,8 +15,10 @@
  * Tiles are the rows of the GEMMs (M^T = V^T U^T rather than M = U V) so that the big operand,
  * U, is the prepacked one and small images still fill the 6-row tiles (7 x 7 outputs: 4 tiles).
  *
- * Layers whose transformed weights fit in half the L2 run in bands of that size instead, and on
- * several threads each thread takes whole bands (all three phases in its own buffers).
+ * Layers whose transformed weights fit in half the L2 run in bands of that size instead. On
+ * several threads, layers whose U is at most PER_THREAD_U_MAX give each thread an equal share of
+ * the tiles, run alone (all three phases in its own buffers: nothing one core wrote is read by
+ * the other); larger ones share each band, phase by phase, and read U once.
  *
  * Determinism: every V, M and output element is computed by one task with a fixed order of
  * operations (the K blocking over C depends on C only), whatever the thread count. */
