@@ -237,16 +237,26 @@ def test_addend_sharing_the_input_is_not_fused() -> None:
 def test_bands_give_the_same_bytes_on_any_thread_count() -> None:
     """A layer whose transformed weights are small runs in bands of half the L2 (several here,
     one where the L2 is small): every output is computed by the same operations whatever the
-    band and thread split, so 1, 2 and 3 threads give the same bytes."""
+    band and thread split, so 1, 2 and 3 threads give the same bytes. Two images: a thread's share
+    of the tile rows (32 rows on 3 threads: 10, 11, 11) crosses from one image into the next."""
     import numpy as np
 
     from openaccel.runtime.host import HostSession
 
-    w, x = randn(32, 32, 3, 3, seed=1), randn(1, 32, 64, 64)
+    w, x = randn(32, 32, 3, 3, seed=1), randn(2, 32, 64, 64)
     prog = oa.export(Fn(lambda x, w: torch.relu(F.conv2d(x, w, padding=1)), (w,)), (x,), bundle_tests=False)
     assert [(op, a["tile"]) for op, a in _instrs(prog)] == [("conv2d_winograd", 4)]
     runs = [HostSession(prog.buffer, threads=t).run([x.numpy()])[0] for t in (1, 2, 3)]
     assert np.array_equal(runs[0], runs[1]) and np.array_equal(runs[0], runs[2])
+    # transformed weights past half the L2 but within PER_THREAD_U_MAX (winograd.c): each thread
+    # takes an equal share of the tiles (7 x 7 tiles: 24 + 25, 16 + 16 + 17), mid tile row
+    w2, x2 = randn(256, 256, 3, 3, seed=2), randn(1, 256, 14, 14)
+    prog2 = oa.export(Fn(lambda x, w: F.conv2d(x, w, padding=1), (w2,)), (x2,), bundle_tests=False)
+    assert [op for op, _ in _instrs(prog2)] == ["conv2d_winograd"]
+    runs2 = [HostSession(prog2.buffer, threads=t).run([x2.numpy()])[0] for t in (1, 2, 3)]
+    assert np.array_equal(runs2[0], runs2[1]) and np.array_equal(runs2[0], runs2[2])
+    want2 = F.conv2d(x2, w2, padding=1)
+    torch.testing.assert_close(torch.from_numpy(runs2[0]), want2, atol=2e-5 * float(want2.abs().max()), rtol=1e-4)
     want = torch.relu(F.conv2d(x, w, padding=1))
     # F(4x4) rounding: about 3e-6 of the layer's largest output (exporter/winograd.py)
     torch.testing.assert_close(torch.from_numpy(runs[0]), want, atol=2e-5 * float(want.abs().max()), rtol=1e-4)

@@ -239,6 +239,53 @@ static int a_conflicts(int64_t lda, int64_t mr, int64_t kc) {
   return worst > 3;
 }
 
+/* The tile split on several threads: rows in blocks of *mc (a multiple of mr), columns in blocks
+ * of *nc panels (at least min_ct blocks: the L2 bound), chosen so that the busiest thread has the
+ * least work when the threads take the tasks in order from the shared counter (each task to the
+ * thread that is free first, simulated), then the fewest tasks. A task's work: its multiply-adds
+ * per k (rows x columns) plus SPLIT_OPERAND_COST per row of A and column of B it reads (a split
+ * that reads an operand twice costs memory traffic: ResNet-18's 512 x 56 x 2304 layer, whose A
+ * is 4.7 MB, 1.25x slower in column halves). Fixed
+ * rules left threads idle: 128 rows in 6 tasks of 24 rows, the last of 8 (2 threads: 3 tiles
+ * against 2 and a bit), 256 rows in tasks of 36, the last of 4. */
+#define SPLIT_SIM_THREADS 16
+#define SPLIT_OPERAND_COST 16
+static void split_tiles(int64_t m, int32_t mr, int32_t nr, int64_t panels, int64_t min_ct, int32_t threads,
+                        int64_t *mc, int64_t *nc) {
+  const int64_t t = threads, tiles = cdiv(m, mr);
+  int64_t best_load = -1, best_tasks = 0, best_pr = tiles, best_pc = cdiv(panels, min_ct);
+  if (t > SPLIT_SIM_THREADS) { /* not simulated: about 4 tasks a thread */
+    best_pc = cdiv(panels, max64(min_ct, min64(panels, 4 * t)));
+  } else {
+    for (int64_t ct = min_ct; ct <= max64(min_ct, min64(panels, 4 * t)); ct++) {
+      const int64_t pc = cdiv(panels, ct), ct2 = cdiv(panels, pc);
+      for (int64_t rt = 1; rt <= tiles && rt * ct2 <= 8 * t; rt++) {
+        const int64_t pr = cdiv(tiles, rt), rt2 = cdiv(tiles, pr), tasks = rt2 * ct2;
+        if (tasks < t && rt < tiles) continue;
+        int64_t load[SPLIT_SIM_THREADS] = {0}, worst = 0;
+        for (int64_t i = 0; i < tasks; i++) {
+          const int64_t rb = i / ct2, cb = i % ct2;
+          const int64_t rows = min64(m, (rb + 1) * pr * mr) - rb * pr * mr;
+          const int64_t cols = (min64(panels, (cb + 1) * pc) - cb * pc) * nr;
+          const int64_t w = rows * cols + SPLIT_OPERAND_COST * (rows + cols);
+          int64_t f = 0;
+          for (int64_t q = 1; q < t; q++) f = load[q] < load[f] ? q : f;
+          load[f] += w;
+          worst = max64(worst, load[f]);
+        }
+        if (best_load < 0 || worst < best_load || (worst == best_load && tasks < best_tasks)) {
+          best_load = worst;
+          best_tasks = tasks;
+          best_pr = pr;
+          best_pc = pc;
+        }
+      }
+    }
+  }
+  *mc = best_pr * mr;
+  *nc = best_pc;
+}
+
 void oa_gemm_plan(const oa_opt_isa_t *isa, int64_t m, int64_t n, int64_t k, int64_t lda, int32_t direct,
                   int32_t threads, oa_gemm_blocking_t *out) {
   memset(out, 0, sizeof *out);
@@ -269,27 +316,12 @@ void oa_gemm_plan(const oa_opt_isa_t *isa, int64_t m, int64_t n, int64_t k, int6
   int64_t shared = 0;
   if (direct || (threads > 1 && col_tasks < 2 * (int64_t)threads &&
                  k * npad <= PACK_ALL_MAX_BYTES / (int64_t)sizeof(float))) {
-    /* tiles: row blocks x column blocks, about 4 per thread */
+    /* tiles: row blocks x column blocks */
     if (!direct) out->mode = OA_GEMM_PACK_ALL;
-    if (threads > 1 && col_tasks > 1) {
-      /* column blocks of equal size, a multiple of the threads in number: a short last block left
-       * one thread idle at the end (ResNet-18's stem on 2 threads: 8 blocks, the last 560 of 1760
-       * columns) */
-      const int64_t even = cdiv(col_tasks, threads) * threads;
-      out->nc = nc = max64(nr, cdiv(cdiv(npad, even), nr) * nr);
-      col_tasks = cdiv(npad, nc);
-    }
-    const int64_t want_rows = threads > 1 ? cdiv(4 * (int64_t)threads, col_tasks) : 1;
-    out->mc = cdiv(cdiv(m, want_rows), mr) * mr;
-    const int64_t row_tasks = cdiv(m, out->mc);
-    if (threads > 1 && row_tasks * col_tasks < 4 * (int64_t)threads && npad > nr) {
-      /* too few row tiles for 4 tasks a thread (128 rows: 6 tasks of 24, the last of 8): the
-       * columns are split further, so the shared counter can even the threads out */
-      const int64_t want_cols = cdiv(cdiv(4 * (int64_t)threads, row_tasks), threads) * threads;
-      out->nc = nc = max64(nr, cdiv(cdiv(npad, want_cols), nr) * nr);
-      col_tasks = cdiv(npad, nc);
-    }
-    out->n_tasks = col_tasks * row_tasks;
+    out->mc = cdiv(m, mr) * mr;
+    if (threads > 1) split_tiles(m, (int32_t)mr, (int32_t)nr, npad / nr, col_tasks, threads, &out->mc, &nc);
+    out->nc = nc = nc * (threads > 1 ? nr : 1);
+    out->n_tasks = cdiv(npad, nc) * cdiv(m, out->mc);
     shared = direct ? 0 : k * npad;
   } else {
     if (threads > 1 && col_tasks < 2 * (int64_t)threads) {

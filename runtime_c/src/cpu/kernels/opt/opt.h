@@ -214,12 +214,14 @@ void oa_portable_dwc_row(const oa_dwc_t *p, const float *const *rows, float *yr)
 
 /* ---- Winograd convolution (opt/winograd.c; transforms in winograd_transform.inc) ---------------- */
 
-/* One band of tile rows [ty0, ty1) of one image. V (the GEMM's A operand, tiles x channels) and
- * M (its output, tiles x output channels) hold the band's tiles t = (ty - ty0) * tw + tx. */
+/* One band of one image: its tiles t0 .. t1 in raster order (tile (ty, tx) is t = ty * tw + tx;
+ * whole tile rows, or any run of tiles: a thread's equal share). V (the GEMM's A operand, tiles x
+ * channels) and M (its output, tiles x output channels) hold tile t at row t - t0. The band's
+ * tile rows are ty0 = t0 / tw .. ty1 = ceil(t1 / tw). */
 typedef struct oa_wino_band {
   const float *x;        /* the image's input planes [c][h][w] */
   int64_t c, h, w, ph, pw;
-  int64_t m, tw, ty0, ty1;
+  int64_t m, tw, t0, t1, ty0, ty1;
   float *v;              /* V[xi][t][ch] at v + xi * sv + t * ldv + ch */
   int64_t sv, ldv;
   const float *mm;       /* M[xi][t][k] at mm + xi * sm + t * ldm + k */
@@ -231,8 +233,8 @@ typedef struct oa_wino_band {
   oa_uk_epi_t epi;       /* act, lo, hi */
 } oa_wino_band_t;
 
-/* Input transform of tile rows r0 .. r1 of a band (relative to ty0) into V, every channel
- * (V's columns c .. ldv get zeros); output transform of those tile rows from M, with bias,
+/* Input transform of the band's tiles in its tile rows r0 .. r1 (relative to ty0) into V, every
+ * channel (V's columns c .. ldv get zeros); output transform of those tiles from M, with bias,
  * addend and activation. `work`: (m + 2) * (tw * m + 2) * vw + 36 * vw floats. */
 typedef void (*oa_wino_in_fn)(const oa_wino_band_t *b, int64_t r0, int64_t r1, float *work);
 typedef void (*oa_wino_out_fn)(const oa_wino_band_t *b, int64_t r0, int64_t r1, float *work);

@@ -15,8 +15,10 @@
  * Tiles are the rows of the GEMMs (M^T = V^T U^T rather than M = U V) so that the big operand,
  * U, is the prepacked one and small images still fill the 6-row tiles (7 x 7 outputs: 4 tiles).
  *
- * Layers whose transformed weights fit in half the L2 run in bands of that size instead, and on
- * several threads each thread takes whole bands (all three phases in its own buffers).
+ * Layers whose transformed weights fit in half the L2 run in bands of that size instead. On
+ * several threads, layers whose U is at most PER_THREAD_U_MAX give each thread an equal share of
+ * the tiles, run alone (all three phases in its own buffers: nothing one core wrote is read by
+ * the other); larger ones share each band, phase by phase, and read U once.
  *
  * Determinism: every V, M and output element is computed by one task with a fixed order of
  * operations (the K blocking over C depends on C only), whatever the thread count. */
@@ -37,6 +39,11 @@ enum { G_ISA, G_THREADS, G_ROWS };
  * L2 (of 1 MB or more) when the transformed weights U fit in that too (see wino_geo) */
 #define BAND_FLOATS ((int64_t)1 << 20)
 #define BAND_L2_MIN_BYTES ((int64_t)1 << 20)
+/* bands per thread (wino_geo_t.per_thread) also for transformed weights U up to this size, which
+ * every thread then reads (from the L3): ResNet-18's 128- and 256-channel layers (U 2.4 and
+ * 4.2 MB) 1.1x faster on 2 threads than with shared bands, whose transforms read what the other
+ * core wrote; its 512-channel ones (U 16.8 MB, streamed from memory) keep one read of U */
+#define PER_THREAD_U_MAX ((int64_t)8 << 20)
 #define KC_MAX 256
 /* GEMM tasks: rows of V (tiles) per task, columns of M (output channels) per task */
 #define TASK_ROWS 96
@@ -129,7 +136,7 @@ static int wino_geo(const oa_op_call_t *call, const oa_opt_isa_t *isa, const oa_
   const int l2_bands = l2 >= BAND_L2_MIN_BYTES && u_bytes >= 0 && u_bytes <= l2 / 2;
   const int64_t band = l2_bands ? l2 / 2 / (int64_t)sizeof(float) : BAND_FLOATS;
   int64_t rows = band / per_row > 0 ? band / per_row : 1;
-  g->per_thread = l2_bands && threads > 1 && g->n * oa_cdiv(g->th, oa_min64(g->th, rows)) > 1;
+  g->per_thread = threads > 1 && g->n * g->th * g->tw > 1 && (l2_bands || (u_bytes >= 0 && u_bytes <= PER_THREAD_U_MAX));
   /* shared bands: the transforms split a band's tile rows between threads: a multiple of the
    * thread count (the nearest), so that no thread waits at the end of each phase (3 rows on 2
    * threads: 2 + 1) */
@@ -141,7 +148,7 @@ static int wino_geo(const oa_op_call_t *call, const oa_opt_isa_t *isa, const oa_
   const int64_t vf = oa_round16(aa * rows * g->tw * g->ldv), mf = oa_round16(aa * rows * g->tw * g->ldm);
   if (g->per_thread) {
     /* per slot: V, M, work (offsets relative to the slot) */
-    g->slots = (int32_t)oa_min64(threads, g->n * oa_cdiv(g->th, rows));
+    g->slots = (int32_t)oa_min64(threads, g->n * g->th * g->tw);
     g->off_m = vf;
     g->off_work = vf + mf;
     g->slot_floats = vf + mf + g->work;
@@ -271,11 +278,11 @@ static void gemm_tasks(void *ctx, int64_t t0, int64_t t1) {
   }
 }
 
-/* The three phases on the band cx->band (ty0 .. ty1 of one image). */
+/* The three phases on the band cx->band (tiles t0 .. t1 of one image). */
 static void run_band(wino_ctx_t *cx, struct oa_threadpool *pool) {
   const wino_geo_t *g = cx->g;
   const oa_wino_band_t *band = cx->band;
-  cx->tiles = (band->ty1 - band->ty0) * g->tw;
+  cx->tiles = band->t1 - band->t0;
   /* 1. input transform */
   transform(cx, 0, band->ty1 - band->ty0, pool);
   /* 2. the GEMMs */
@@ -286,17 +293,17 @@ static void run_band(wino_ctx_t *cx, struct oa_threadpool *pool) {
   transform(cx, 1, band->ty1 - band->ty0, pool);
 }
 
-/* bands per thread (wino_geo_t.per_thread): slot s takes whole bands from a shared counter (a
- * static split without C11 atomics) and runs them alone in its own buffers */
+/* bands per thread (wino_geo_t.per_thread): slot s takes an equal share of all images' tiles
+ * (tiles s * total / slots .., in raster order) and runs it alone in its own buffers, in bands of
+ * at most g->rows * tw tiles that stay inside one image. Equal shares of tiles, not whole bands
+ * or tile rows: 7 tile rows (a 28 x 28 output in 4 x 4 tiles) went 4 + 3 on 2 threads, 14 rows
+ * in bands of 4 as 8 + 6. */
 typedef struct band_jobs {
   const wino_ctx_t *proto; /* the shared fields (isa, tables, U, row offsets) */
   const oa_wino_band_t *band; /* the band fields every band shares */
   const float *x, *addend;
   float *y, *scratch;
-  int64_t per_image, total;
-#if !defined(__STDC_NO_ATOMICS__)
-  atomic_llong next;
-#endif
+  int64_t total; /* tiles of all images */
 } band_jobs_t;
 
 static void band_slots(void *ctx, int64_t s0, int64_t s1) {
@@ -313,18 +320,18 @@ static void band_slots(void *ctx, int64_t s0, int64_t s1) {
     cx.g = &g1;
     cx.band = &band;
     cx.work = slot + g->off_work;
-#if !defined(__STDC_NO_ATOMICS__)
-    for (int64_t t; (t = (int64_t)atomic_fetch_add(&j->next, 1)) < j->total;) {
-#else
-    for (int64_t t = s * j->total / g->slots; t < (s + 1) * j->total / g->slots; t++) {
-#endif
-      const int64_t nb = t / j->per_image;
+    const int64_t per_image = g->th * g->tw, t1 = (s + 1) * j->total / g->slots;
+    for (int64_t t = s * j->total / g->slots; t < t1;) {
+      const int64_t nb = t / per_image, first = t % per_image;
       band.x = j->x + nb * g->c * g->h * g->w;
       band.y = j->y + nb * g->k * g->oh * g->ow;
       band.addend = j->addend ? j->addend + nb * g->k * g->oh * g->ow : NULL;
-      band.ty0 = t % j->per_image * g->rows;
-      band.ty1 = oa_min64(band.ty0 + g->rows, g->th);
+      band.t0 = first;
+      band.t1 = oa_min64(oa_min64(first + g->rows * g->tw, per_image), first + (t1 - t));
+      band.ty0 = band.t0 / g->tw;
+      band.ty1 = oa_cdiv(band.t1, g->tw);
       run_band(&cx, NULL);
+      t += band.t1 - band.t0;
     }
   }
 }
@@ -389,11 +396,7 @@ oa_status_t oa_opt_conv2d_winograd_run(const oa_op_call_t *call, const oa_op_pla
     j.addend = addend;
     j.y = y;
     j.scratch = s;
-    j.per_image = oa_cdiv(g.th, g.rows);
-    j.total = g.n * j.per_image;
-#if !defined(__STDC_NO_ATOMICS__)
-    atomic_init(&j.next, 0);
-#endif
+    j.total = g.n * g.th * g.tw;
     oa_parallel_for(env->pool, g.slots, 1, band_slots, &j);
     return OA_OK;
   }
@@ -404,6 +407,8 @@ oa_status_t oa_opt_conv2d_winograd_run(const oa_op_call_t *call, const oa_op_pla
     for (int64_t ty0 = 0; ty0 < g.th; ty0 += g.rows) {
       band.ty0 = ty0;
       band.ty1 = oa_min64(ty0 + g.rows, g.th);
+      band.t0 = ty0 * g.tw;
+      band.t1 = band.ty1 * g.tw;
       run_band(&cx, env->pool);
     }
   }
