@@ -6,7 +6,8 @@
  *                      tiles; X packed per column block (im2col through a k-offset table on the
  *                      input, zero-point-padded first when the conv pads), raw products, the
  *                      zero-point correction in the per-channel constant corr[c]
- *   depthwise          (groups == C_in == C_out) the ISA's channel-block kernel (16 channels a
+ *   depthwise          (groups == C_in == C_out) the ISA's row kernel (VNNI byte dot products along
+ *                      the rows, NCHW in place: oa_q8_dwv_t), its channel-block kernel (16 channels a
  *                      vector, rows narrower than Q8_DWC_MAX_OW), its plane kernel (phase planes,
  *                      strides 1-2), the float depthwise kernel on an (x - input_zp) float plane,
  *                      or a direct kernel over output rows of an (x - input_zp) int16 plane
@@ -23,7 +24,7 @@
 #include "kernels/opt/quant.h"
 
 enum { Q_ISA, Q_PATH, Q_THREADS, Q_DOT };
-enum { P_GEMM = 1, P_DW, P_GEMV, P_LGEMM, P_DWF, P_DWP, P_DWC };
+enum { P_GEMM = 1, P_DW, P_GEMV, P_LGEMM, P_DWF, P_DWP, P_DWC, P_DWV };
 
 /* depthwise on channel blocks (P_DWC) for output rows narrower than this: measured on MobileNetV2's
  * layers (benchmarks/micro/quant_bench.py --mobilenet, AVX-512), faster than the plane kernel
@@ -31,6 +32,14 @@ enum { P_GEMM = 1, P_DW, P_GEMV, P_LGEMM, P_DWF, P_DWP, P_DWC };
  * 6%); at 112x112 even, and its buffer (64 bytes per padded input pixel) would be 830 KB */
 #ifndef Q8_DWC_MAX_OW
 #define Q8_DWC_MAX_OW 64
+#endif
+
+/* depthwise along the rows (P_DWV) for inputs at least this wide: its cost per plane (the padded
+ * copy, the setup, a requantization call per band) loses to the channel blocks (P_DWC, 16 planes at
+ * once) on small planes; measured on MobileNetV2's layers (AVX-512 VNNI, one thread): 112x112 1.4x
+ * faster, 112 -> 56 stride 2 1.7x, 56x56 1.2x, 56 -> 28 1.3x; 28x28 10% slower, 14x14 2.3x slower */
+#ifndef Q8_DWV_MIN_W
+#define Q8_DWV_MIN_W 48
 #endif
 
 /* depthwise in float (P_DWF): kernels of at most this many taps have exact float sums
@@ -306,6 +315,18 @@ static void layout(const oa_q8_isa_t *isa, int32_t path, const q8_geo_t *q, int3
     l->s_acc = up64(oa_cap_mul(l->pad_w, 4));
     l->s_wf = oa_cap_add(l->s_acc, up64(oa_cap_mul(oa_cap_add(oa_cap_mul(q->oh, wq), 128), 4)));
     slot = oa_cap_add(l->s_wf, up64(oa_cap_mul(taps, 4)));
+  } else if (path == P_DWV) { /* one plane per task: its padded bytes, a band's sums and bytes */
+    l->tasks = q->n * q->cin;
+    /* sizes checked before the kernel's own arithmetic (oa_q8_dwv_geo) */
+    const int64_t rows = oa_cap_add(oa_cap_mul(q->oh - 1, q->sh), oa_cap_mul(q->kh - 1, q->dh));
+    const int64_t big = oa_cap_mul(oa_cap_add(rows, 2 * q->sh), oa_cap_add(q->wp, 2));
+    if (big < 0 || big > ((int64_t)1 << 40)) {
+      slot = -1;
+    } else {
+      int64_t L, hq, ld, plane, band, cols;
+      oa_q8_dwv_geo(q->oh, q->ow, q->sh, q->sw, q->kh, q->dh, q->wp, &L, &hq, &ld, &plane, &band, &cols);
+      slot = up64(plane + cols * 6);
+    }
   } else if (path == P_DWC) { /* one block of OA_Q8_DWC_LANES channels per task (opt/quant.h) */
     l->tasks = q->n * oa_cdiv(q->cin, OA_Q8_DWC_LANES);
     slot = up64(oa_cap_mul(oa_q8_dwc_work(q->hp, q->wp, q->kh, q->kw, q->dh, q->sh, q->oh, q->npix), 4));
@@ -545,6 +566,21 @@ static void dwp_task(const q8_ctx_t *x, int64_t t, uint8_t *slot, int fresh) {
   x->isa->dwp(&p);
 }
 
+/* One plane through the ISA's row kernel (P_DWV, oa_q8_dwv_t) */
+static void dwv_task(const q8_ctx_t *x, int64_t t, uint8_t *slot) {
+  const q8_geo_t *q = &x->q;
+  const int64_t c = t % q->cin, mc = x->mone ? 0 : c;
+  oa_q8_dwv_t p;
+  p.x = x->src + t * q->h * q->w;
+  p.h = q->h, p.w = q->w, p.ph = q->ph, p.pw = q->pw, p.sh = q->sh, p.sw = q->sw, p.dh = q->dh, p.dw = q->dw;
+  p.kh = q->kh, p.kw = q->kw, p.oh = q->oh, p.ow = q->ow;
+  p.zin = x->zin, p.wt = x->w + c * q->kh * q->kw;
+  p.corr = x->corr[c], p.mult = x->mult[mc], p.shift = x->shift[mc], p.zp = x->zout, p.lo = x->lo, p.hi = x->hi;
+  p.y = x->y + t * q->npix;
+  p.work = slot;
+  x->isa->dwv(&p);
+}
+
 /* One block of up to OA_Q8_DWC_LANES channels of image b (P_DWC, oa_q8_dwc_t) */
 static void dwc_task(const q8_ctx_t *x, int64_t t, uint8_t *slot) {
   const q8_geo_t *q = &x->q;
@@ -618,6 +654,7 @@ static void slots_fn(void *ctx, int64_t s0, int64_t s1) {
     for (int64_t t = s; t < x->l.tasks; t += x->l.slots) {
       if (x->path == P_DWP) dwp_task(x, t, slot, t == s);
       else if (x->path == P_DWC) dwc_task(x, t, slot);
+      else if (x->path == P_DWV) dwv_task(x, t, slot);
       else if (x->path == P_DWF) dwf_task(x, t, slot, t == s);
       else if (x->path == P_DW) dw_task(x, t, slot);
       else if (x->path == P_GEMV) gemv_task(x, t, slot);
@@ -751,6 +788,8 @@ static oa_status_t oa_opt_conv2d_q8_prepare_isa(const oa_op_call_t *call, const 
     amx_or_vnni(plan, env, P_DW, 0, &isa);
     const oa_opt_isa_t *f = oa_opt_isa(id);
     q.vw = f ? f->vw : 0;
+    if (isa->dwv && isa->u8 && q.w >= Q8_DWV_MIN_W && oa_q8_dwv_fits(q.kh, q.kw, q.sw, q.dw))
+      return finish_plan(plan, isa, P_DWV, &q, 0);
     if (isa->dwc && q.ow < Q8_DWC_MAX_OW && q.kh * q.kw <= OA_Q8_DWP_TAPS_MAX)
       return finish_plan(plan, isa, P_DWC, &q, 0);
     if (isa->dwp && q.sh <= 2 && q.sw <= 2 && q.kh * q.kw <= OA_Q8_DWP_TAPS_MAX)
@@ -792,7 +831,10 @@ oa_status_t oa_opt_conv2d_q8_run(const oa_op_call_t *call, const oa_op_plan_t *p
   x.slots = s + x.l.off_slots;
   int64_t *corr = (int64_t *)(s + x.l.off_corr);
   const int8_t *in = (const int8_t *)call->inputs[0]->data;
-  if (x.path == P_DW || x.path == P_DWF || x.path == P_DWP || x.path == P_DWC) {
+  if (x.path == P_DWV) { /* x ^ 0x80 = x + 128, padding input_zp ^ 0x80 (oa_q8_dwv_t) */
+    corrections(x.isa, q->cout, q->kh * q->kw, x.w, x.bias, x.zin, 1, corr);
+    x.src = in;
+  } else if (x.path == P_DW || x.path == P_DWF || x.path == P_DWP || x.path == P_DWC) {
     corrections(x.isa, q->cout, q->kh * q->kw, x.w, x.bias, 0, 0, corr); /* the plane holds x - zp */
     x.src = in;
     if (x.path == P_DWP) { /* tap (i, j): phase plane (i dh % sh, j dw % sw), shifted (i dh / sh, j dw / sw) */
@@ -1050,6 +1092,59 @@ oa_status_t oa_opt_dequantize_run(const oa_op_call_t *call, const oa_op_plan_t *
   return OA_OK;
 }
 
+/* ---- mean_q8 ---------------------------------------------------------------------------------
+ * Over trailing dims only (a global average pool: each output the sum of one contiguous run of
+ * `count` bytes), others run the reference kernel. The sum is exact in int32 (|x - zp| <= 255,
+ * count <= 2^23: the reference kernel's prepare refused more), then the reference's rounding. */
+enum { MQ_COUNT, MQ_OUT };
+
+static oa_status_t oa_opt_mean_q8_prepare_isa(const oa_op_call_t *call, const oa_kernel_env_t *env,
+                                              oa_op_plan_t *plan, int32_t id) {
+  (void)env;
+  (void)id;
+  const oa_tensor_t *x = call->inputs[0];
+  if (x->ndim == 0 || x->numel == 0 || call->n_ints < OA_ARG_MEAN_Q8_DIMS) return OA_ERR_UNSUPPORTED;
+  uint32_t mask = 0;
+  for (uint32_t i = OA_ARG_MEAN_Q8_DIMS; i < call->n_ints; i++) mask |= 1u << call->ints[i];
+  if (call->n_ints == OA_ARG_MEAN_Q8_DIMS) mask = (1u << x->ndim) - 1u;
+  int64_t count = 1;
+  int32_t d = x->ndim - 1;
+  for (; d >= 0 && (mask & (1u << d)); d--) count *= x->shape[d];
+  if (mask >> (d + 1) << (d + 1) != mask) return OA_ERR_UNSUPPORTED; /* not trailing dims only */
+  memset(plan->params, 0, sizeof plan->params);
+  plan->scratch_bytes = 0;
+  plan->params[MQ_COUNT] = count;
+  plan->params[MQ_OUT] = x->numel / count;
+  return OA_OK;
+}
+
+/* sum of n bytes (exact in int32 for n <= 2^23; the compiler vectorizes it) */
+static int32_t sum_bytes(const int8_t *restrict x, int64_t n) {
+  int32_t s = 0;
+  for (int64_t i = 0; i < n; i++) s += x[i];
+  return s;
+}
+
+oa_status_t oa_opt_mean_q8_run(const oa_op_call_t *call, const oa_op_plan_t *plan, void *scratch,
+                               const oa_kernel_env_t *env, oa_diag_t *diag) {
+  (void)scratch;
+  (void)env;
+  (void)diag;
+  const int64_t count = plan->params[MQ_COUNT], nout = plan->params[MQ_OUT];
+  const int64_t zin = iarg(call, OA_ARG_MEAN_Q8_INPUT_ZP), zout = iarg(call, OA_ARG_MEAN_Q8_OUTPUT_ZP);
+  const int64_t m = iarg(call, OA_ARG_MEAN_Q8_MULTIPLIER);
+  const int32_t sh = (int32_t)iarg(call, OA_ARG_MEAN_Q8_SHIFT);
+  const int64_t lo = iarg(call, OA_ARG_MEAN_Q8_ACT_MIN), hi = iarg(call, OA_ARG_MEAN_Q8_ACT_MAX);
+  const int8_t *xp = (const int8_t *)call->inputs[0]->data;
+  int8_t *yp = (int8_t *)call->outputs[0]->data;
+  for (int64_t o = 0; o < nout; o++) {
+    const int64_t sum = (int64_t)sum_bytes(xp + o * count, count) - zin * count;
+    yp[o] = q8_finish(q8_round_shift(sum * m, sh), zout, lo, hi);
+  }
+  return OA_OK;
+}
+
 OA_OPT_SHARED(add_q8, OA_DT_I8)
+OA_OPT_SHARED(mean_q8, OA_DT_I8)
 OA_OPT_SHARED(quantize, OA_DT_F32)
 OA_OPT_SHARED(dequantize, OA_DT_I8 | OA_DT_U8)

@@ -129,6 +129,50 @@ static inline int64_t oa_q8_dwc_work(int64_t hp, int64_t wp, int64_t kh, int64_t
   return (rows * wp + kh * kw) * OA_Q8_DWC_LANES + (npix * OA_Q8_DWC_LANES + 3) / 4;
 }
 
+/* Depthwise on one plane with byte dot products along the rows (x86 VNNI: vpdpbusd), NCHW as it
+ * is, no transposes. The kernel copies the plane into `work` as unsigned bytes x ^ 0x80 = x + 128
+ * (padding: input_zp ^ 0x80, so padded taps add exactly what the correction takes away: the
+ * driver's corr = bias - (input_zp + 128) * sum w). An output row is summed 16 outputs per zmm,
+ * 4 per 128-bit lane: one unaligned 64-byte load per kernel row and lane group, one in-lane byte
+ * shuffle (vpshufb) that forms per output the 4-byte group (x[s o + t dw], t = 4 g .. 4 g + 3) of
+ * tap group g, one vpdpbusd against the broadcast weights of that group; a lane holds the bytes of
+ * its 4 outputs when 3 sw + (kw - 1) dw <= 15 (oa_q8_dwv_fits). The int32 sums of a band of rows
+ * (OA_Q8_DWV_ACC at most) are then requantized while in L1 (the table's requant_rows). */
+typedef struct oa_q8_dwv {
+  const int8_t *x; /* input plane h x w */
+  int64_t h, w, ph, pw, sh, sw, dh, dw, kh, kw, oh, ow;
+  int32_t zin;
+  const int8_t *wt; /* kh * kw */
+  int64_t corr;
+  int32_t mult, shift, zp, lo, hi;
+  int8_t *y;        /* oh x ow */
+  uint8_t *work;    /* oa_q8_dwv_work bytes */
+} oa_q8_dwv_t;
+typedef void (*oa_q8_dwv_fn)(const oa_q8_dwv_t *p);
+#define OA_Q8_DWV_ACC ((int64_t)2048)
+#define OA_Q8_DWV_GROUPS_MAX 32 /* kh * ceil(kw / 4) */
+static inline int oa_q8_dwv_fits(int64_t kh, int64_t kw, int64_t sw, int64_t dw) {
+  return (sw == 1 || sw == 2) && kw >= 1 && dw >= 1 && 3 * sw + (kw - 1) * dw <= 15 &&
+         kh * ((kw + 3) / 4) <= OA_Q8_DWV_GROUPS_MAX;
+}
+/* The kernel's geometry (q8_vnni_dwv): grid rows of L columns, sh row-phase planes of hq rows of
+ * ld bytes, `plane` bytes for them (+ 256: the last vectors read up to 200 past them), output rows per band
+ * (at most OA_Q8_DWV_ACC columns, at least one row) and its computed columns `cols` (a multiple of
+ * 64); work = plane + cols * 4 (sums) + 2 * cols (bytes). Sizes fit: the caller checked
+ * oa_q8_dwv_work for overflow. */
+static inline void oa_q8_dwv_geo(int64_t oh, int64_t ow, int64_t sh, int64_t sw, int64_t kh, int64_t dh,
+                                 int64_t wp, int64_t *L, int64_t *hq, int64_t *ld, int64_t *plane, int64_t *band,
+                                 int64_t *cols) {
+  const int64_t rows = (oh - 1) * sh + (kh - 1) * dh + 1;
+  *L = (wp + sw - 1) / sw;
+  *hq = (rows + sh - 1) / sh;
+  *ld = sw * *L;
+  *plane = (sh * *hq * *ld + 256 + 63) / 64 * 64;
+  const int64_t b = OA_Q8_DWV_ACC / *L;
+  *band = b < 1 ? 1 : b > oh ? oh : b;
+  *cols = ((*band - 1) * *L + ow + 63) / 64 * 64;
+}
+
 /* Depthwise: acc[o] = sum_{i<kh, j<kw} w[i * kw + j] * rows[i * dh * ld + o * sw + j * dw], o < n,
  * over a plane of (x - input_zp) values (padding 0) whose rows are ld elements apart. */
 typedef void (*oa_q8_dw_fn)(const int16_t *rows, int64_t ld, const int8_t *w, int64_t kh, int64_t kw, int64_t sw,
@@ -188,6 +232,7 @@ typedef struct oa_q8_isa {
   void (*tile_off)(void);   /* or NULL: after them */
   oa_q8_dwc_fn dwc; /* or NULL: depthwise on channel blocks (small planes) */
   oa_q8_requant_rows_fn requant_rows; /* or NULL: the GEMM's rows one `requant` call each */
+  oa_q8_dwv_fn dwv; /* or NULL: depthwise along the rows with byte dot products (oa_q8_dwv_t) */
 } oa_q8_isa_t;
 
 /* The table of ISA `id` (isa.h), NULL when this build does not have it; `dot`: use the ISA's int8

@@ -313,6 +313,119 @@ void oa_q8_avx512_vnni_gemv(int64_t m, int64_t n, int64_t k, const void *x_, con
 }
 
 
+/* ---- depthwise along the rows (oa_q8_dwv_t) --------------------------------------------------- */
+
+/* Grid columns c0 .. c0 + n (n a multiple of 64) for sw S (1 or 2), 64 / S per block. A load at
+ * byte S (c + 4 m) (m < 4 / S) holds in its 128-bit lane L the bytes of columns c + (16 / S) L + 4 m + j
+ * (j < 4): accumulator m, lane L, dword j; the accumulators are stored as they are (16 m + 4 L + j
+ * of the block: dwv_order puts the bytes in column order after the requantization). */
+static inline __attribute__((always_inline)) void dwv_cols(const uint8_t *buf, const int64_t *koff, int64_t kh,
+                                                           int64_t ng, const int32_t *wd, const __m512i *idx,
+                                                           int64_t c0, int64_t n, int32_t *acc, const int S) {
+  for (int64_t c = 0; c < n; c += 64 / S) {
+    __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0;
+    for (int64_t i = 0; i < kh; i++) {
+      const uint8_t *r = buf + koff[i] + S * (c0 + c);
+      const __m512i v0 = _mm512_loadu_si512((const void *)r), v1 = _mm512_loadu_si512((const void *)(r + 4 * S));
+      __m512i v2 = v0, v3 = v0;
+      if (S == 1) v2 = _mm512_loadu_si512((const void *)(r + 8)), v3 = _mm512_loadu_si512((const void *)(r + 12));
+      for (int64_t g = 0; g < ng; g++) {
+        const __m512i wv = _mm512_set1_epi32(wd[i * ng + g]);
+        a0 = _mm512_dpbusd_epi32(a0, _mm512_shuffle_epi8(v0, idx[g]), wv);
+        a1 = _mm512_dpbusd_epi32(a1, _mm512_shuffle_epi8(v1, idx[g]), wv);
+        if (S == 1) {
+          a2 = _mm512_dpbusd_epi32(a2, _mm512_shuffle_epi8(v2, idx[g]), wv);
+          a3 = _mm512_dpbusd_epi32(a3, _mm512_shuffle_epi8(v3, idx[g]), wv);
+        }
+      }
+    }
+    int32_t *d = acc + c;
+    _mm512_storeu_si512((void *)d, a0), _mm512_storeu_si512((void *)(d + 16), a1);
+    if (S == 1) _mm512_storeu_si512((void *)(d + 32), a2), _mm512_storeu_si512((void *)(d + 48), a3);
+  }
+}
+
+/* The requantized bytes of dwv_cols in column order, 64 at a time: stride 1, block byte
+ * 16 m + 4 L + j is column 16 L + 4 m + j (dword 4 m + L -> 4 L + m); stride 2 (two blocks of 32),
+ * 16 m + 4 L + j is column 8 L + 4 m + j (dword 4 m + L -> 2 L + m) */
+static void dwv_order(const int8_t *s, int64_t n, int64_t sw, int8_t *d) {
+  const __m512i o1 = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+  const __m512i o2 = _mm512_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7, 8, 12, 9, 13, 10, 14, 11, 15);
+  const __m512i o = sw == 1 ? o1 : o2;
+  for (int64_t c = 0; c < n; c += 64)
+    _mm512_storeu_si512((void *)(d + c), _mm512_permutexvar_epi32(o, _mm512_loadu_si512((const void *)(s + c))));
+}
+
+/* The plane as "grid columns": the padded rows go to sh row-phase planes of hq rows, ld = sw L
+ * bytes each (padded row r: phase r % sh, row r / sh; columns past the padded width hold the
+ * padding too), so that output (oy, ox) is grid column c = oy L + ox, and kernel row i reads bytes
+ * koff[i] + sw c + t dw, koff[i] = ((i dh % sh) hq + i dh / sh) ld: the whole plane is one long
+ * row. Columns ox >= ow are computed and dropped. */
+static void q8_vnni_dwv(const oa_q8_dwv_t *p) {
+  const int64_t wp = p->w + 2 * p->pw, kw = p->kw, kh = p->kh, ng = (kw + 3) / 4, sw = p->sw, sh = p->sh;
+  int64_t L, hq, ld, plane, band, cols;
+  oa_q8_dwv_geo(p->oh, p->ow, sh, sw, kh, p->dh, wp, &L, &hq, &ld, &plane, &band, &cols);
+  const uint8_t zpad = (uint8_t)((uint8_t)(int8_t)p->zin ^ 0x80u);
+  uint8_t *buf = p->work;
+  int32_t *acc = (int32_t *)(void *)(p->work + plane);
+  int8_t *tb = (int8_t *)(acc + cols), *tn = tb + cols;
+  /* the padded rows as x ^ 0x80 (the fields in locals: the byte stores could alias *p) */
+  const __m512i flip = _mm512_set1_epi8((char)0x80), vpad = _mm512_set1_epi8((char)zpad);
+  const int8_t *x = p->x;
+  const int64_t h = p->h, w = p->w, ph = p->ph, pw = p->pw;
+  for (int64_t a = 0; a < sh; a++)
+    for (int64_t k = 0, R = a - ph; k < hq; k++, R += sh) { /* padded row k sh + a, input row R */
+      uint8_t *d = buf + (a * hq + k) * ld;
+      for (int64_t q = 0; q < ld; q += 64) {
+        const __mmask64 m = ld - q >= 64 ? ~(__mmask64)0 : (~(__mmask64)0) >> (64 - (ld - q));
+        _mm512_mask_storeu_epi8(d + q, m, vpad);
+      }
+      if (R < 0 || R >= h) continue;
+      const int8_t *s = x + R * w;
+      for (int64_t q = 0; q < w; q += 64) {
+        const __mmask64 m = w - q >= 64 ? ~(__mmask64)0 : (~(__mmask64)0) >> (64 - (w - q));
+        _mm512_mask_storeu_epi8(d + pw + q, m, _mm512_xor_si512(_mm512_maskz_loadu_epi8(m, s + q), flip));
+      }
+    }
+  memset(buf + sh * hq * ld, zpad, (size_t)(plane - sh * hq * ld));
+  /* per kernel row and tap group: the 4 weights as a dword (0 past kw); per group the shuffle
+   * forming column j's bytes sw j + (4 g + t) dw of its lane (0x80: a zero byte past kw) */
+  int32_t wd[OA_Q8_DWV_GROUPS_MAX];
+  int64_t koff[OA_Q8_DWV_GROUPS_MAX];
+  __m512i idx[4];
+  for (int64_t i = 0; i < kh; i++) {
+    koff[i] = ((i * p->dh % sh) * hq + i * p->dh / sh) * ld;
+    for (int64_t g = 0; g < ng; g++) {
+      uint32_t v = 0;
+      for (int64_t t = 0; t < 4 && 4 * g + t < kw; t++) v |= (uint32_t)(uint8_t)p->wt[i * kw + 4 * g + t] << (8 * t);
+      wd[i * ng + g] = (int32_t)v;
+    }
+  }
+  for (int64_t g = 0; g < ng; g++) {
+    uint8_t b[16];
+    for (int j = 0; j < 4; j++)
+      for (int t = 0; t < 4; t++)
+        b[4 * j + t] = 4 * g + t < kw ? (uint8_t)(sw * j + (4 * g + t) * p->dw) : 0x80u;
+    __m128i v;
+    memcpy(&v, b, sizeof v);
+    idx[g] = _mm512_broadcast_i32x4(v);
+  }
+  const int64_t amax = kh * kw * 255 * 128;
+  for (int64_t oy0 = 0; oy0 < p->oh; oy0 += band) {
+    const int64_t oy1 = oy0 + band < p->oh ? oy0 + band : p->oh;
+    const int64_t n = ((oy1 - oy0 - 1) * L + p->ow + 63) / 64 * 64; /* computed columns */
+    if (sw == 1) dwv_cols(buf, koff, kh, ng, wd, idx, oy0 * L, n, acc, 1);
+    else dwv_cols(buf, koff, kh, ng, wd, idx, oy0 * L, n, acc, 2);
+    oa_q8_avx512_requant_rows(acc, 0, 1, n, &p->corr, &p->mult, &p->shift, 0, amax, p->zp, p->lo, p->hi, tb, 0);
+    if (L == p->ow && (oy0 * L + n) <= p->oh * L) { /* no dropped columns, room for the rounding */
+      dwv_order(tb, n, sw, p->y + oy0 * L);
+    } else {
+      dwv_order(tb, n, sw, tn);
+      for (int64_t oy = oy0; oy < oy1; oy++) memcpy(p->y + oy * p->ow, tn + (oy - oy0) * L, (size_t)p->ow);
+    }
+  }
+}
+
 const oa_q8_isa_t oa_q8_avx512_vnni_isa = {.name = "avx512_vnni", .mr = Q8V_MR, .nr = Q8V_NR, .kg = 4, .wide = 0,
                                            .gemm = q8_vnni_gemm, .gemm_rows = q8_vnni_gemm_rows,
                                            .requant = oa_q8_avx512_requant,
@@ -320,7 +433,7 @@ const oa_q8_isa_t oa_q8_avx512_vnni_isa = {.name = "avx512_vnni", .mr = Q8V_MR, 
                                            .requant_rows = oa_q8_avx512_requant_rows,
                                            .requant_f32 = oa_q8_avx512_requant_f32,
                                            .to_float = oa_q8_avx512_to_float, .dwp = oa_q8_avx512_dwp,
-                                           .dwc = oa_q8_avx512_dwc,
+                                           .dwc = oa_q8_avx512_dwc, .dwv = q8_vnni_dwv,
                                            .dw = oa_q8_avx512_dw,
                                            .gemv = oa_q8_avx512_gemv, .gemv_u8 = oa_q8_avx512_vnni_gemv, .u8 = 1,
                                            .pack = q8_vnni_pack,
