@@ -325,7 +325,7 @@ static void layout(const oa_q8_isa_t *isa, int32_t path, const q8_geo_t *q, int3
     } else {
       int64_t L, hq, ld, plane, band, cols;
       oa_q8_dwv_geo(q->oh, q->ow, q->sh, q->sw, q->kh, q->dh, q->wp, &L, &hq, &ld, &plane, &band, &cols);
-      slot = up64(plane + cols * 6);
+      slot = up64(plane + cols);
     }
   } else if (path == P_DWC) { /* one block of OA_Q8_DWC_LANES channels per task (opt/quant.h) */
     l->tasks = q->n * oa_cdiv(q->cin, OA_Q8_DWC_LANES);

@@ -158,7 +158,7 @@ static inline int oa_q8_dwv_fits(int64_t kh, int64_t kw, int64_t sw, int64_t dw)
 /* The kernel's geometry (q8_vnni_dwv): grid rows of L columns, sh row-phase planes of hq rows of
  * ld bytes, `plane` bytes for them (+ 256: the last vectors read up to 200 past them), output rows per band
  * (at most OA_Q8_DWV_ACC columns, at least one row) and its computed columns `cols` (a multiple of
- * 64); work = plane + cols * 4 (sums) + 2 * cols (bytes). Sizes fit: the caller checked
+ * 64); work = plane + cols (a band's bytes in column order). Sizes fit: the caller checked
  * oa_q8_dwv_work for overflow. */
 static inline void oa_q8_dwv_geo(int64_t oh, int64_t ow, int64_t sh, int64_t sw, int64_t kh, int64_t dh,
                                  int64_t wp, int64_t *L, int64_t *hq, int64_t *ld, int64_t *plane, int64_t *band,

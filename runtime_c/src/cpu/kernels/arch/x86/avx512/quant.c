@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "kernels/opt/quant.h"
+#include "kernels/arch/x86/avx512/quant_rr.h"
 
 #define MR 8
 
@@ -187,9 +188,6 @@ void oa_q8_avx512_requant_pc(const int32_t *acc, int64_t n, const int64_t *corr,
  * positive float whose bits are ordered as t: the result is at or past the clamp bound of its
  * sign, as the rule's. Larger multipliers take the exact path (m > 3 with |v| < 2^22 could make t
  * negative, whose bits do not order as t). */
-#define Q8_MAGIC 12582912.0f /* 1.5 * 2^23 */
-#define Q8_MAGIC_BITS 0x4b400000
-#define Q8_FLT_MAX_SUM (1 << 23)
 
 typedef struct rqs {
   __m512 mlo, mhi, magic;
@@ -197,25 +195,6 @@ typedef struct rqs {
   int32_t ok;          /* m <= 1: the float path applies */
 } rqs_t;
 
-static inline float f32_step(float f, int32_t d) { /* the next float toward 0 (-1) or away (+1); f > 0 */
-  uint32_t u;
-  memcpy(&u, &f, sizeof u);
-  u = (uint32_t)((int64_t)u + d);
-  memcpy(&f, &u, sizeof f);
-  return f;
-}
-
-/* the float32 values flo <= mult / 2^shift <= fhi next to it (equal when it is one) */
-static void m_bracket(int32_t mult, int32_t shift, float *flo, float *fhi) {
-  /* m = mult * 2^-shift, exact in double (31 significant bits; 2^-shift built from its bits: this
-   * runs once per output row, where ldexp / nextafterf calls would show) */
-  const uint64_t pb = (uint64_t)(1023 - shift) << 52;
-  double p2;
-  memcpy(&p2, &pb, sizeof p2);
-  const double m = (double)mult * p2;
-  const float f = (float)m;
-  *flo = (double)f > m ? f32_step(f, -1) : f, *fhi = (double)f < m ? f32_step(f, 1) : f;
-}
 
 static void rqs_init(rqs_t *s, int32_t mult, int32_t shift, int32_t zp, int32_t lo, int32_t hi) {
   float flo, fhi;
@@ -282,28 +261,6 @@ __attribute__((noinline)) static void rr_exact(const int32_t *a, int64_t n, int6
 }
 
 #define Q8_RR_BAD 8
-typedef struct rr {
-  __m512 magic, mlo, mhi, flo, fhi; /* flo, fhi: magic + lo - zp, magic + hi - zp */
-  __m512i off, big, big2, vc;
-  __m128i zp8;
-} rr_t;
-
-/* 16 outputs of the float path; *bad: the lanes (within k) it could not settle. `chk`: test
- * |v| < 2^23 (not needed when the row's bound says so). `full` ([lo, hi] is all of int8): the
- * saturating narrowing of q = r + zp is the clamp; else the clamp is on t = magic + r in float
- * (its bounds magic + lo - zp, magic + hi - zp are exact), whose bits' low byte is then r's, and
- * the zero point is added to the bytes (r + zp in [lo, hi]: no wrap). */
-static inline __attribute__((always_inline)) __m128i rr16(const rr_t *p, __m512i av, __mmask16 k, int full, int chk,
-                                                          __mmask16 *bad) {
-  const __m512i v = _mm512_add_epi32(av, p->vc);
-  const __m512 f = _mm512_cvtepi32_ps(v);
-  const __m512 tlo = _mm512_fmadd_ps(f, p->mlo, p->magic), thi = _mm512_fmadd_ps(f, p->mhi, p->magic);
-  *bad = _mm512_mask_cmp_ps_mask(k, tlo, thi, _CMP_NEQ_UQ);
-  if (chk) *bad |= _mm512_mask_cmp_epu32_mask(k, _mm512_add_epi32(v, p->big), p->big2, _MM_CMPINT_NLT);
-  if (full) return _mm512_cvtsepi32_epi8(_mm512_sub_epi32(_mm512_castps_si512(tlo), p->off));
-  const __m512 tc = _mm512_min_ps(_mm512_max_ps(tlo, p->flo), p->fhi);
-  return _mm_add_epi8(_mm512_cvtepi32_epi8(_mm512_castps_si512(tc)), p->zp8);
-}
 
 /* one row; returns the number of vectors the float path could not settle, their starts in badj
  * (the first Q8_RR_BAD) */

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "kernels/opt/quant.h"
+#include "kernels/arch/x86/avx512/quant_rr.h"
 
 #ifndef Q8V_MR
 #define Q8V_MR 8 /* rows of W per tile: 1-12 */
@@ -315,45 +316,55 @@ void oa_q8_avx512_vnni_gemv(int64_t m, int64_t n, int64_t k, const void *x_, con
 
 /* ---- depthwise along the rows (oa_q8_dwv_t) --------------------------------------------------- */
 
-/* Grid columns c0 .. c0 + n (n a multiple of 64) for sw S (1 or 2), 64 / S per block. A load at
- * byte S (c + 4 m) (m < 4 / S) holds in its 128-bit lane L the bytes of columns c + (16 / S) L + 4 m + j
- * (j < 4): accumulator m, lane L, dword j; the accumulators are stored as they are (16 m + 4 L + j
- * of the block: dwv_order puts the bytes in column order after the requantization). */
+/* Grid columns c0 .. c0 + n (n a multiple of 64) for sw S (1 or 2), 64 / S per block, finished
+ * in registers. A load at byte S (c + 4 m) (m < 4 / S) holds in its 128-bit lane L the bytes of
+ * columns c + (16 / S) L + 4 m + j (j < 4): accumulator m, lane L, dword j. Per 64 columns the four
+ * accumulators are requantized by the float path of quant_rr.h (`flt`: it applies to this channel;
+ * a vector it cannot settle sends the 64 sums to the exact kernel, oa_q8_avx512_requant), the
+ * bytes joined (16 m + 4 L + j) and put in column order by one dword permutation (stride 1: dword
+ * 4 m + L -> 4 L + m; stride 2, two blocks of 32: 4 m + L -> 2 L + m within each half). */
 static inline __attribute__((always_inline)) void dwv_cols(const uint8_t *buf, const int64_t *koff, int64_t kh,
                                                            int64_t ng, const int32_t *wd, const __m512i *idx,
-                                                           int64_t c0, int64_t n, int32_t *acc, const int S) {
-  for (int64_t c = 0; c < n; c += 64 / S) {
+                                                           int64_t c0, int64_t n, const oa_q8_dwv_t *p,
+                                                           const rr_t *rp, int flt, int full, int chk, int8_t *out,
+                                                           const int S) {
+  const __m512i order = S == 1 ? _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15)
+                               : _mm512_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7, 8, 12, 9, 13, 10, 14, 11, 15);
+  for (int64_t c = 0; c < n; c += 64) {
     __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0;
     for (int64_t i = 0; i < kh; i++) {
       const uint8_t *r = buf + koff[i] + S * (c0 + c);
+      /* S 1: columns c + 4 m; S 2: columns c + 4 m (m < 2) and c + 32 + 4 (m - 2) */
       const __m512i v0 = _mm512_loadu_si512((const void *)r), v1 = _mm512_loadu_si512((const void *)(r + 4 * S));
-      __m512i v2 = v0, v3 = v0;
-      if (S == 1) v2 = _mm512_loadu_si512((const void *)(r + 8)), v3 = _mm512_loadu_si512((const void *)(r + 12));
+      const __m512i v2 = _mm512_loadu_si512((const void *)(r + (S == 1 ? 8 : 64)));
+      const __m512i v3 = _mm512_loadu_si512((const void *)(r + (S == 1 ? 12 : 72)));
       for (int64_t g = 0; g < ng; g++) {
         const __m512i wv = _mm512_set1_epi32(wd[i * ng + g]);
         a0 = _mm512_dpbusd_epi32(a0, _mm512_shuffle_epi8(v0, idx[g]), wv);
         a1 = _mm512_dpbusd_epi32(a1, _mm512_shuffle_epi8(v1, idx[g]), wv);
-        if (S == 1) {
-          a2 = _mm512_dpbusd_epi32(a2, _mm512_shuffle_epi8(v2, idx[g]), wv);
-          a3 = _mm512_dpbusd_epi32(a3, _mm512_shuffle_epi8(v3, idx[g]), wv);
-        }
+        a2 = _mm512_dpbusd_epi32(a2, _mm512_shuffle_epi8(v2, idx[g]), wv);
+        a3 = _mm512_dpbusd_epi32(a3, _mm512_shuffle_epi8(v3, idx[g]), wv);
       }
     }
-    int32_t *d = acc + c;
-    _mm512_storeu_si512((void *)d, a0), _mm512_storeu_si512((void *)(d + 16), a1);
-    if (S == 1) _mm512_storeu_si512((void *)(d + 32), a2), _mm512_storeu_si512((void *)(d + 48), a3);
+    __m512i b;
+    __mmask16 bad = 1, k0 = 0, k1 = 0, k2 = 0, k3 = 0;
+    if (flt) {
+      const __mmask16 all = (__mmask16)0xffff;
+      const __m128i b0 = rr16(rp, a0, all, full, chk, &k0), b1 = rr16(rp, a1, all, full, chk, &k1);
+      const __m128i b2 = rr16(rp, a2, all, full, chk, &k2), b3 = rr16(rp, a3, all, full, chk, &k3);
+      bad = (__mmask16)(k0 | k1 | k2 | k3);
+      b = _mm512_inserti32x4(_mm512_inserti32x4(_mm512_inserti32x4(_mm512_castsi128_si512(b0), b1, 1), b2, 2), b3, 3);
+    }
+    if (bad) { /* the exact kernel on the 64 sums */
+      int32_t t[64];
+      int8_t q[64];
+      _mm512_storeu_si512((void *)t, a0), _mm512_storeu_si512((void *)(t + 16), a1);
+      _mm512_storeu_si512((void *)(t + 32), a2), _mm512_storeu_si512((void *)(t + 48), a3);
+      oa_q8_avx512_requant(t, 64, p->corr, p->mult, p->shift, p->zp, p->lo, p->hi, q);
+      b = _mm512_loadu_si512((const void *)q);
+    }
+    _mm512_storeu_si512((void *)(out + c), _mm512_permutexvar_epi32(order, b));
   }
-}
-
-/* The requantized bytes of dwv_cols in column order, 64 at a time: stride 1, block byte
- * 16 m + 4 L + j is column 16 L + 4 m + j (dword 4 m + L -> 4 L + m); stride 2 (two blocks of 32),
- * 16 m + 4 L + j is column 8 L + 4 m + j (dword 4 m + L -> 2 L + m) */
-static void dwv_order(const int8_t *s, int64_t n, int64_t sw, int8_t *d) {
-  const __m512i o1 = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
-  const __m512i o2 = _mm512_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7, 8, 12, 9, 13, 10, 14, 11, 15);
-  const __m512i o = sw == 1 ? o1 : o2;
-  for (int64_t c = 0; c < n; c += 64)
-    _mm512_storeu_si512((void *)(d + c), _mm512_permutexvar_epi32(o, _mm512_loadu_si512((const void *)(s + c))));
 }
 
 /* The plane as "grid columns": the padded rows go to sh row-phase planes of hq rows, ld = sw L
@@ -367,8 +378,7 @@ static void q8_vnni_dwv(const oa_q8_dwv_t *p) {
   oa_q8_dwv_geo(p->oh, p->ow, sh, sw, kh, p->dh, wp, &L, &hq, &ld, &plane, &band, &cols);
   const uint8_t zpad = (uint8_t)((uint8_t)(int8_t)p->zin ^ 0x80u);
   uint8_t *buf = p->work;
-  int32_t *acc = (int32_t *)(void *)(p->work + plane);
-  int8_t *tb = (int8_t *)(acc + cols), *tn = tb + cols;
+  int8_t *tn = (int8_t *)(p->work + plane);
   /* the padded rows as x ^ 0x80 (the fields in locals: the byte stores could alias *p) */
   const __m512i flip = _mm512_set1_epi8((char)0x80), vpad = _mm512_set1_epi8((char)zpad);
   const int8_t *x = p->x;
@@ -410,19 +420,30 @@ static void q8_vnni_dwv(const oa_q8_dwv_t *p) {
     memcpy(&v, b, sizeof v);
     idx[g] = _mm512_broadcast_i32x4(v);
   }
-  const int64_t amax = kh * kw * 255 * 128;
+  /* the float path's fields for this channel (quant_rr.h; requant_rows' conditions) */
+  rr_t rp;
+  rr_init(&rp, p->zp, p->lo, p->hi);
+  float flo, fhi;
+  m_bracket(p->mult, p->shift, &flo, &fhi);
+  rp.mlo = _mm512_set1_ps(flo), rp.mhi = _mm512_set1_ps(fhi);
+  const int64_t corr = p->corr, amax = kh * kw * 255 * 128;
+  const int flt = (double)fhi <= 1.0 && corr > -((int64_t)1 << 30) && corr < ((int64_t)1 << 30);
+  rp.vc = _mm512_set1_epi32(flt ? (int32_t)corr : 0);
+  const int full = p->lo == -128 && p->hi == 127, chk = (corr < 0 ? -corr : corr) + amax >= Q8_FLT_MAX_SUM;
   for (int64_t oy0 = 0; oy0 < p->oh; oy0 += band) {
     const int64_t oy1 = oy0 + band < p->oh ? oy0 + band : p->oh;
     const int64_t n = ((oy1 - oy0 - 1) * L + p->ow + 63) / 64 * 64; /* computed columns */
-    if (sw == 1) dwv_cols(buf, koff, kh, ng, wd, idx, oy0 * L, n, acc, 1);
-    else dwv_cols(buf, koff, kh, ng, wd, idx, oy0 * L, n, acc, 2);
-    oa_q8_avx512_requant_rows(acc, 0, 1, n, &p->corr, &p->mult, &p->shift, 0, amax, p->zp, p->lo, p->hi, tb, 0);
-    if (L == p->ow && (oy0 * L + n) <= p->oh * L) { /* no dropped columns, room for the rounding */
-      dwv_order(tb, n, sw, p->y + oy0 * L);
-    } else {
-      dwv_order(tb, n, sw, tn);
-      for (int64_t oy = oy0; oy < oy1; oy++) memcpy(p->y + oy * p->ow, tn + (oy - oy0) * L, (size_t)p->ow);
-    }
+    /* no dropped columns and room for the rounding: straight into y */
+    const int direct = L == p->ow && oy0 * L + n <= p->oh * L;
+    int8_t *out = direct ? p->y + oy0 * L : tn;
+    if (sw == 1) dwv_cols(buf, koff, kh, ng, wd, idx, oy0 * L, n, p, &rp, flt, full, chk, out, 1);
+    else dwv_cols(buf, koff, kh, ng, wd, idx, oy0 * L, n, p, &rp, flt, full, chk, out, 2);
+    if (!direct) /* the rows' first ow columns (64-byte masked copies: a memcpy call per row showed) */
+      for (int64_t oy = oy0; oy < oy1; oy++)
+        for (int64_t q = 0; q < p->ow; q += 64) {
+          const __mmask64 m = p->ow - q >= 64 ? ~(__mmask64)0 : (~(__mmask64)0) >> (64 - (p->ow - q));
+          _mm512_mask_storeu_epi8(p->y + oy * p->ow + q, m, _mm512_maskz_loadu_epi8(m, tn + (oy - oy0) * L + q));
+        }
   }
 }
 

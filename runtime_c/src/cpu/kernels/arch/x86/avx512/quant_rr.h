@@ -1,0 +1,70 @@
+/* The float path of the AVX-512 requantization (its proof: arch/x86/avx512/quant.c, above rqs_t),
+ * shared by quant.c (requant_rows) and quant_vnni.c (the depthwise row kernel, which finishes its
+ * sums in registers): the multiplier's float32 bracket and 16 outputs at a time with the lanes it
+ * could not settle (those take the exact path, oa_q8_avx512_requant). Included only by AVX-512
+ * files. */
+#ifndef OA_KERNELS_ARCH_X86_AVX512_QUANT_RR_H
+#define OA_KERNELS_ARCH_X86_AVX512_QUANT_RR_H
+
+#include <immintrin.h>
+#include <stdint.h>
+#include <string.h>
+
+#define Q8_MAGIC 12582912.0f /* 1.5 * 2^23 */
+#define Q8_MAGIC_BITS 0x4b400000
+#define Q8_FLT_MAX_SUM (1 << 23)
+
+static inline float f32_step(float f, int32_t d) { /* the next float toward 0 (-1) or away (+1); f > 0 */
+  uint32_t u;
+  memcpy(&u, &f, sizeof u);
+  u = (uint32_t)((int64_t)u + d);
+  memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+/* the float32 values flo <= mult / 2^shift <= fhi next to it (equal when it is one) */
+static inline void m_bracket(int32_t mult, int32_t shift, float *flo, float *fhi) {
+  /* m = mult * 2^-shift, exact in double (31 significant bits; 2^-shift built from its bits: this
+   * runs once per output row, where ldexp / nextafterf calls would show) */
+  const uint64_t pb = (uint64_t)(1023 - shift) << 52;
+  double p2;
+  memcpy(&p2, &pb, sizeof p2);
+  const double m = (double)mult * p2;
+  const float f = (float)m;
+  *flo = (double)f > m ? f32_step(f, -1) : f, *fhi = (double)f < m ? f32_step(f, 1) : f;
+}
+
+typedef struct rr {
+  __m512 magic, mlo, mhi, flo, fhi; /* flo, fhi: magic + lo - zp, magic + hi - zp */
+  __m512i off, big, big2, vc;
+  __m128i zp8;
+} rr_t;
+
+/* 16 outputs of the float path; *bad: the lanes (within k) it could not settle. `chk`: test
+ * |v| < 2^23 (not needed when the row's bound says so). `full` ([lo, hi] is all of int8): the
+ * saturating narrowing of q = r + zp is the clamp; else the clamp is on t = magic + r in float
+ * (its bounds magic + lo - zp, magic + hi - zp are exact), whose bits' low byte is then r's, and
+ * the zero point is added to the bytes (r + zp in [lo, hi]: no wrap). */
+static inline __attribute__((always_inline)) __m128i rr16(const rr_t *p, __m512i av, __mmask16 k, int full, int chk,
+                                                          __mmask16 *bad) {
+  const __m512i v = _mm512_add_epi32(av, p->vc);
+  const __m512 f = _mm512_cvtepi32_ps(v);
+  const __m512 tlo = _mm512_fmadd_ps(f, p->mlo, p->magic), thi = _mm512_fmadd_ps(f, p->mhi, p->magic);
+  *bad = _mm512_mask_cmp_ps_mask(k, tlo, thi, _CMP_NEQ_UQ);
+  if (chk) *bad |= _mm512_mask_cmp_epu32_mask(k, _mm512_add_epi32(v, p->big), p->big2, _MM_CMPINT_NLT);
+  if (full) return _mm512_cvtsepi32_epi8(_mm512_sub_epi32(_mm512_castps_si512(tlo), p->off));
+  const __m512 tc = _mm512_min_ps(_mm512_max_ps(tlo, p->flo), p->fhi);
+  return _mm_add_epi8(_mm512_cvtepi32_epi8(_mm512_castps_si512(tc)), p->zp8);
+}
+
+/* the row-independent fields for output zero point zp and clamp [lo, hi] */
+static inline void rr_init(rr_t *p, int32_t zp, int32_t lo, int32_t hi) {
+  p->magic = _mm512_set1_ps(Q8_MAGIC);
+  p->flo = _mm512_set1_ps(Q8_MAGIC + (float)(lo - zp)), p->fhi = _mm512_set1_ps(Q8_MAGIC + (float)(hi - zp));
+  p->zp8 = _mm_set1_epi8((char)zp);
+  p->off = _mm512_set1_epi32(Q8_MAGIC_BITS - zp);
+  p->big = _mm512_set1_epi32(Q8_FLT_MAX_SUM), p->big2 = _mm512_set1_epi32(2 * Q8_FLT_MAX_SUM);
+  p->mlo = p->mhi = _mm512_setzero_ps(), p->vc = _mm512_setzero_si512();
+}
+
+#endif /* OA_KERNELS_ARCH_X86_AVX512_QUANT_RR_H */
