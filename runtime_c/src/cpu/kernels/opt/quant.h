@@ -132,12 +132,14 @@ static inline int64_t oa_q8_dwc_work(int64_t hp, int64_t wp, int64_t kh, int64_t
 /* Depthwise on one plane with byte dot products along the rows (x86 VNNI: vpdpbusd), NCHW as it
  * is, no transposes. The kernel copies the plane into `work` as unsigned bytes x ^ 0x80 = x + 128
  * (padding: input_zp ^ 0x80, so padded taps add exactly what the correction takes away: the
- * driver's corr = bias - (input_zp + 128) * sum w). An output row is summed 16 outputs per zmm,
- * 4 per 128-bit lane: one unaligned 64-byte load per kernel row and lane group, one in-lane byte
- * shuffle (vpshufb) that forms per output the 4-byte group (x[s o + t dw], t = 4 g .. 4 g + 3) of
- * tap group g, one vpdpbusd against the broadcast weights of that group; a lane holds the bytes of
- * its 4 outputs when 3 sw + (kw - 1) dw <= 15 (oa_q8_dwv_fits). The int32 sums of a band of rows
- * (OA_Q8_DWV_ACC at most) are then requantized while in L1 (the table's requant_rows). */
+ * driver's corr = bias - (input_zp + 128) * sum w), in sh row-phase planes that make the plane one
+ * long row of "grid columns" oy L + ox (q8_vnni_dwv). Outputs are summed 16 per zmm, 4 per 128-bit
+ * lane: one unaligned 64-byte load per kernel row and lane group, one in-lane byte shuffle
+ * (vpshufb) that forms per output the 4-byte group (x[sw o + t dw], t = 4 g .. 4 g + 3) of tap
+ * group g, one vpdpbusd against the broadcast weights of that group; a lane holds the bytes of
+ * its 4 outputs when 3 sw + (kw - 1) dw <= 15 (oa_q8_dwv_fits). The sums are requantized in
+ * registers, a band of rows (OA_Q8_DWV_ACC grid columns at most) at a time into `work`'s bytes,
+ * then the rows' first ow bytes copied to y. */
 typedef struct oa_q8_dwv {
   const int8_t *x; /* input plane h x w */
   int64_t h, w, ph, pw, sh, sw, dh, dw, kh, kw, oh, ow;
@@ -146,7 +148,7 @@ typedef struct oa_q8_dwv {
   int64_t corr;
   int32_t mult, shift, zp, lo, hi;
   int8_t *y;        /* oh x ow */
-  uint8_t *work;    /* oa_q8_dwv_work bytes */
+  uint8_t *work;    /* plane + cols bytes (oa_q8_dwv_geo) */
 } oa_q8_dwv_t;
 typedef void (*oa_q8_dwv_fn)(const oa_q8_dwv_t *p);
 #define OA_Q8_DWV_ACC ((int64_t)2048)
@@ -156,10 +158,10 @@ static inline int oa_q8_dwv_fits(int64_t kh, int64_t kw, int64_t sw, int64_t dw)
          kh * ((kw + 3) / 4) <= OA_Q8_DWV_GROUPS_MAX;
 }
 /* The kernel's geometry (q8_vnni_dwv): grid rows of L columns, sh row-phase planes of hq rows of
- * ld bytes, `plane` bytes for them (+ 256: the last vectors read up to 200 past them), output rows per band
- * (at most OA_Q8_DWV_ACC columns, at least one row) and its computed columns `cols` (a multiple of
- * 64); work = plane + cols (a band's bytes in column order). Sizes fit: the caller checked
- * oa_q8_dwv_work for overflow. */
+ * ld bytes, `plane` bytes for them (+ 256: the last vectors read up to 200 past them), output rows
+ * per band (at most OA_Q8_DWV_ACC columns, at least one row) and a band's computed columns `cols`
+ * (a multiple of 64); work = plane + cols (a band's bytes in column order). Sizes fit: the
+ * driver's layout bounds them first (opt/quant.c). */
 static inline void oa_q8_dwv_geo(int64_t oh, int64_t ow, int64_t sh, int64_t sw, int64_t kh, int64_t dh,
                                  int64_t wp, int64_t *L, int64_t *hq, int64_t *ld, int64_t *plane, int64_t *band,
                                  int64_t *cols) {
