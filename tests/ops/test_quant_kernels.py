@@ -267,7 +267,7 @@ def dw_cases() -> list[Case]:
         c(1, 3, 50, 61, 3, 3, 3, stride=2, pad=1, groups=3, extreme="ties"),
         c(1, 2, 37, 50, 2, 5, 5, pad=4, dil=2, groups=2, act=(-60, 70)),
         c(1, 2, 45, 47, 2, 3, 3, stride=(2, 1), pad=(0, 1), groups=2),
-        # AVX-512 VNNI: the row kernel (inputs 48+ wide): tap groups of 4 (kw up to 13), row phases
+        # AVX-512 VNNI: the row kernel (outputs 28+ wide): tap groups of 4 (kw up to 13), row phases
         # (stride_h 2, 3), dropped grid columns, bands of rows, the last 64 columns partial, the
         # exact requantization path (m4, big sums)
         c(1, 3, 6, 48, 3, 3, 3, pad=1, groups=3, per_channel=False, act=(-10, 100)),
@@ -276,10 +276,10 @@ def dw_cases() -> list[Case]:
         c(1, 2, 4, 50, 2, 2, 13, pad=(1, 6), groups=2),
         c(1, 3, 13, 49, 3, 5, 2, stride=(3, 1), pad=(2, 0), groups=3, zin=127),
         c(1, 3, 11, 57, 3, 3, 3, stride=2, pad=2, dil=(2, 1), groups=3, zout=0),
-        c(1, 2, 6, 54, 2, 4, 4, stride=2, pad=1, dil=(1, 3), groups=2),
+        c(1, 2, 6, 64, 2, 4, 4, stride=2, pad=1, dil=(1, 3), groups=2),
         c(1, 2, 23, 130, 2, 3, 3, pad=1, groups=2, act=(-40, 127)),            # two bands
         c(1, 2, 40, 70, 2, 3, 1, pad=(1, 0), groups=2),                        # no dropped columns
-        c(2, 3, 7, 52, 3, 3, 3, stride=2, pad=(0, 1), groups=3, extreme="m4", bias="big"),
+        c(2, 3, 7, 60, 3, 3, 3, stride=2, pad=(0, 1), groups=3, extreme="m4", bias="big"),
         # small planes (MobileNetV2's 7x7, and 1x1)
         c(1, 16, 7, 7, 16, 3, 3, pad=1, groups=16),
         c(1, 5, 1, 1, 5, 3, 3, pad=1, groups=5),

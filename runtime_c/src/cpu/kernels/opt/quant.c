@@ -34,12 +34,13 @@ enum { P_GEMM = 1, P_DW, P_GEMV, P_LGEMM, P_DWF, P_DWP, P_DWC, P_DWV };
 #define Q8_DWC_MAX_OW 64
 #endif
 
-/* depthwise along the rows (P_DWV) for inputs at least this wide: its cost per plane (the padded
- * copy, the setup, a requantization call per band) loses to the channel blocks (P_DWC, 16 planes at
- * once) on small planes; measured on MobileNetV2's layers (AVX-512 VNNI, one thread): 112x112 1.4x
- * faster, 112 -> 56 stride 2 1.7x, 56x56 1.2x, 56 -> 28 1.3x; 28x28 10% slower, 14x14 2.3x slower */
-#ifndef Q8_DWV_MIN_W
-#define Q8_DWV_MIN_W 48
+/* depthwise along the rows (P_DWV) for outputs at least this wide: its cost per plane (the padded
+ * copy, the set-up) loses to the channel blocks (P_DWC, 16 planes at once) on small planes;
+ * measured on MobileNetV2's layers (AVX-512 VNNI, one thread, oa_run --profile): 112x112 1.5x
+ * faster, 112 -> 56 stride 2 1.9x, 56x56 1.4x, 56 -> 28 stride 2 1.5x, 28x28 5% faster; 28 -> 14
+ * stride 2 3% slower, 14x14 2x slower */
+#ifndef Q8_DWV_MIN_OW
+#define Q8_DWV_MIN_OW 28
 #endif
 
 /* depthwise in float (P_DWF): kernels of at most this many taps have exact float sums
@@ -327,6 +328,8 @@ static void layout(const oa_q8_isa_t *isa, int32_t path, const q8_geo_t *q, int3
       oa_q8_dwv_geo(q->oh, q->ow, q->sh, q->sw, q->kh, q->dh, q->wp, &L, &hq, &ld, &plane, &band, &cols);
       slot = up64(plane + cols);
     }
+    l->off_koff = shared; /* the kernel rows' offsets */
+    shared = oa_cap_add(shared, up64(oa_cap_mul(q->kh, 8)));
   } else if (path == P_DWC) { /* one block of OA_Q8_DWC_LANES channels per task (opt/quant.h) */
     l->tasks = q->n * oa_cdiv(q->cin, OA_Q8_DWC_LANES);
     slot = up64(oa_cap_mul(oa_q8_dwc_work(q->hp, q->wp, q->kh, q->kw, q->dh, q->sh, q->oh, q->npix), 4));
@@ -378,6 +381,7 @@ typedef struct q8_ctx {
   int8_t *y;
   uint8_t *slots;
   oa_dw_fn fdw; /* P_DWF: the ISA's float depthwise plane */
+  int64_t dwv[6]; /* P_DWV: L, hq, ld, plane, band, cols (oa_q8_dwv_geo) */
 } q8_ctx_t;
 
 static inline void finish_row(const q8_ctx_t *x, const int32_t *acc, int64_t n, int64_t c, int8_t *y) {
@@ -578,6 +582,8 @@ static void dwv_task(const q8_ctx_t *x, int64_t t, uint8_t *slot) {
   p.corr = x->corr[c], p.mult = x->mult[mc], p.shift = x->shift[mc], p.zp = x->zout, p.lo = x->lo, p.hi = x->hi;
   p.y = x->y + t * q->npix;
   p.work = slot;
+  p.L = x->dwv[0], p.hq = x->dwv[1], p.ld = x->dwv[2], p.plane = x->dwv[3], p.band = x->dwv[4], p.cols = x->dwv[5];
+  p.koff = x->koff;
   x->isa->dwv(&p);
 }
 
@@ -788,7 +794,7 @@ static oa_status_t oa_opt_conv2d_q8_prepare_isa(const oa_op_call_t *call, const 
     amx_or_vnni(plan, env, P_DW, 0, &isa);
     const oa_opt_isa_t *f = oa_opt_isa(id);
     q.vw = f ? f->vw : 0;
-    if (isa->dwv && isa->u8 && q.w >= Q8_DWV_MIN_W && oa_q8_dwv_fits(q.kh, q.kw, q.sw, q.dw))
+    if (isa->dwv && isa->u8 && q.ow >= Q8_DWV_MIN_OW && oa_q8_dwv_fits(q.kh, q.kw, q.sw, q.dw))
       return finish_plan(plan, isa, P_DWV, &q, 0);
     if (isa->dwc && q.ow < Q8_DWC_MAX_OW && q.kh * q.kw <= OA_Q8_DWP_TAPS_MAX)
       return finish_plan(plan, isa, P_DWC, &q, 0);
@@ -834,6 +840,10 @@ oa_status_t oa_opt_conv2d_q8_run(const oa_op_call_t *call, const oa_op_plan_t *p
   if (x.path == P_DWV) { /* x ^ 0x80 = x + 128, padding input_zp ^ 0x80 (oa_q8_dwv_t) */
     corrections(x.isa, q->cout, q->kh * q->kw, x.w, x.bias, x.zin, 1, corr);
     x.src = in;
+    int64_t *d = x.dwv, *koff = (int64_t *)(s + x.l.off_koff);
+    oa_q8_dwv_geo(q->oh, q->ow, q->sh, q->sw, q->kh, q->dh, q->wp, &d[0], &d[1], &d[2], &d[3], &d[4], &d[5]);
+    for (int64_t i = 0; i < q->kh; i++) koff[i] = ((i * q->dh % q->sh) * d[1] + i * q->dh / q->sh) * d[2];
+    x.koff = koff;
   } else if (x.path == P_DW || x.path == P_DWF || x.path == P_DWP || x.path == P_DWC) {
     corrections(x.isa, q->cout, q->kh * q->kw, x.w, x.bias, 0, 0, corr); /* the plane holds x - zp */
     x.src = in;

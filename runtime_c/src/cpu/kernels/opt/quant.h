@@ -149,6 +149,10 @@ typedef struct oa_q8_dwv {
   int32_t mult, shift, zp, lo, hi;
   int8_t *y;        /* oh x ow */
   uint8_t *work;    /* plane + cols bytes (oa_q8_dwv_geo) */
+  /* the geometry, the same for every plane of a call (oa_q8_dwv_geo), and per kernel row i its
+   * bytes koff[i] = ((i dh % sh) hq + i dh / sh) ld from work: computed once by the driver */
+  int64_t L, hq, ld, plane, band, cols;
+  const int64_t *koff;
 } oa_q8_dwv_t;
 typedef void (*oa_q8_dwv_fn)(const oa_q8_dwv_t *p);
 #define OA_Q8_DWV_ACC ((int64_t)2048)

@@ -57,6 +57,21 @@ static inline __attribute__((always_inline)) __m128i rr16(const rr_t *p, __m512i
   return _mm_add_epi8(_mm512_cvtepi32_epi8(_mm512_castps_si512(tc)), p->zp8);
 }
 
+/* rr16 on 16 full lanes without the narrowing: the int32 q = r + zp, in [lo, hi] (not `full`: the
+ * clamp on t as in rr16, then bits(t) - (bits(magic) - zp)) or to be saturated to int8 by the
+ * caller's narrowing (`full`: that saturation is the clamp, as rr16's vpmovsdb); the caller packs
+ * four such vectors with two vpackssdw and one vpacksswb (saturating each time: the same bytes). */
+static inline __attribute__((always_inline)) __m512i rr16_q(const rr_t *p, __m512i av, int full, int chk,
+                                                            __mmask16 *bad) {
+  const __m512i v = _mm512_add_epi32(av, p->vc);
+  const __m512 f = _mm512_cvtepi32_ps(v);
+  const __m512 tlo = _mm512_fmadd_ps(f, p->mlo, p->magic), thi = _mm512_fmadd_ps(f, p->mhi, p->magic);
+  *bad = _mm512_cmp_ps_mask(tlo, thi, _CMP_NEQ_UQ);
+  if (chk) *bad |= _mm512_cmp_epu32_mask(_mm512_add_epi32(v, p->big), p->big2, _MM_CMPINT_NLT);
+  if (full) return _mm512_sub_epi32(_mm512_castps_si512(tlo), p->off);
+  return _mm512_sub_epi32(_mm512_castps_si512(_mm512_min_ps(_mm512_max_ps(tlo, p->flo), p->fhi)), p->off);
+}
+
 /* the row-independent fields for output zero point zp and clamp [lo, hi] */
 static inline void rr_init(rr_t *p, int32_t zp, int32_t lo, int32_t hi) {
   p->magic = _mm512_set1_ps(Q8_MAGIC);

@@ -320,16 +320,19 @@ void oa_q8_avx512_vnni_gemv(int64_t m, int64_t n, int64_t k, const void *x_, con
  * in registers. A load at byte S (c + 4 m) (m < 4 / S) holds in its 128-bit lane L the bytes of
  * columns c + (16 / S) L + 4 m + j (j < 4): accumulator m, lane L, dword j. Per 64 columns the four
  * accumulators are requantized by the float path of quant_rr.h (`flt`: it applies to this channel;
- * a vector it cannot settle sends the 64 sums to the exact kernel, oa_q8_avx512_requant), the
- * bytes joined (16 m + 4 L + j) and put in column order by one dword permutation (stride 1: dword
- * 4 m + L -> 4 L + m; stride 2, two blocks of 32: 4 m + L -> 2 L + m within each half). */
+ * a vector it cannot settle sends the 64 sums to the exact kernel, oa_q8_avx512_requant) and packed
+ * to bytes (vpackssdw, vpacksswb: byte 16 L + 4 m + j, which is the column order at stride 1; one
+ * dword permutation at stride 2). */
 static inline __attribute__((always_inline)) void dwv_cols(const uint8_t *buf, const int64_t *koff, int64_t kh,
                                                            int64_t ng, const int32_t *wd, const __m512i *idx,
                                                            int64_t c0, int64_t n, const oa_q8_dwv_t *p,
                                                            const rr_t *rp, int flt, int full, int chk, int8_t *out,
                                                            const int S) {
-  const __m512i order = S == 1 ? _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15)
-                               : _mm512_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7, 8, 12, 9, 13, 10, 14, 11, 15);
+  /* column order: from the packs (stride 2: dword 4 L + m -> 2 L + m, m < 2, and 8 + 2 L + m - 2),
+   * and from the exact kernel's bytes 16 m + 4 L + j (dword 4 m + L -> the column's dword) */
+  const __m512i order = _mm512_setr_epi32(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15);
+  const __m512i order16 = S == 1 ? _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15)
+                                 : _mm512_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7, 8, 12, 9, 13, 10, 14, 11, 15);
   for (int64_t c = 0; c < n; c += 64) {
     __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0;
     for (int64_t i = 0; i < kh; i++) {
@@ -346,14 +349,14 @@ static inline __attribute__((always_inline)) void dwv_cols(const uint8_t *buf, c
         a3 = _mm512_dpbusd_epi32(a3, _mm512_shuffle_epi8(v3, idx[g]), wv);
       }
     }
-    __m512i b;
+    __m512i b = _mm512_setzero_si512();
     __mmask16 bad = 1, k0 = 0, k1 = 0, k2 = 0, k3 = 0;
-    if (flt) {
-      const __mmask16 all = (__mmask16)0xffff;
-      const __m128i b0 = rr16(rp, a0, all, full, chk, &k0), b1 = rr16(rp, a1, all, full, chk, &k1);
-      const __m128i b2 = rr16(rp, a2, all, full, chk, &k2), b3 = rr16(rp, a3, all, full, chk, &k3);
+    if (flt) { /* byte 16 L + 4 m + j of the packs: accumulator m, lane L, dword j */
+      const __m512i q0 = rr16_q(rp, a0, full, chk, &k0), q1 = rr16_q(rp, a1, full, chk, &k1);
+      const __m512i q2 = rr16_q(rp, a2, full, chk, &k2), q3 = rr16_q(rp, a3, full, chk, &k3);
       bad = (__mmask16)(k0 | k1 | k2 | k3);
-      b = _mm512_inserti32x4(_mm512_inserti32x4(_mm512_inserti32x4(_mm512_castsi128_si512(b0), b1, 1), b2, 2), b3, 3);
+      b = _mm512_packs_epi16(_mm512_packs_epi32(q0, q1), _mm512_packs_epi32(q2, q3));
+      if (S == 2) b = _mm512_permutexvar_epi32(order, b);
     }
     if (bad) { /* the exact kernel on the 64 sums */
       int32_t t[64];
@@ -361,9 +364,9 @@ static inline __attribute__((always_inline)) void dwv_cols(const uint8_t *buf, c
       _mm512_storeu_si512((void *)t, a0), _mm512_storeu_si512((void *)(t + 16), a1);
       _mm512_storeu_si512((void *)(t + 32), a2), _mm512_storeu_si512((void *)(t + 48), a3);
       oa_q8_avx512_requant(t, 64, p->corr, p->mult, p->shift, p->zp, p->lo, p->hi, q);
-      b = _mm512_loadu_si512((const void *)q);
+      b = _mm512_permutexvar_epi32(order16, _mm512_loadu_si512((const void *)q));
     }
-    _mm512_storeu_si512((void *)(out + c), _mm512_permutexvar_epi32(order, b));
+    _mm512_storeu_si512((void *)(out + c), b);
   }
 }
 
@@ -373,9 +376,9 @@ static inline __attribute__((always_inline)) void dwv_cols(const uint8_t *buf, c
  * koff[i] + sw c + t dw, koff[i] = ((i dh % sh) hq + i dh / sh) ld: the whole plane is one long
  * row. Columns ox >= ow are computed and dropped. */
 static void q8_vnni_dwv(const oa_q8_dwv_t *p) {
-  const int64_t wp = p->w + 2 * p->pw, kw = p->kw, kh = p->kh, ng = (kw + 3) / 4, sw = p->sw, sh = p->sh;
-  int64_t L, hq, ld, plane, band, cols;
-  oa_q8_dwv_geo(p->oh, p->ow, sh, sw, kh, p->dh, wp, &L, &hq, &ld, &plane, &band, &cols);
+  const int64_t kw = p->kw, kh = p->kh, ng = (kw + 3) / 4, sw = p->sw, sh = p->sh;
+  const int64_t L = p->L, hq = p->hq, ld = p->ld, plane = p->plane, band = p->band;
+  const int64_t *koff = p->koff;
   const uint8_t zpad = (uint8_t)((uint8_t)(int8_t)p->zin ^ 0x80u);
   uint8_t *buf = p->work;
   int8_t *tn = (int8_t *)(p->work + plane);
@@ -401,10 +404,8 @@ static void q8_vnni_dwv(const oa_q8_dwv_t *p) {
   /* per kernel row and tap group: the 4 weights as a dword (0 past kw); per group the shuffle
    * forming column j's bytes sw j + (4 g + t) dw of its lane (0x80: a zero byte past kw) */
   int32_t wd[OA_Q8_DWV_GROUPS_MAX];
-  int64_t koff[OA_Q8_DWV_GROUPS_MAX];
   __m512i idx[4];
   for (int64_t i = 0; i < kh; i++) {
-    koff[i] = ((i * p->dh % sh) * hq + i * p->dh / sh) * ld;
     for (int64_t g = 0; g < ng; g++) {
       uint32_t v = 0;
       for (int64_t t = 0; t < 4 && 4 * g + t < kw; t++) v |= (uint32_t)(uint8_t)p->wt[i * kw + 4 * g + t] << (8 * t);
