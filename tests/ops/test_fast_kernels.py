@@ -240,6 +240,10 @@ def conv_cases() -> list[Case]:
         ((1, 8, 12, 12, 16, 3, 3), {"stride": 2, "pad": 1}),
         ((1, 4, 13, 10, 6, 3, 3), {"stride": 3}),
         ((1, 3, 23, 23, 8, 7, 7), {"stride": 2, "pad": 3}),         # a stem
+        # rows of >= 2 tiles' columns: the GEMM stores the real columns in place (conv.c
+        # conv_direct_vrow), tiles across a row end through a buffer; K = 576: accumulated there
+        ((1, 3, 9, 140, 20, 7, 7), {"stride": 2, "pad": 3}),
+        ((1, 64, 5, 70, 14, 3, 3), {"pad": 1}),
         ((1, 6, 11, 11, 5, 3, 3), {"pad": 2, "dil": 2}),
         ((1, 2, 13, 12, 3, 3, 2), {"stride": (2, 1), "pad": (3, 1), "dil": (3, 2)}),
         ((1, 3, 9, 10, 2, 3, 5), {"stride": (2, 1), "pad": (1, 2)}),

@@ -8,7 +8,8 @@
  *     (conv_direct below) so that B row (ci, kh, kw) is a contiguous run of a plane at offset
  *     boff[k] for consecutive "virtual" pixels oh * wph + ow; the micro-kernel reads B in place
  *     through boff (DIRECT mode) or from panels copied row by row (see conv_direct_in_place),
- *     and the wph - ow extra columns per row are dropped after (on ResNet-18's 3x3 layers this
+ *     and the wph - ow extra columns per row are dropped (as the GEMM stores, or after: see
+ *     conv_direct_vrow) (on ResNet-18's 3x3 layers this
  *     replaced packing im2col panels element by element, which cost up to a third of the time
  *     with 64 output channels).
  *   - larger strides: im2col panels packed straight from the input rows (pack_im2col).
@@ -78,20 +79,32 @@ static int conv_is_1x1(const conv_geo_t *q) {
 }
 
 
-/* Scratch of the direct path before the GEMM's own: [boff: k int64][phase planes][virtual output].
- * Sets q->plen; -1 when too large. */
+/* Output rows of at least this many tiles' columns (the direct path's wph virtual columns per
+ * row) are stored by the GEMM in place (oa_gemm_args_t.vrow: the few tiles that cross a row end go
+ * through a buffer): a copy of the whole virtual output afterwards was 0.28 of the 1.5 ms of
+ * ResNet-18's stem (wph 115, 1.50 -> 1.29 ms). Narrower rows are copied after each finished
+ * block (compact_block): with 29 virtual columns (ResNet-18's 56 x 56 stride-2 layer) every tile
+ * crosses a row end, 1.02x slower through the buffers. */
+#define DIRECT_VROW_TILES 2
+static int conv_direct_vrow(const conv_geo_t *q, const oa_opt_isa_t *isa) {
+  return q->wph != q->ow && q->wph >= DIRECT_VROW_TILES * isa->nr;
+}
+
+/* Scratch of the direct path before the GEMM's own: [boff: k int64][phase planes][virtual output,
+ * when the rows are compacted after]. Sets q->plen; -1 when too large. */
 typedef struct conv_layout {
   int64_t boff, phase, virt, gemm, total;
 } conv_layout_t;
 
-static void conv_direct_layout(conv_geo_t *q, int64_t gemm_floats, conv_layout_t *l) {
+static void conv_direct_layout(conv_geo_t *q, const oa_opt_isa_t *isa, int64_t gemm_floats, conv_layout_t *l) {
   const int64_t pl = oa_cap_mul(oa_cap_add(q->hph, 1), q->wph);
   q->plen = pl;
   l->boff = 0;
   l->phase = oa_round16(oa_cap_mul(q->k, 2));
   const int64_t phases = oa_cap_mul(oa_cap_mul(q->cg, q->sh), q->sw);
   l->virt = oa_cap_add(l->phase, oa_round16(oa_cap_mul(phases, pl)));
-  l->gemm = oa_cap_add(l->virt, q->wph != q->ow ? oa_round16(oa_cap_mul(q->og, q->nv)) : 0);
+  const int compact = q->wph != q->ow && !conv_direct_vrow(q, isa);
+  l->gemm = oa_cap_add(l->virt, compact ? oa_round16(oa_cap_mul(q->og, q->nv)) : 0);
   l->total = oa_cap_add(l->gemm, gemm_floats);
 }
 static void dw_pad_dims(const conv_geo_t *q, int32_t vw, int64_t *pad_h, int64_t *pad_w) {
@@ -132,7 +145,7 @@ static oa_status_t oa_opt_conv2d_prepare_isa(const oa_op_call_t *call, const oa_
   if (q.sh <= 8 && q.sw <= 8) {
     oa_gemm_plan(I, q.og, q.nv, q.k, q.k, conv_direct_in_place(&q), threads, &blk);
     conv_layout_t l;
-    conv_direct_layout(&q, blk.scratch_floats, &l);
+    conv_direct_layout(&q, I, blk.scratch_floats, &l);
     if (l.total >= 0) {
       plan->params[F_PATH] = PATH_DIRECT;
       return oa_opt_set_scratch(plan, l.total);
@@ -376,7 +389,7 @@ static void conv_direct(const oa_opt_isa_t *isa, conv_geo_t *q, int32_t threads,
   oa_gemm_blocking_t blk;
   oa_gemm_plan(isa, q->og, q->nv, q->k, q->k, conv_direct_in_place(q), threads, &blk);
   conv_layout_t l;
-  conv_direct_layout(q, blk.scratch_floats, &l);
+  conv_direct_layout(q, isa, blk.scratch_floats, &l);
   int64_t *boff = (int64_t *)(void *)(scratch + l.boff);
   float *phase = scratch + l.phase, *virt = scratch + l.virt;
   uint32_t used_a = 0, used_b = 0;
@@ -390,7 +403,7 @@ static void conv_direct(const oa_opt_isa_t *isa, conv_geo_t *q, int32_t threads,
       }
     }
   }
-  const int compact = q->wph != q->ow;
+  const int vrow = conv_direct_vrow(q, isa), compact = q->wph != q->ow && !vrow;
   for (int64_t nb = 0; nb < q->n; nb++) {
     for (int64_t g = 0; g < q->g; g++) {
       const float *xg = x + (nb * q->c + g * q->cg) * q->h * q->w;
@@ -401,7 +414,8 @@ static void conv_direct(const oa_opt_isa_t *isa, conv_geo_t *q, int32_t threads,
       compact_ctx_t cc = {q, virt, yg};
       oa_gemm_args_t args = {.m = q->og, .n = q->nv, .k = q->k, .a = w + g * q->og * q->k, .lda = q->k, .b = phase,
                              .boff = boff, .pack = conv_direct_in_place(q) ? NULL : pack_rows, .pack_ctx = &rc,
-                             .c = compact ? virt : yg, .rs_c = q->nv, .cs_c = 1,
+                             .c = compact ? virt : yg, .rs_c = compact ? q->nv : q->oh * q->ow, .cs_c = 1,
+                             .vrow = vrow ? q->wph : 0, .vcols = q->ow,
                              .bias = bias ? bias + g * q->og : NULL, .act = epi->act, .lo = epi->lo, .hi = epi->hi,
                              .done = compact ? compact_block : NULL, .done_ctx = &cc};
       oa_gemm_run(isa, &blk, &args, scratch + l.gemm, pool);

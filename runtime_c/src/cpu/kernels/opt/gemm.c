@@ -380,6 +380,31 @@ static inline const float *a_tile(const gemm_ctx_t *x, float *abuf, int pack_one
   return abuf;
 }
 
+/* A tile of virtual columns j .. j + ncq (oa_gemm_args_t.vrow; cs_c = 1) that crosses a row end,
+ * through the buffer vt (row stride NR_MAX), one run of kept columns at a time: store = 0 loads
+ * C's kept columns into it (only when the kernel accumulates; the dropped columns are left as
+ * they are: their sums are never stored), store = 1 writes them back. */
+static void virt_tile_io(const oa_gemm_args_t *g, int64_t i, int32_t mcur, int64_t j, int32_t ncq, float *vt,
+                         int store, int load) {
+  if (!store && !load) return;
+  for (int64_t c = 0; c < ncq;) {
+    const int64_t vj = j + c, off = vj % g->vrow;
+    if (off >= g->vcols) {
+      c += g->vrow - off;
+      continue;
+    }
+    const int64_t run = min64(g->vcols - off, ncq - c);
+    float *col = g->c + i * g->rs_c + vj / g->vrow * g->vcols + off;
+    for (int32_t r = 0; r < mcur; r++) {
+      if (store)
+        memcpy(col + r * g->rs_c, vt + r * NR_MAX + c, (size_t)run * sizeof(float));
+      else
+        memcpy(vt + r * NR_MAX + c, col + r * g->rs_c, (size_t)run * sizeof(float));
+    }
+    c += run;
+  }
+}
+
 /* The micro-kernel call for rows i .. i + mcur (A tile ai) and columns j0 + q .. of the block
  * (K block from k0): packed panel, pre-packed panel, the zero-padded copy of a cut DIRECT panel
  * (q == qcut), or DIRECT B in place. */
@@ -391,23 +416,38 @@ static inline void one_tile(const gemm_ctx_t *x, const float *ai, int64_t lda, i
   const int32_t nr = isa->nr, pw = isa->pw, ncq = (int32_t)min64(nr, ncur - q);
   const oa_uk_epi_t epi = {g->bias ? g->bias + i : NULL, g->bias_col ? g->bias_col + j0 + q : NULL, g->act, g->lo,
                            g->hi};
-  float *ci = g->c + i * g->rs_c + (j0 + q) * g->cs_c;
   const int64_t j = j0 + q, bb = g->bblock;
+  float *ci = g->c + i * g->rs_c + (j0 + q) * g->cs_c;
+  float vt[MR_MAX * NR_MAX]; /* a tile of virtual columns that crosses a row end */
+  int64_t rs = g->rs_c, cs = g->cs_c;
+  int virt_tile = 0;
+  if (g->vrow) {
+    const int64_t off = j % g->vrow;
+    ci = g->c + i * g->rs_c + (j / g->vrow * g->vcols + off) * g->cs_c;
+    if (off + ncq > g->vcols) {
+      virt_tile = 1;
+      virt_tile_io(g, i, mcur, j, ncq, vt, 0, (flags & OA_UK_ACCUM) != 0);
+      ci = vt;
+      rs = NR_MAX;
+      cs = 1;
+    }
+  }
   if (bp) {
-    isa->gemm(kcur, ai, lda, bp + (q / pw) * kcur * pw, kcur * pw, ci, g->rs_c, g->cs_c, mcur, ncq, flags, &epi);
+    isa->gemm(kcur, ai, lda, bp + (q / pw) * kcur * pw, kcur * pw, ci, rs, cs, mcur, ncq, flags, &epi);
   } else if (bb) {
     /* panels of bb = PW columns are the tile's packed layout (the next panel K * bb further);
      * wider ones (a multiple of NR) are read through row offsets */
     const float *panel = g->b + (j / bb) * g->k * bb + j % bb;
     if (bb == pw)
-      isa->gemm(kcur, ai, lda, panel + k0 * bb, g->k * bb, ci, g->rs_c, g->cs_c, mcur, ncq, flags, &epi);
+      isa->gemm(kcur, ai, lda, panel + k0 * bb, g->k * bb, ci, rs, cs, mcur, ncq, flags, &epi);
     else
-      isa->gemm_ind(kcur, ai, lda, panel, g->boff + k0, ci, g->rs_c, g->cs_c, mcur, ncq, flags, &epi);
+      isa->gemm_ind(kcur, ai, lda, panel, g->boff + k0, ci, rs, cs, mcur, ncq, flags, &epi);
   } else if (q == qcut) {
-    isa->gemm(kcur, ai, lda, pbuf, kcur * pw, ci, g->rs_c, g->cs_c, mcur, ncq, flags, &epi);
+    isa->gemm(kcur, ai, lda, pbuf, kcur * pw, ci, rs, cs, mcur, ncq, flags, &epi);
   } else {
-    isa->gemm_ind(kcur, ai, lda, g->b + j, g->boff + k0, ci, g->rs_c, g->cs_c, mcur, ncq, flags, &epi);
+    isa->gemm_ind(kcur, ai, lda, g->b + j, g->boff + k0, ci, rs, cs, mcur, ncq, flags, &epi);
   }
+  if (virt_tile) virt_tile_io(g, i, mcur, j, ncq, vt, 1, 0);
 }
 
 /* Rows of the row tile at i of a block ending at ie: MR, except that fewer than MR / 2 rows are
@@ -577,9 +617,11 @@ void oa_gemm_run(const oa_opt_isa_t *isa, const oa_gemm_blocking_t *blk, const o
   if (g->k <= 0) {
     oa_uk_epi_t epi = {NULL, NULL, g->act, g->lo, g->hi};
     for (int64_t i = 0; i < g->m; i++)
-      for (int64_t j = 0; j < g->n; j++)
-        g->c[i * g->rs_c + j * g->cs_c] =
-            oa_opt_act(g->bias ? g->bias[i] : (g->bias_col ? g->bias_col[j] : 0.0f), &epi);
+      for (int64_t j = 0; j < g->n; j++) {
+        if (g->vrow && j % g->vrow >= g->vcols) continue;
+        const int64_t cj = g->vrow ? j / g->vrow * g->vcols + j % g->vrow : j;
+        g->c[i * g->rs_c + cj * g->cs_c] = oa_opt_act(g->bias ? g->bias[i] : (g->bias_col ? g->bias_col[j] : 0.0f), &epi);
+      }
     return;
   }
   gemm_ctx_t x;

@@ -153,6 +153,11 @@ typedef struct oa_gemm_args {
   int64_t bblock;       /* panel width of pre-packed B (a multiple of the ISA's NR), or 0 */
   float *c;
   int64_t rs_c, cs_c;
+  /* vrow > 0 (with cs_c 1): C's columns are "virtual", vrow per row of an image of which the first vcols are
+   * kept: column j is stored at (j / vrow) * vcols + j % vrow when j % vrow < vcols, else dropped
+   * (the direct conv's padded rows: tiles inside one row are stored in place, the others go
+   * through a small buffer) */
+  int64_t vrow, vcols;
   const float *bias;     /* per row of C, or NULL */
   const float *bias_col; /* per column of C, or NULL */
   int32_t act;
