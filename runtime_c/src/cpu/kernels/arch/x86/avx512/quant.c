@@ -273,21 +273,23 @@ static inline __attribute__((always_inline)) int32_t rr_row(const rr_t *p, const
    * column 16 m + 4 L + i: one dword transpose), fewer narrowing instructions than four rr16 */
   const __m512i t44 = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
   for (; j + 64 <= n; j += 64) {
-    __mmask16 b0, b1, b2, b3;
-    const __m512i q0 = rr16_q(p, _mm512_loadu_si512((const void *)(a + j)), full, chk, &b0);
-    const __m512i q1 = rr16_q(p, _mm512_loadu_si512((const void *)(a + j + 16)), full, chk, &b1);
-    const __m512i q2 = rr16_q(p, _mm512_loadu_si512((const void *)(a + j + 32)), full, chk, &b2);
-    const __m512i q3 = rr16_q(p, _mm512_loadu_si512((const void *)(a + j + 48)), full, chk, &b3);
+    __m512i d = _mm512_setzero_si512();
+    __mmask16 kb = 0;
+    const __m512i q0 = rr16_qd(p, _mm512_loadu_si512((const void *)(a + j)), full, chk, &d, &kb);
+    const __m512i q1 = rr16_qd(p, _mm512_loadu_si512((const void *)(a + j + 16)), full, chk, &d, &kb);
+    const __m512i q2 = rr16_qd(p, _mm512_loadu_si512((const void *)(a + j + 32)), full, chk, &d, &kb);
+    const __m512i q3 = rr16_qd(p, _mm512_loadu_si512((const void *)(a + j + 48)), full, chk, &d, &kb);
     const __m512i b = _mm512_packs_epi16(_mm512_packs_epi32(q0, q1), _mm512_packs_epi32(q2, q3));
     _mm512_storeu_si512((void *)(y + j), _mm512_permutexvar_epi32(t44, b));
-    if (b0 | b1 | b2 | b3) {
-      const __mmask16 bm[4] = {b0, b1, b2, b3};
-      for (int u = 0; u < 4; u++)
-        if (bm[u]) {
+    if (_mm512_test_epi32_mask(d, d) | kb) /* rare: which of the four vectors (rr16_q's masks) */
+      for (int u = 0; u < 4; u++) {
+        __mmask16 bu;
+        (void)rr16_q(p, _mm512_loadu_si512((const void *)(a + j + 16 * u)), full, chk, &bu);
+        if (bu) {
           if (nb < Q8_RR_BAD) badj[nb] = j + 16 * u;
           nb++;
         }
-    }
+      }
   }
   for (; j + 16 <= n; j += 16) {
     const __m128i b = rr16(p, _mm512_loadu_si512((const void *)(a + j)), (__mmask16)0xffff, full, chk, &bad);

@@ -72,6 +72,23 @@ static inline __attribute__((always_inline)) __m512i rr16_q(const rr_t *p, __m51
   return _mm512_sub_epi32(_mm512_castps_si512(_mm512_min_ps(_mm512_max_ps(tlo, p->flo), p->fhi)), p->off);
 }
 
+/* rr16_q without the mask per vector, for four vectors at a time: the lanes rr16_q would flag leave
+ * bits set in *d (tlo ^ thi OR-ed in, one vpternlogd: tlo and thi are finite floats, never -0.0
+ * (an exact zero fma result is +0.0 under round to nearest), so their bits are equal exactly when
+ * they compare equal) or, with `chk`, in *kb (the sums of 2^23 or more). One vptestmd per 64
+ * outputs then replaces four compares into masks and their merging; a caller that finds a flag
+ * redoes rr16_q on the four vectors to learn which ones. */
+static inline __attribute__((always_inline)) __m512i rr16_qd(const rr_t *p, __m512i av, int full, int chk, __m512i *d,
+                                                             __mmask16 *kb) {
+  const __m512i v = _mm512_add_epi32(av, p->vc);
+  const __m512 f = _mm512_cvtepi32_ps(v);
+  const __m512 tlo = _mm512_fmadd_ps(f, p->mlo, p->magic), thi = _mm512_fmadd_ps(f, p->mhi, p->magic);
+  *d = _mm512_ternarylogic_epi32(*d, _mm512_castps_si512(tlo), _mm512_castps_si512(thi), 0xf6); /* d | (lo ^ hi) */
+  if (chk) *kb |= _mm512_cmp_epu32_mask(_mm512_add_epi32(v, p->big), p->big2, _MM_CMPINT_NLT);
+  if (full) return _mm512_sub_epi32(_mm512_castps_si512(tlo), p->off);
+  return _mm512_sub_epi32(_mm512_castps_si512(_mm512_min_ps(_mm512_max_ps(tlo, p->flo), p->fhi)), p->off);
+}
+
 /* the row-independent fields for output zero point zp and clamp [lo, hi] */
 static inline void rr_init(rr_t *p, int32_t zp, int32_t lo, int32_t hi) {
   p->magic = _mm512_set1_ps(Q8_MAGIC);

@@ -350,11 +350,13 @@ static inline __attribute__((always_inline)) void dwv_cols(const uint8_t *buf, c
       }
     }
     __m512i b = _mm512_setzero_si512();
-    __mmask16 bad = 1, k0 = 0, k1 = 0, k2 = 0, k3 = 0;
+    __mmask16 bad = 1;
     if (flt) { /* byte 16 L + 4 m + j of the packs: accumulator m, lane L, dword j */
-      const __m512i q0 = rr16_q(rp, a0, full, chk, &k0), q1 = rr16_q(rp, a1, full, chk, &k1);
-      const __m512i q2 = rr16_q(rp, a2, full, chk, &k2), q3 = rr16_q(rp, a3, full, chk, &k3);
-      bad = (__mmask16)(k0 | k1 | k2 | k3);
+      __m512i d = _mm512_setzero_si512();
+      __mmask16 kb = 0;
+      const __m512i q0 = rr16_qd(rp, a0, full, chk, &d, &kb), q1 = rr16_qd(rp, a1, full, chk, &d, &kb);
+      const __m512i q2 = rr16_qd(rp, a2, full, chk, &d, &kb), q3 = rr16_qd(rp, a3, full, chk, &d, &kb);
+      bad = (__mmask16)(_mm512_test_epi32_mask(d, d) | kb);
       b = _mm512_packs_epi16(_mm512_packs_epi32(q0, q1), _mm512_packs_epi32(q2, q3));
       if (S == 2) b = _mm512_permutexvar_epi32(order, b);
     }
