@@ -275,11 +275,11 @@ static inline __attribute__((always_inline)) int32_t rr_row(const rr_t *p, const
   for (; j + 64 <= n; j += 64) {
     __m512i d = _mm512_setzero_si512();
     __mmask16 kb = 0;
-    const __m512i q0 = rr16_qd(p, _mm512_loadu_si512((const void *)(a + j)), full, chk, &d, &kb);
-    const __m512i q1 = rr16_qd(p, _mm512_loadu_si512((const void *)(a + j + 16)), full, chk, &d, &kb);
-    const __m512i q2 = rr16_qd(p, _mm512_loadu_si512((const void *)(a + j + 32)), full, chk, &d, &kb);
-    const __m512i q3 = rr16_qd(p, _mm512_loadu_si512((const void *)(a + j + 48)), full, chk, &d, &kb);
-    const __m512i b = _mm512_packs_epi16(_mm512_packs_epi32(q0, q1), _mm512_packs_epi32(q2, q3));
+    const __m512i q0 = rr16_qd(p, _mm512_loadu_si512((const void *)(a + j)), chk, &d, &kb);
+    const __m512i q1 = rr16_qd(p, _mm512_loadu_si512((const void *)(a + j + 16)), chk, &d, &kb);
+    const __m512i q2 = rr16_qd(p, _mm512_loadu_si512((const void *)(a + j + 32)), chk, &d, &kb);
+    const __m512i q3 = rr16_qd(p, _mm512_loadu_si512((const void *)(a + j + 48)), chk, &d, &kb);
+    const __m512i b = rr_clamp8(p, _mm512_packs_epi16(_mm512_packs_epi32(q0, q1), _mm512_packs_epi32(q2, q3)), full);
     _mm512_storeu_si512((void *)(y + j), _mm512_permutexvar_epi32(t44, b));
     if (_mm512_test_epi32_mask(d, d) | kb) /* rare: which of the four vectors (rr16_q's masks) */
       for (int u = 0; u < 4; u++) {
@@ -324,6 +324,7 @@ void oa_q8_avx512_requant_rows(const int32_t *acc, int64_t ldc, int32_t m, int64
   p.magic = _mm512_set1_ps(Q8_MAGIC);
   p.flo = _mm512_set1_ps(Q8_MAGIC + (float)(lo - zp)), p.fhi = _mm512_set1_ps(Q8_MAGIC + (float)(hi - zp));
   p.zp8 = _mm_set1_epi8((char)zp);
+  p.lo8 = _mm512_set1_epi8((char)lo), p.hi8 = _mm512_set1_epi8((char)hi);
   p.off = _mm512_set1_epi32(Q8_MAGIC_BITS - zp);
   p.big = _mm512_set1_epi32(Q8_FLT_MAX_SUM), p.big2 = _mm512_set1_epi32(2 * Q8_FLT_MAX_SUM);
   p.mlo = p.mhi = _mm512_setzero_ps(), p.vc = _mm512_setzero_si512();

@@ -37,6 +37,7 @@ static inline void m_bracket(int32_t mult, int32_t shift, float *flo, float *fhi
 typedef struct rr {
   __m512 magic, mlo, mhi, flo, fhi; /* flo, fhi: magic + lo - zp, magic + hi - zp */
   __m512i off, big, big2, vc;
+  __m512i lo8, hi8; /* lo, hi in every byte: rr16_qd's clamp on the packed bytes */
   __m128i zp8;
 } rr_t;
 
@@ -72,21 +73,28 @@ static inline __attribute__((always_inline)) __m512i rr16_q(const rr_t *p, __m51
   return _mm512_sub_epi32(_mm512_castps_si512(_mm512_min_ps(_mm512_max_ps(tlo, p->flo), p->fhi)), p->off);
 }
 
-/* rr16_q without the mask per vector, for four vectors at a time: the lanes rr16_q would flag leave
- * bits set in *d (tlo ^ thi OR-ed in, one vpternlogd: tlo and thi are finite floats, never -0.0
+/* rr16_q's `full` result without the mask per vector, for four vectors at a time: the int32
+ * q = r + zp, unclamped (the caller's saturating packs to bytes clamp it to int8, as for `full`;
+ * a clamp [lo, hi] inside int8 then follows on the packed bytes, vpmaxsb / vpminsb with lo8, hi8:
+ * clamp(sat8(q)) = clamp(q), two instructions per 64 outputs instead of rr16_q's two per 16).
+ * The lanes rr16_q would flag leave bits set in *d (tlo ^ thi OR-ed in, one vpternlogd: tlo and thi are finite floats, never -0.0
  * (an exact zero fma result is +0.0 under round to nearest), so their bits are equal exactly when
  * they compare equal) or, with `chk`, in *kb (the sums of 2^23 or more). One vptestmd per 64
  * outputs then replaces four compares into masks and their merging; a caller that finds a flag
  * redoes rr16_q on the four vectors to learn which ones. */
-static inline __attribute__((always_inline)) __m512i rr16_qd(const rr_t *p, __m512i av, int full, int chk, __m512i *d,
+static inline __attribute__((always_inline)) __m512i rr16_qd(const rr_t *p, __m512i av, int chk, __m512i *d,
                                                              __mmask16 *kb) {
   const __m512i v = _mm512_add_epi32(av, p->vc);
   const __m512 f = _mm512_cvtepi32_ps(v);
   const __m512 tlo = _mm512_fmadd_ps(f, p->mlo, p->magic), thi = _mm512_fmadd_ps(f, p->mhi, p->magic);
   *d = _mm512_ternarylogic_epi32(*d, _mm512_castps_si512(tlo), _mm512_castps_si512(thi), 0xf6); /* d | (lo ^ hi) */
   if (chk) *kb |= _mm512_cmp_epu32_mask(_mm512_add_epi32(v, p->big), p->big2, _MM_CMPINT_NLT);
-  if (full) return _mm512_sub_epi32(_mm512_castps_si512(tlo), p->off);
-  return _mm512_sub_epi32(_mm512_castps_si512(_mm512_min_ps(_mm512_max_ps(tlo, p->flo), p->fhi)), p->off);
+  return _mm512_sub_epi32(_mm512_castps_si512(tlo), p->off);
+}
+
+/* rr16_qd's packed bytes clamped to [lo, hi] (nothing to do when that is all of int8) */
+static inline __attribute__((always_inline)) __m512i rr_clamp8(const rr_t *p, __m512i b, int full) {
+  return full ? b : _mm512_min_epi8(_mm512_max_epi8(b, p->lo8), p->hi8);
 }
 
 /* the row-independent fields for output zero point zp and clamp [lo, hi] */
@@ -94,6 +102,7 @@ static inline void rr_init(rr_t *p, int32_t zp, int32_t lo, int32_t hi) {
   p->magic = _mm512_set1_ps(Q8_MAGIC);
   p->flo = _mm512_set1_ps(Q8_MAGIC + (float)(lo - zp)), p->fhi = _mm512_set1_ps(Q8_MAGIC + (float)(hi - zp));
   p->zp8 = _mm_set1_epi8((char)zp);
+  p->lo8 = _mm512_set1_epi8((char)lo), p->hi8 = _mm512_set1_epi8((char)hi);
   p->off = _mm512_set1_epi32(Q8_MAGIC_BITS - zp);
   p->big = _mm512_set1_epi32(Q8_FLT_MAX_SUM), p->big2 = _mm512_set1_epi32(2 * Q8_FLT_MAX_SUM);
   p->mlo = p->mhi = _mm512_setzero_ps(), p->vc = _mm512_setzero_si512();

@@ -354,10 +354,10 @@ static inline __attribute__((always_inline)) void dwv_cols(const uint8_t *buf, c
     if (flt) { /* byte 16 L + 4 m + j of the packs: accumulator m, lane L, dword j */
       __m512i d = _mm512_setzero_si512();
       __mmask16 kb = 0;
-      const __m512i q0 = rr16_qd(rp, a0, full, chk, &d, &kb), q1 = rr16_qd(rp, a1, full, chk, &d, &kb);
-      const __m512i q2 = rr16_qd(rp, a2, full, chk, &d, &kb), q3 = rr16_qd(rp, a3, full, chk, &d, &kb);
+      const __m512i q0 = rr16_qd(rp, a0, chk, &d, &kb), q1 = rr16_qd(rp, a1, chk, &d, &kb);
+      const __m512i q2 = rr16_qd(rp, a2, chk, &d, &kb), q3 = rr16_qd(rp, a3, chk, &d, &kb);
       bad = (__mmask16)(_mm512_test_epi32_mask(d, d) | kb);
-      b = _mm512_packs_epi16(_mm512_packs_epi32(q0, q1), _mm512_packs_epi32(q2, q3));
+      b = rr_clamp8(rp, _mm512_packs_epi16(_mm512_packs_epi32(q0, q1), _mm512_packs_epi32(q2, q3)), full);
       if (S == 2) b = _mm512_permutexvar_epi32(order, b);
     }
     if (bad) { /* the exact kernel on the 64 sums */
