@@ -76,6 +76,9 @@ def _qparams(rng: np.random.Generator, n: int, k: int, per_channel: bool,
         return np.full(c, 1 << 30, np.int32), np.full(c, 28, np.int8)
     if extreme == "edge":  # 2^-16 with sums near +-2^23: results near the int8 range (the float path's bound)
         return np.full(c, 1 << 30, np.int32), np.full(c, 46, np.int8)
+    if extreme == "near":  # the ties of 2^-L for a multiplier 2^-L (1 + 2^-30), not a float32: its
+        # bracketing floats round them apart (the float path's unsettled vectors, redone exactly)
+        return np.full(c, (1 << 30) + 1, np.int32), np.full(c, 30 + round(math.log2(92 * math.sqrt(k))), np.int8)
     if extreme == "ties":
         return np.full(c, 1 << 20, np.int32), np.full(c, 20 + round(math.log2(92 * math.sqrt(k))), np.int8)
     mult = rng.integers(1 << 30, 1 << 31, c, dtype=np.int64)
@@ -213,6 +216,10 @@ def conv_cases() -> list[Case]:
         conv(1, 16, 14, 15, 20, 1, 1, zin=127, zout=-128, extreme="ties"),
         conv(2, 96, 9, 9, 17, 1, 1, extreme=True, act=(-20, 30)),
         conv(1, 960, 3, 5, 24, 1, 1, zin=-128, act=(-128, 126)),  # K = 960: the 2^23 check on
+        # full 64-column steps (135 and 128 pixels) with a clamp inside int8 (applied to the packed
+        # bytes) and unsettled vectors (near ties, sums past 2^23: found again within their step)
+        conv(1, 24, 9, 15, 12, 1, 1, extreme="near", per_channel=False, act=(-90, 100)),
+        conv(1, 6, 8, 16, 24, 1, 1, extreme="edge", bias="edge", zout=0, act=(-124, 125)),
     ]
     # every cout and pixel count around the tiles (1..9, 13, 17, 31, 33)
     for i, (o, hw) in enumerate([(1, 1), (2, 2), (3, 3), (4, 5), (5, 7), (6, 9), (7, 13), (8, 17), (9, 31),
@@ -271,6 +278,7 @@ def dw_cases() -> list[Case]:
         # (stride_h 2, 3), dropped grid columns, bands of rows, the last 64 columns partial, the
         # exact requantization path (m4, big sums)
         c(1, 3, 6, 48, 3, 3, 3, pad=1, groups=3, per_channel=False, act=(-10, 100)),
+        c(1, 4, 9, 64, 4, 3, 3, pad=1, groups=4, extreme="near", act=(-40, 45)),
         c(1, 3, 9, 113, 3, 3, 3, stride=2, pad=1, groups=3, zin=-128, act=(-128, 90)),
         c(1, 2, 5, 60, 2, 1, 7, pad=(0, 3), groups=2, extreme="ties"),
         c(1, 2, 4, 50, 2, 2, 13, pad=(1, 6), groups=2),
