@@ -279,6 +279,8 @@ def dw_cases() -> list[Case]:
         # exact requantization path (m4, big sums)
         c(1, 3, 6, 48, 3, 3, 3, pad=1, groups=3, per_channel=False, act=(-10, 100)),
         c(1, 4, 9, 64, 4, 3, 3, pad=1, groups=4, extreme="near", act=(-40, 45)),
+        # channel blocks (outputs < 28 wide): near ties (the vectors the float path cannot settle), a clamp
+        c(1, 20, 14, 13, 20, 3, 3, pad=1, groups=20, extreme="near", act=(-60, 70)),
         c(1, 3, 9, 113, 3, 3, 3, stride=2, pad=1, groups=3, zin=-128, act=(-128, 90)),
         c(1, 2, 5, 60, 2, 1, 7, pad=(0, 3), groups=2, extreme="ties"),
         c(1, 2, 4, 50, 2, 2, 13, pad=(1, 6), groups=2),
