@@ -381,6 +381,10 @@ class OpenAccel(Engine):
     export_args: ClassVar[dict[str, Any]] = {}
     isas: list[str] | None = None  # the kernels' ISAs (HostSession(isas=...)); None: all this CPU has
 
+    def options(self) -> dict[str, Any]:
+        """The keyword arguments of oa.export for this engine."""
+        return dict(self.export_args)
+
     def setup(self, threads: int) -> None:
         from openaccel.runtime.host import library
 
@@ -389,7 +393,7 @@ class OpenAccel(Engine):
     def export(self, model: Any, example: tuple[Any, ...], path: Path) -> dict[str, Any]:
         import openaccel as oa
 
-        prog = oa.export(model, example, bundle_tests=False, **self.export_args)
+        prog = oa.export(model, example, bundle_tests=False, **self.options())
         prog.save(path)
         return {"arena_bytes": prog.arena_bytes, "memory": prog.memory_plan, "ops": prog.ops, "notes": []}
 
@@ -415,7 +419,7 @@ class OpenAccelInt8(OpenAccel):
     def export(self, model: Any, example: tuple[Any, ...], path: Path) -> dict[str, Any]:
         import openaccel as oa
 
-        prog = oa.export(model.converted, example, bundle_tests=False, **self.export_args)
+        prog = oa.export(model.converted, example, bundle_tests=False, **self.options())
         prog.save(path)
         f32 = prog.float32_in_quantized()
         ops = sorted({p.op for p in f32})
@@ -439,7 +443,10 @@ class OpenAccelLayout(OpenAccel):
 
     def __init__(self, layout: str) -> None:
         self.name, self.label = f"openaccel_{layout}", f"openaccel ({layout.upper()})"
-        self.export_args = {"layout": layout}
+        self.layout = layout
+
+    def options(self) -> dict[str, Any]:
+        return {"layout": self.layout}
 
 
 class OpenAccelIsa(OpenAccel):

@@ -46,6 +46,7 @@ from engines import (  # noqa: E402
     ENGINES,
     Engine,
     Int8Source,
+    OpenAccel,
     calibration_inputs,
     first_line,
     pt2e_quantize,
@@ -540,9 +541,9 @@ def bench_model(name: str, args: argparse.Namespace, engines: list[Engine], vers
         + (f", {args.rounds} rounds)" if args.rounds > 1 else ")"))
     try:
         rounds = []
-        for k in range(args.rounds):
+        for rnd in range(args.rounds):
             if args.rounds > 1:
-                log(f"{name}: round {k + 1} of {args.rounds}")
+                log(f"{name}: round {rnd + 1} of {args.rounds}")
             rounds.append(time_cells({n: ld.run for n, ld in loaded.items()}, args.runs, args.warmup, args.budget))
         results = merge_rounds(rounds)
     except Exception as e:
@@ -630,7 +631,7 @@ def summarize(rows: list[dict[str, Any]], models: list[str],
             s["openaccel_int8_ms"] = oa8["median_ms"] if oa8 is not None and _ok(oa8) else None
             s["int8_ratio_to_best_int8_peer"] = (s["openaccel_int8_ms"] / s["best_int8_peer_ms"]
                                                  if s["openaccel_int8_ms"] is not None and best8 else None)
-            families = {}
+            families: dict[str, Any] = {}
             for r in mine:
                 e = ENGINES.get(r["engine"])  # (the oa_run row is no engine)
                 f32 = by.get(e.fp32_engine) if e is not None and e.int8 else None
@@ -885,7 +886,8 @@ def main(argv: list[str] | None = None) -> int:
         import gemm
 
         # with the openaccel_avx2 engine, the micro-benchmark times those ISAs too (same loop)
-        ab = ENGINES["openaccel_avx2"].isas if "openaccel_avx2" in args.engine_list else None
+        avx2 = ENGINES["openaccel_avx2"]
+        ab = avx2.isas if isinstance(avx2, OpenAccel) and "openaccel_avx2" in args.engine_list else None
         micro = gemm.run_micro(threads=args.threads, small=args.small, runs=args.runs, warmup=args.warmup,
                                budget=args.budget, log=log, cache=out_dir / "artifacts" / "micro", ab_isas=ab)
         from peak import measure

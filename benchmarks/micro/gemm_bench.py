@@ -146,8 +146,11 @@ def main(argv: list[str] | None = None) -> int:
         torch.set_num_threads(a.threads)
         model = ConstFn(c.fn, c.consts).eval()
         run_oa = prepare_oa(c, a.threads, a.reference)
+        def run_torch(m: ConstFn = model, inputs: tuple[Any, ...] = tuple(c.inputs)) -> Any:
+            return m(*inputs)
+
         with torch.no_grad():
-            t, o = interleaved_ms(lambda m=model, c=c: m(*c.inputs), run_oa, a.threads)
+            t, o = interleaved_ms(run_torch, run_oa, a.threads)
         row = {"case": c.name, "group": c.group, "torch_ms": t, "oa_ms": o, "torch_gflops": c.flops / t / 1e6,
                "oa_gflops": c.flops / o / 1e6, "speedup": t / o, "threads": a.threads}
         rows.append(row)
