@@ -16,7 +16,8 @@
 #include <dlfcn.h>
 #endif
 
-#define MAX_INPUTS 64
+/* --input options (a hand-built test program of many cases takes one per case input) */
+#define MAX_INPUTS 1024
 
 typedef struct options {
   const char *file;
@@ -134,7 +135,10 @@ static int parse_args(int argc, char **argv, options_t *o) {
       i++;
     } else if (!strcmp(a, "--input")) {
       if (!val) { fprintf(stderr, "oa_run: error: --input needs NAME=FILE.npy\n"); return 2; }
-      if (o->n_inputs >= MAX_INPUTS) { fprintf(stderr, "oa_run: error: too many --input\n"); return 2; }
+      if (o->n_inputs >= MAX_INPUTS) {
+        fprintf(stderr, "oa_run: error: more than %d --input options\n", MAX_INPUTS);
+        return 2;
+      }
       o->inputs[o->n_inputs++] = val;
       i++;
     } else if (!strcmp(a, "--device")) {
