@@ -45,14 +45,14 @@ static void run_chunks(oa_threadpool_t *p) {
 #define OA_SPIN_NS 200000 /* 0.2 ms: longer than the gaps inside a run, short next to a run */
 #endif
 
-/* Wait for a job after `seen` by polling: false once OA_SPIN_NS have passed without one. The clock
- * is read every 1024 polls (a vDSO call costs as much as some hundred polls). */
-static int spin_for_job(oa_threadpool_t *p, unsigned long long seen) {
-  uint64_t start = oa_platform_now_ns();
+/* Poll for a job after `seen` until one comes or OA_SPIN_NS have passed. The clock is read every
+ * 1024 polls (a vDSO call costs as much as some hundred polls). */
+static void spin_for_job(oa_threadpool_t *p, unsigned long long seen) {
+  const uint64_t start = oa_platform_now_ns();
   for (;;) {
     for (int i = 0; i < 1024; i++)
-      if (atomic_load_explicit(&p->generation, memory_order_acquire) != seen) return 1;
-    if (oa_platform_now_ns() - start > (uint64_t)OA_SPIN_NS) return 0;
+      if (atomic_load_explicit(&p->generation, memory_order_acquire) != seen) return;
+    if (oa_platform_now_ns() - start > (uint64_t)OA_SPIN_NS) return;
   }
 }
 
@@ -60,7 +60,7 @@ static void *worker_main(void *arg) {
   oa_threadpool_t *p = (oa_threadpool_t *)arg;
   unsigned long long seen = 0;
   for (;;) {
-    (void)spin_for_job(p, seen);
+    spin_for_job(p, seen);
     pthread_mutex_lock(&p->lock);
     while (!p->stop && atomic_load(&p->generation) == seen) pthread_cond_wait(&p->wake, &p->lock);
     if (p->stop) {

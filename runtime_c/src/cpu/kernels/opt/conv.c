@@ -8,10 +8,9 @@
  *     (conv_direct below) so that B row (ci, kh, kw) is a contiguous run of a plane at offset
  *     boff[k] for consecutive "virtual" pixels oh * wph + ow; the micro-kernel reads B in place
  *     through boff (DIRECT mode) or from panels copied row by row (see conv_direct_in_place),
- *     and the wph - ow extra columns per row are dropped (as the GEMM stores, or after: see
- *     conv_direct_vrow) (on ResNet-18's 3x3 layers this
- *     replaced packing im2col panels element by element, which cost up to a third of the time
- *     with 64 output channels).
+ *     and the wph - ow extra columns per row are dropped as the GEMM stores or after it (see
+ *     conv_direct_vrow). On ResNet-18's 3x3 layers this replaced packing im2col panels element
+ *     by element, which cost up to a third of the time with 64 output channels.
  *   - larger strides: im2col panels packed straight from the input rows (pack_im2col).
  *   Groups run one GEMM each. Depthwise convs (one input channel per group) have their own
  *   kernel (dwconv.inc) on a zero-padded copy of each plane. */
@@ -89,6 +88,10 @@ static int conv_is_1x1(const conv_geo_t *q) {
 static int conv_direct_vrow(const conv_geo_t *q, const oa_opt_isa_t *isa) {
   return q->wph != q->ow && q->wph >= DIRECT_VROW_TILES * isa->nr;
 }
+/* the GEMM writes a virtual output that compact_block copies to y */
+static int conv_direct_compact(const conv_geo_t *q, const oa_opt_isa_t *isa) {
+  return q->wph != q->ow && !conv_direct_vrow(q, isa);
+}
 
 /* Scratch of the direct path before the GEMM's own: [boff: k int64][phase planes][virtual output,
  * when the rows are compacted after]. Sets q->plen; -1 when too large. */
@@ -103,8 +106,7 @@ static void conv_direct_layout(conv_geo_t *q, const oa_opt_isa_t *isa, int64_t g
   l->phase = oa_round16(oa_cap_mul(q->k, 2));
   const int64_t phases = oa_cap_mul(oa_cap_mul(q->cg, q->sh), q->sw);
   l->virt = oa_cap_add(l->phase, oa_round16(oa_cap_mul(phases, pl)));
-  const int compact = q->wph != q->ow && !conv_direct_vrow(q, isa);
-  l->gemm = oa_cap_add(l->virt, compact ? oa_round16(oa_cap_mul(q->og, q->nv)) : 0);
+  l->gemm = oa_cap_add(l->virt, conv_direct_compact(q, isa) ? oa_round16(oa_cap_mul(q->og, q->nv)) : 0);
   l->total = oa_cap_add(l->gemm, gemm_floats);
 }
 static void dw_pad_dims(const conv_geo_t *q, int32_t vw, int64_t *pad_h, int64_t *pad_w) {
@@ -403,7 +405,7 @@ static void conv_direct(const oa_opt_isa_t *isa, conv_geo_t *q, int32_t threads,
       }
     }
   }
-  const int vrow = conv_direct_vrow(q, isa), compact = q->wph != q->ow && !vrow;
+  const int vrow = conv_direct_vrow(q, isa), compact = conv_direct_compact(q, isa);
   for (int64_t nb = 0; nb < q->n; nb++) {
     for (int64_t g = 0; g < q->g; g++) {
       const float *xg = x + (nb * q->c + g * q->cg) * q->h * q->w;

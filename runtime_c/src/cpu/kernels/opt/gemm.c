@@ -245,9 +245,9 @@ static int a_conflicts(int64_t lda, int64_t mr, int64_t kc) {
  * thread that is free first, simulated), then the fewest tasks. A task's work: its multiply-adds
  * per k (rows x columns) plus SPLIT_OPERAND_COST per row of A and column of B it reads (a split
  * that reads an operand twice costs memory traffic: ResNet-18's 512 x 56 x 2304 layer, whose A
- * is 4.7 MB, 1.25x slower in column halves). Fixed
- * rules left threads idle: 128 rows in 6 tasks of 24 rows, the last of 8 (2 threads: 3 tiles
- * against 2 and a bit), 256 rows in tasks of 36, the last of 4. */
+ * is 4.7 MB, 1.25x slower in column halves). Fixed rules left threads idle: 128 rows in 6 tasks
+ * of 24 rows, the last of 8 (2 threads: 3 tiles against 2 and a bit), 256 rows in tasks of 36,
+ * the last of 4. *nc is in columns (whole panels). */
 #define SPLIT_SIM_THREADS 16
 #define SPLIT_OPERAND_COST 16
 static void split_tiles(int64_t m, int32_t mr, int32_t nr, int64_t panels, int64_t min_ct, int32_t threads,
@@ -283,7 +283,7 @@ static void split_tiles(int64_t m, int32_t mr, int32_t nr, int64_t panels, int64
     }
   }
   *mc = best_pr * mr;
-  *nc = best_pc;
+  *nc = best_pc * nr;
 }
 
 void oa_gemm_plan(const oa_opt_isa_t *isa, int64_t m, int64_t n, int64_t k, int64_t lda, int32_t direct,
@@ -319,9 +319,8 @@ void oa_gemm_plan(const oa_opt_isa_t *isa, int64_t m, int64_t n, int64_t k, int6
     /* tiles: row blocks x column blocks */
     if (!direct) out->mode = OA_GEMM_PACK_ALL;
     out->mc = cdiv(m, mr) * mr;
-    if (threads > 1) split_tiles(m, (int32_t)mr, (int32_t)nr, npad / nr, col_tasks, threads, &out->mc, &nc);
-    out->nc = nc = nc * (threads > 1 ? nr : 1);
-    out->n_tasks = cdiv(npad, nc) * cdiv(m, out->mc);
+    if (threads > 1) split_tiles(m, (int32_t)mr, (int32_t)nr, npad / nr, col_tasks, threads, &out->mc, &out->nc);
+    out->n_tasks = cdiv(npad, out->nc) * cdiv(m, out->mc);
     shared = direct ? 0 : k * npad;
   } else {
     if (threads > 1 && col_tasks < 2 * (int64_t)threads) {
@@ -380,6 +379,11 @@ static inline const float *a_tile(const gemm_ctx_t *x, float *abuf, int pack_one
   return abuf;
 }
 
+/* Where virtual column j of C is stored (oa_gemm_args_t.vrow; j % vrow < vcols), or j itself */
+static inline int64_t c_column(const oa_gemm_args_t *g, int64_t j) {
+  return g->vrow ? j / g->vrow * g->vcols + j % g->vrow : j;
+}
+
 /* A tile of virtual columns j .. j + ncq (oa_gemm_args_t.vrow; cs_c = 1) that crosses a row end,
  * through the buffer vt (row stride NR_MAX), one run of kept columns at a time: store = 0 loads
  * C's kept columns into it (only when the kernel accumulates; the dropped columns are left as
@@ -394,7 +398,7 @@ static void virt_tile_io(const oa_gemm_args_t *g, int64_t i, int32_t mcur, int64
       continue;
     }
     const int64_t run = min64(g->vcols - off, ncq - c);
-    float *col = g->c + i * g->rs_c + vj / g->vrow * g->vcols + off;
+    float *col = g->c + i * g->rs_c + c_column(g, vj);
     for (int32_t r = 0; r < mcur; r++) {
       if (store)
         memcpy(col + r * g->rs_c, vt + r * NR_MAX + c, (size_t)run * sizeof(float));
@@ -417,14 +421,12 @@ static inline void one_tile(const gemm_ctx_t *x, const float *ai, int64_t lda, i
   const oa_uk_epi_t epi = {g->bias ? g->bias + i : NULL, g->bias_col ? g->bias_col + j0 + q : NULL, g->act, g->lo,
                            g->hi};
   const int64_t j = j0 + q, bb = g->bblock;
-  float *ci = g->c + i * g->rs_c + (j0 + q) * g->cs_c;
+  float *ci = g->c + i * g->rs_c + c_column(g, j) * g->cs_c;
   float vt[MR_MAX * NR_MAX]; /* a tile of virtual columns that crosses a row end */
   int64_t rs = g->rs_c, cs = g->cs_c;
   int virt_tile = 0;
   if (g->vrow) {
-    const int64_t off = j % g->vrow;
-    ci = g->c + i * g->rs_c + (j / g->vrow * g->vcols + off) * g->cs_c;
-    if (off + ncq > g->vcols) {
+    if (j % g->vrow + ncq > g->vcols) {
       virt_tile = 1;
       virt_tile_io(g, i, mcur, j, ncq, vt, 0, (flags & OA_UK_ACCUM) != 0);
       ci = vt;
@@ -619,8 +621,8 @@ void oa_gemm_run(const oa_opt_isa_t *isa, const oa_gemm_blocking_t *blk, const o
     for (int64_t i = 0; i < g->m; i++)
       for (int64_t j = 0; j < g->n; j++) {
         if (g->vrow && j % g->vrow >= g->vcols) continue;
-        const int64_t cj = g->vrow ? j / g->vrow * g->vcols + j % g->vrow : j;
-        g->c[i * g->rs_c + cj * g->cs_c] = oa_opt_act(g->bias ? g->bias[i] : (g->bias_col ? g->bias_col[j] : 0.0f), &epi);
+        g->c[i * g->rs_c + c_column(g, j) * g->cs_c] =
+            oa_opt_act(g->bias ? g->bias[i] : (g->bias_col ? g->bias_col[j] : 0.0f), &epi);
       }
     return;
   }

@@ -278,6 +278,14 @@ static void gemm_tasks(void *ctx, int64_t t0, int64_t t1) {
   }
 }
 
+/* The band's tiles t0 .. t1 and the tile rows they touch */
+static void band_tiles(oa_wino_band_t *b, int64_t t0, int64_t t1) {
+  b->t0 = t0;
+  b->t1 = t1;
+  b->ty0 = t0 / b->tw;
+  b->ty1 = oa_cdiv(t1, b->tw);
+}
+
 /* The three phases on the band cx->band (tiles t0 .. t1 of one image). */
 static void run_band(wino_ctx_t *cx, struct oa_threadpool *pool) {
   const wino_geo_t *g = cx->g;
@@ -326,10 +334,7 @@ static void band_slots(void *ctx, int64_t s0, int64_t s1) {
       band.x = j->x + nb * g->c * g->h * g->w;
       band.y = j->y + nb * g->k * g->oh * g->ow;
       band.addend = j->addend ? j->addend + nb * g->k * g->oh * g->ow : NULL;
-      band.t0 = first;
-      band.t1 = oa_min64(oa_min64(first + g->rows * g->tw, per_image), first + (t1 - t));
-      band.ty0 = band.t0 / g->tw;
-      band.ty1 = oa_cdiv(band.t1, g->tw);
+      band_tiles(&band, first, oa_min64(oa_min64(first + g->rows * g->tw, per_image), first + (t1 - t)));
       run_band(&cx, NULL);
       t += band.t1 - band.t0;
     }
@@ -405,10 +410,7 @@ oa_status_t oa_opt_conv2d_winograd_run(const oa_op_call_t *call, const oa_op_pla
     band.y = y + nb * g.k * g.oh * g.ow;
     band.addend = addend ? addend + nb * g.k * g.oh * g.ow : NULL;
     for (int64_t ty0 = 0; ty0 < g.th; ty0 += g.rows) {
-      band.ty0 = ty0;
-      band.ty1 = oa_min64(ty0 + g.rows, g.th);
-      band.t0 = ty0 * g.tw;
-      band.t1 = band.ty1 * g.tw;
+      band_tiles(&band, ty0 * g.tw, oa_min64(ty0 + g.rows, g.th) * g.tw);
       run_band(&cx, env->pool);
     }
   }
