@@ -149,7 +149,7 @@ def test_fault_messages_say_what_went_wrong(sim_lib: Path) -> None:
     assert "16 bytes off a 256-byte boundary" in details["misaligned"]
     assert "out of order" in details["out_of_order"]
     assert "outside tolerance" in details["wrong_result"] and "reference" in details["wrong_result"]
-    assert "case 'ties: multiplier 1, shift 1" in details["q8_rounding"], details["q8_rounding"]
+    assert "case 'ties: multiplier 2^11, shift 12" in details["q8_rounding"], details["q8_rounding"]
     assert "returned OK" in details["no_sticky"] or "reports OK" in details["no_sticky"]
 
 

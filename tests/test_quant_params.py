@@ -155,11 +155,11 @@ def test_all_zero_zero_points_are_not_stored(exported: oa.Program, tmp_path: Any
                                              capsys: pytest.CaptureFixture[str]) -> None:
     """format 1.2 (issue 15: int8 files <= 0.27x): all-zero zero points (the per-channel ones of
     symmetric weights) are not stored; the readers hand out `count` zeros for them; a file that
-    stores them (format 1.1) still loads and gives the same bytes"""
+    stores them (as format 1.1 did) still loads and gives the same bytes"""
     from openaccel.cli import main
 
     fb, m = _tables(exported)
-    assert (fb.formatMajor, fb.formatMinor) == (1, 2)
+    assert (fb.formatMajor, fb.formatMinor) == (1, 3)
     stored = {t.name.decode(): t.quant.zeroPoint for t in m.tensors if t.quant is not None}
     assert stored[WEIGHT] is None or len(stored[WEIGHT]) == 0
     assert all(zp is None or (len(zp) and any(zp)) for zp in stored.values())   # none stored all zero
@@ -177,7 +177,6 @@ def test_all_zero_zero_points_are_not_stored(exported: oa.Program, tmp_path: Any
     for t in m.tensors:
         if t.quant is not None and not (t.quant.zeroPoint is not None and len(t.quant.zeroPoint)):
             t.quant.zeroPoint = [0] * len(t.quant.scale)
-    fb.formatMinor = 1
     old = pack(fb, segments_of(exported.buffer))
     assert len(old) > len(exported.buffer)
     assert [q.zero_point for q in oa.Program(old).quant_params()] == [q.zero_point for q in exported.quant_params()]
@@ -200,3 +199,16 @@ def test_files_without_parameters_stay_valid(exported: oa.Program) -> None:
     for xi in x:
         np.testing.assert_array_equal(a.run([xi])[0], b.run([xi])[0])
 
+
+
+def test_files_before_the_bias_rule_are_refused(exported: oa.Program) -> None:
+    """format 1.3 moved conv2d_q8 / linear_q8's bias to 1/4096 output steps after the multiply: the
+    integers of a 1.2 file would run under the new rule and give other outputs, so it is refused
+    at load with what changed and what to do"""
+    fb, _ = _tables(exported)
+    fb.formatMinor = 2
+    old = pack(fb, segments_of(exported.buffer))
+    with pytest.raises(ProgramError, match=r"operator \d+ \(conv2d_q8\): its meaning changed in file format 1\.3 "
+                       r"and this file is format 1\.2 \(the bias is now in 1/4096 output steps.*\); export the "
+                       r"model again"):
+        HostSession(old)

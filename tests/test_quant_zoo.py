@@ -30,8 +30,9 @@ FLOAT_GEMM = {"conv2d", "conv2d_nhwc", "conv2d_winograd", "mbconv_nhwc", "conv_t
 # between the int8 instructions' dequantize / quantize
 QUANTIZER_FLOAT = {"gpt": {"layer_norm", "gelu", "sdpa", "split", "permute"}}
 # against the PT2E reference (see docs/quantization.md, Accuracy: why the deep random-weight
-# networks sit below the small model's figures, and the measured values)
-BAR = {"mlp": (45.0, 0.995), "mobilenet_v2": (33.0, 0.99), "resnet18": (35.0, 0.995), "gpt": (30.0, 0.97)}
+# networks sit below the small model's figures, and the measured values; GPT 0.98: with the bias in
+# accumulator steps, before file format 1.3, it was 97.8%)
+BAR = {"mlp": (45.0, 0.995), "mobilenet_v2": (33.0, 0.99), "resnet18": (35.0, 0.995), "gpt": (32.0, 0.98)}
 
 
 def _input(ex: torch.Tensor, g: torch.Generator) -> torch.Tensor:
@@ -112,8 +113,11 @@ def test_bit_identical_across_threads_and_boards(exported: tuple[str, Any, oa.Pr
         if name in QUANTIZER_FLOAT:
             # the float32 ops the quantizer leaves (layer norm, gelu, sdpa) have optimized kernels
             # that round differently from the reference ones, and a quantize after them may then
-            # land one step away: the int8 ops themselves are exact either way
-            assert np.abs(a.astype(np.float64) - c).max() <= scale * (1 + 1e-4), name
+            # land one step away, which the layers after it carry on (a step or two at the output,
+            # on a few inputs in ten); the int8 ops themselves are exact either way (the int8-only
+            # models below, tests/ops/test_quant_kernels.py)
+            steps = np.abs(a.astype(np.float64) - c) / scale
+            assert steps.max() <= 2 + 1e-4 and (steps < 1e-4).mean() >= 0.8, (name, steps.max())
         else:
             assert a.tobytes() == c.tobytes(), name
     path = CACHE / "models" / f"quant_{name}_small.oab"

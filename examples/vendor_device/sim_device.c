@@ -877,18 +877,21 @@ static int64_t q8_round_shift(int64_t p, int32_t n, int ties_away) {
   return p < 0 ? -(int64_t)q : (int64_t)q;
 }
 
-/* acc -> int8: saturate to int32, times the multiplier, rounded shift, zero point, clamp */
-static int8_t q8_requant(int64_t acc, int64_t mult, int32_t shift, int64_t zp, int64_t lo, int64_t hi, int ties_away) {
+/* acc -> int8: saturate to int32, times the multiplier, plus the bias (1/4096 output steps:
+ * bias * 2^(shift - 12); shift >= 12), rounded shift, zero point, clamp (docs/quantization.md) */
+static int8_t q8_requant(int64_t acc, int64_t mult, int32_t shift, int32_t bias, int64_t zp, int64_t lo, int64_t hi,
+                         int ties_away) {
   if (acc > INT32_MAX) acc = INT32_MAX;
   if (acc < INT32_MIN) acc = INT32_MIN;
-  int64_t r = q8_round_shift(acc * mult, shift, ties_away);
+  const int64_t badd = (int64_t)((uint64_t)(int64_t)bias << (shift - 12)); /* |badd| < 2^61: checked */
+  int64_t r = q8_round_shift(acc * mult + badd, shift, ties_away);
   if (r < lo - zp) return (int8_t)lo; /* |r| < 2^62: clamp before adding the zero point */
   if (r > hi - zp) return (int8_t)hi;
   return (int8_t)(r + zp);
 }
 
-/* The int8 ops' inputs: input int8, weight int8, bias int32 [C_out] (may be absent), multiplier and
- * shift int8 (file format 1.2) [C_out] or [1]; integer arguments zero points and clamp bounds within int8. */
+/* The int8 ops' inputs: input int8, weight int8, bias int32 [C_out] in 1/4096 output steps (file
+ * format 1.3; may be absent), multiplier and shift int8 (file format 1.2) [C_out] or [1]; integer arguments zero points and clamp bounds within int8. */
 enum { Q8_ZIN, Q8_ZOUT, Q8_LO, Q8_HI, Q8_MONE, Q8_BIAS, Q8_N };
 
 static oa_status_t q8_check(const oa_op_call_t *call, uint32_t first_int, int64_t cout, int64_t *q, oa_diag_t *diag) {
@@ -940,11 +943,17 @@ static oa_status_t q8_check(const oa_op_call_t *call, uint32_t first_int, int64_
   return OA_OK;
 }
 
-/* multiplier and shift live in device memory: checked when the command runs (a bad value fails the
- * stream, as a device would report a fault) */
-static oa_status_t q8_requant_values(const int32_t *mult, const int8_t *shift, int64_t n) {
+/* multiplier, shift and bias live in device memory: checked when the command runs (a bad value
+ * fails the stream, as a device would report a fault): multiplier >= 0, shift in [12, 62],
+ * |bias| < 2^(73 - shift) */
+static oa_status_t q8_requant_values(const int32_t *mult, const int8_t *shift, int64_t n, const int32_t *bias,
+                                     int64_t cout) {
   for (int64_t c = 0; c < n; c++)
-    if (mult[c] < 0 || shift[c] < 0 || shift[c] > Q8_SHIFT_MAX) return OA_ERR_INVALID_PROGRAM;
+    if (mult[c] < 0 || shift[c] < 12 || shift[c] > Q8_SHIFT_MAX) return OA_ERR_INVALID_PROGRAM;
+  for (int64_t c = 0; bias && c < cout; c++) {
+    const int32_t room = 73 - shift[n == 1 ? 0 : c];
+    if (room < 32 && (bias[c] >= ((int64_t)1 << room) || bias[c] <= -((int64_t)1 << room))) return OA_ERR_INVALID_PROGRAM;
+  }
   return OA_OK;
 }
 
@@ -977,7 +986,7 @@ static oa_status_t conv2d_q8_run(sim_device_t *d, const sim_cmd_t *c) {
   const int32_t *mult = (const int32_t *)(void *)(d->pool + c->in[3].off);
   const int8_t *shift = (const int8_t *)(void *)(d->pool + c->in[4].off);
   int8_t *y = (int8_t *)(d->pool + c->out.off);
-  oa_status_t st = q8_requant_values(mult, shift, c->in[3].numel);
+  oa_status_t st = q8_requant_values(mult, shift, c->in[3].numel, b, c->out.shape[1]);
   if (st) return st;
   int64_t n = c->in[0].shape[0], ch = c->in[0].shape[1], h = c->in[0].shape[2], wd = c->in[0].shape[3];
   int64_t oc = c->out.shape[1], oh = c->out.shape[2], ow = c->out.shape[3];
@@ -988,7 +997,7 @@ static oa_status_t conv2d_q8_run(sim_device_t *d, const sim_cmd_t *c) {
       int64_t c0 = (o / og) * cg, k = q[Q8_MONE] ? 0 : o;
       for (int64_t yy = 0; yy < oh; yy++)
         for (int64_t xx = 0; xx < ow; xx++) {
-          int64_t acc = b ? b[o] : 0;
+          int64_t acc = 0;
           for (int64_t ci = 0; ci < cg; ci++)
             for (int64_t ky = 0; ky < kh; ky++) {
               int64_t iy = yy * p[CV_SH] - p[CV_PH] + ky * p[CV_DH];
@@ -1001,7 +1010,7 @@ static oa_status_t conv2d_q8_run(sim_device_t *d, const sim_cmd_t *c) {
               }
             }
           y[((in * oc + o) * oh + yy) * ow + xx] =
-              q8_requant(acc, mult[k], shift[k], q[Q8_ZOUT], q[Q8_LO], q[Q8_HI], ties_away);
+              q8_requant(acc, mult[k], shift[k], b ? b[o] : 0, q[Q8_ZOUT], q[Q8_LO], q[Q8_HI], ties_away);
         }
     }
   return OA_OK;
@@ -1030,14 +1039,14 @@ static oa_status_t linear_q8_run(sim_device_t *d, const sim_cmd_t *c) {
   const int32_t *mult = (const int32_t *)(void *)(d->pool + c->in[3].off);
   const int8_t *shift = (const int8_t *)(void *)(d->pool + c->in[4].off);
   int8_t *y = (int8_t *)(d->pool + c->out.off);
-  oa_status_t st = q8_requant_values(mult, shift, c->in[3].numel);
+  oa_status_t st = q8_requant_values(mult, shift, c->in[3].numel, b, c->params[LQ_N]);
   if (st) return st;
   int64_t m = c->params[LQ_M], n = c->params[LQ_N], k = c->params[LQ_K];
   for (int64_t i = 0; i < m; i++)
     for (int64_t j = 0; j < n; j++) {
-      int64_t acc = b ? b[j] : 0, kk = q[Q8_MONE] ? 0 : j;
+      int64_t acc = 0, kk = q[Q8_MONE] ? 0 : j;
       for (int64_t p = 0; p < k; p++) acc += ((int64_t)x[i * k + p] - q[Q8_ZIN]) * w[j * k + p];
-      y[i * n + j] = q8_requant(acc, mult[kk], shift[kk], q[Q8_ZOUT], q[Q8_LO], q[Q8_HI], 0);
+      y[i * n + j] = q8_requant(acc, mult[kk], shift[kk], b ? b[j] : 0, q[Q8_ZOUT], q[Q8_LO], q[Q8_HI], 0);
     }
   return OA_OK;
 }

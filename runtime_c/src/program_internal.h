@@ -94,6 +94,11 @@ oa_status_t oa_program_verify(oa_program_t *program, const oa_fb_table_t *root, 
  * may share exactly (same offset, size, dtype and shape), or -1 when outputs and inputs must be
  * disjoint. *out_elementwise: inputs identical to that one may share them too. */
 int oa_op_inplace_input(const char *op, int *out_elementwise);
+
+/* The format minor version since which `op`'s inputs mean what this runtime reads (0: always),
+ * and what changed then (one sentence for the loader's message). */
+uint32_t oa_op_format_minor(const char *op);
+const char *oa_op_format_change(const char *op);
 /* Address and size of segment `index`. */
 oa_status_t oa_program_segment(const oa_program_t *p, uint32_t index, const uint8_t **out_data,
                                uint64_t *out_size, oa_diag_t *diag);

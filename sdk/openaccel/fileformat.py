@@ -21,7 +21,9 @@ HEADER_SIZE = 32
 PREFIX = 8 + HEADER_SIZE  # root offset + identifier + extended header
 SEGMENT_ALIGNMENT = 64
 FORMAT_MAJOR = 1
-FORMAT_MINOR = 2  # 1.2: an empty QuantParams.zero_point means all zero; conv2d_q8 / linear_q8 shifts int8
+# 1.2: an empty QuantParams.zero_point means all zero; conv2d_q8 / linear_q8 shifts int8
+# 1.3: conv2d_q8 / linear_q8 biases in 1/4096 output steps, added after the multiply
+FORMAT_MINOR = 3
 
 
 def _align(n: int, a: int = SEGMENT_ALIGNMENT) -> int:

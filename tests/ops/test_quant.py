@@ -71,18 +71,20 @@ def np_round_shift(p: np.ndarray, n: np.ndarray) -> np.ndarray:
 
 
 def np_requant(acc: np.ndarray, mult: np.ndarray, shift: np.ndarray, zp: int, lo: int, hi: int,
-               axis: int) -> np.ndarray:
+               axis: int, bias: np.ndarray | None = None) -> np.ndarray:
+    """conv2d_q8 / linear_q8: the bias (1/4096 output steps) is added after the multiply"""
     shape = [1] * acc.ndim
     shape[axis] = -1
     m = np.asarray(mult, dtype=np.int64).reshape(shape if np.size(mult) > 1 else [1] * acc.ndim)
     s = np.asarray(shift, dtype=np.int64).reshape(shape if np.size(shift) > 1 else [1] * acc.ndim)
+    b = np.zeros(1, np.int64) if bias is None else np.asarray(bias, dtype=np.int64).reshape(shape)
     acc = np.clip(acc, -(2**31), 2**31 - 1)
-    r = np_round_shift(acc * m, np.broadcast_to(s, acc.shape))
+    r = np_round_shift(acc * m + b * 2 ** (s - quant.BIAS_BITS), np.broadcast_to(s, acc.shape))
     return np.clip(r + zp, lo, hi).astype(np.int8)
 
 
-def np_conv_acc(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, zp: int, stride: tuple[int, int],
-                pad: tuple[int, int], dil: tuple[int, int], groups: int) -> np.ndarray:
+def np_conv_acc(x: np.ndarray, w: np.ndarray, zp: int, stride: tuple[int, int], pad: tuple[int, int],
+                dil: tuple[int, int], groups: int) -> np.ndarray:
     n, _, h, wd = x.shape
     cout, cig, kh, kw = w.shape
     xs = np.pad(x.astype(np.int64) - zp, ((0, 0), (0, 0), (pad[0], pad[0]), (pad[1], pad[1])))
@@ -98,8 +100,6 @@ def np_conv_acc(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, zp: int, 
                 patch = xg[:, :, i * dil[0]: i * dil[0] + (oh - 1) * stride[0] + 1: stride[0],
                            j * dil[1]: j * dil[1] + (ow - 1) * stride[1] + 1: stride[1]]
                 acc[:, g * cog:(g + 1) * cog] += np.einsum("nchw,oc->nohw", patch, wg[:, :, i, j])
-    if bias is not None:
-        acc += bias.astype(np.int64).reshape(1, -1, 1, 1)
     return acc
 
 
@@ -127,6 +127,19 @@ def test_quantize_multiplier_refuses_too_large() -> None:
         quant.quantize_multiplier(2.0**31)
 
 
+@pytest.mark.parametrize("m", [1e-15, 3.7e-9, 1e-6, 0.0123, 0.5, 1.0, 0.999999999, 1.5, 1e3, 4095.9])
+def test_conv_multipliers_are_float32_exact(m: float) -> None:
+    """conv2d_q8 / linear_q8: 24 significant bits (exact in float32: the AVX-512 float path),
+    shifts in [12, 50]; m >= 2^12 is refused"""
+    (big,), (n,) = quant.requant_multipliers(m, [1.0], 1.0)
+    assert 0 <= big < 2**24 and quant.MAC_SHIFT_MIN <= n <= quant.MAC_SHIFT_MAX
+    assert float(np.float32(big / 2.0**n)) == big / 2.0**n
+    if n < quant.MAC_SHIFT_MAX:
+        assert 2**23 <= big and abs(Fraction(big, 2**n) - Fraction(m)) <= Fraction(1, 2 ** (n + 1))
+    with pytest.raises(quant.QuantParamError, match="too large"):
+        quant.requant_multipliers(4096.0, [1.0], 1.0)
+
+
 @pytest.mark.parametrize("scale", [0.0, -1.0, float("nan"), float("inf")])
 def test_bad_scale_refused(scale: float) -> None:
     with pytest.raises(quant.QuantParamError, match=r"scale .* is not a positive finite number"):
@@ -135,9 +148,15 @@ def test_bad_scale_refused(scale: float) -> None:
 
 
 def test_bias_quantization() -> None:
-    b = torch.tensor([0.5, -0.25, 1e12, 0.0])
-    q = quant.quantize_bias(b, 0.5, [0.5, 0.5, 1.0, 1.0], 4)
-    assert q == [2, -1, 2**31 - 1, 0]   # 0.5/0.25 = 2, -0.25/0.25 = -1, saturated, 0
+    """in 1/4096 output steps (format 1.3), exact; a bias past 2047 output steps is clamped only
+    where the sum cannot bring the output back (reach: the most a sum moves it), else refused"""
+    b = torch.tensor([0.5, -0.25, 1e12, 0.0, 1.0 / 3.0])
+    q = quant.quantize_bias(b, 0.5, 5, reach=[0.0, 0.0, 10.0, 0.0, 0.0])
+    assert q == [4096, -2048, quant.BIAS_LIMIT, 0, round(Fraction(1.0 / 3.0) * 2 * 4096)]
+    with pytest.raises(quant.QuantParamError, match=r"channel 2 is 1e\+12 = .* output steps"):
+        quant.quantize_bias(b, 0.5, 5, reach=[0.0, 0.0, 1900.0, 0.0, 0.0])
+    with pytest.raises(quant.QuantParamError, match="not finite"):
+        quant.quantize_bias(torch.tensor([float("nan")]), 0.5, 1)
 
 
 # ---- quantize / dequantize ------------------------------------------------------------------------
@@ -175,7 +194,7 @@ CONV_CASES = [
     ("depthwise", (2, 8, 9, 9), 8, (3, 3), (2, 2), (1, 1), (1, 1), 8, True, 0.02, 0.01, -3, 4, (-128, 127)),
     ("depthwise_mult2", (1, 4, 7, 6), 8, (3, 3), (1, 1), (1, 1), (1, 1), 4, True, 0.02, 0.01, 127, -128, (-128, 127)),
     ("tiny_scale", (1, 3, 5, 5), 4, (3, 3), (1, 1), (1, 1), (1, 1), 1, True, 1e-6, 1e3, 0, 0, (-128, 127)),
-    ("huge_ratio", (1, 3, 5, 5), 4, (3, 3), (1, 1), (1, 1), (1, 1), 1, True, 1e3, 1e-3, 2, -1, (-128, 127)),
+    ("huge_ratio", (1, 3, 5, 5), 4, (3, 3), (1, 1), (1, 1), (1, 1), 1, True, 30.0, 1e-3, 2, -1, (-128, 127)),
     ("saturating", (1, 16, 6, 6), 3, (3, 3), (1, 1), (1, 1), (1, 1), 1, False, 1.0, 1e-3, -128, 127, (-128, 127)),
 ]
 
@@ -186,11 +205,10 @@ def test_conv2d_q8_bit_exact(case: tuple[Any, ...]) -> None:
     rng = np.random.default_rng(abs(hash(name)) % 2**32)
     x = rng.integers(-128, 128, xs, dtype=np.int8)
     w = rng.integers(-127, 128, (cout, xs[1] // groups, *k), dtype=np.int8)
-    mult, shift, ws = qparams(rng, cout, s_in, s_out, per_ch)
-    bias = np.array(quant.quantize_bias(torch.randn(cout), s_in, ws * (cout if not per_ch else 1), cout),
-                    dtype=np.int32)
-    acc = np_conv_acc(x, w, bias, zin, stride, pad, dil, groups)
-    want = np_requant(acc, mult, shift, zout, lo, hi, axis=1)
+    mult, shift, _ = qparams(rng, cout, s_in, s_out, per_ch)
+    bias = np.array(quant.quantize_bias(torch.randn(cout) * s_out * 20, s_out, cout), dtype=np.int32)
+    acc = np_conv_acc(x, w, zin, stride, pad, dil, groups)
+    want = np_requant(acc, mult, shift, zout, lo, hi, axis=1, bias=bias)
     got = run("conv2d_q8", [x, w, bias, mult, shift], [False, True, True, True, True], want.shape, np.int8,
               stride_h=stride[0], stride_w=stride[1], pad_h=pad[0], pad_w=pad[1], dilation_h=dil[0],
               dilation_w=dil[1], groups=groups, input_zp=zin, output_zp=zout, act_min=lo, act_max=hi,
@@ -204,7 +222,7 @@ def test_conv2d_q8_no_bias_two_threads() -> None:
     x = rng.integers(-128, 128, (1, 4, 9, 9), dtype=np.int8)
     w = rng.integers(-127, 128, (6, 4, 3, 3), dtype=np.int8)
     mult, shift, _ = qparams(rng, 6, 0.02, 0.05, True)
-    want = np_requant(np_conv_acc(x, w, None, 7, (1, 1), (1, 1), (1, 1), 1), mult, shift, -3, -128, 127, 1)
+    want = np_requant(np_conv_acc(x, w, 7, (1, 1), (1, 1), (1, 1), 1), mult, shift, -3, -128, 127, 1)
     for threads in (1, 2):
         got = run("conv2d_q8", [x, w, None, mult, shift], [False, True, True, True, True], want.shape, np.int8,
                   threads=threads, stride_h=1, stride_w=1, pad_h=1, pad_w=1, dilation_h=1, dilation_w=1, groups=1,
@@ -220,9 +238,9 @@ def test_linear_q8_bit_exact(shape: tuple[int, ...], n: int, per_ch: bool, zin: 
     x = rng.integers(-128, 128, shape, dtype=np.int8)
     w = rng.integers(-127, 128, (n, shape[-1]), dtype=np.int8)
     mult, shift, _ = qparams(rng, n, 0.02, 0.1, per_ch)
-    bias = rng.integers(-5000, 5000, n).astype(np.int32)
-    acc = (x.astype(np.int64) - zin) @ w.astype(np.int64).T + bias
-    want = np_requant(acc, mult, shift, zout, -100, 120, axis=acc.ndim - 1)
+    bias = rng.integers(-50 * 4096, 50 * 4096, n).astype(np.int32)   # +-50 output steps
+    acc = (x.astype(np.int64) - zin) @ w.astype(np.int64).T
+    want = np_requant(acc, mult, shift, zout, -100, 120, axis=acc.ndim - 1, bias=bias)
     got = run("linear_q8", [x, w, bias, mult, shift], [False, True, True, True, True], want.shape, np.int8,
               input_zp=zin, output_zp=zout, act_min=-100, act_max=120)
     np.testing.assert_array_equal(got, want)
@@ -271,8 +289,11 @@ def _conv_args(**over: Any) -> dict[str, Any]:
     ("act", dict(act_min=10, act_max=5), r"act_max = 5 is out of range \(expected 10 to 127\)"),
     ("scale", dict(input_scale=float("nan")), r"input_scale = nan: expected a positive finite float32 scale"),
     ("mult_len", dict(_mult_len=3), r"input 3 \(multiplier\).*expected shape \[4\] or \[1\], received \[3\]"),
-    ("shift_range", dict(_shift=63), r"input 4 \(shift\).*element 0 = 63: expected 0 to 62"),
-    ("shift_neg", dict(_shift=-1), r"input 4 \(shift\).*element 0 = -1: expected 0 to 62"),
+    ("shift_range", dict(_shift=63), r"input 4 \(shift\).*element 0 = 63: expected 12 to 62"),
+    ("shift_neg", dict(_shift=-1), r"input 4 \(shift\).*element 0 = -1: expected 12 to 62"),
+    ("shift_low", dict(_shift=11), r"input 4 \(shift\).*element 0 = 11: expected 12 to 62"),
+    ("bias_range", dict(_shift=62, _bias=2048), r"input 2 \(bias\).*element 0 = 2048: expected \|bias\| < 2\^11 "
+     r"with shift 62"),
     ("mult_neg", dict(_mult=-1), r"input 3 \(multiplier\).*element 0 = -1: expected 0 to 2147483647"),
     ("bias_len", dict(_bias_len=2), r"input 2 \(bias\).*expected shape \[4\], received \[2\]"),
     ("groups", dict(groups=3), r"does not fit input .* with groups = 3"),
@@ -283,7 +304,7 @@ def test_conv2d_q8_refuses(what: str, change: dict[str, Any], match: str) -> Non
     ml = change.pop("_mult_len", 4)
     mult = np.full(ml, change.pop("_mult", 1 << 30), dtype=np.int32)
     shift = np.full(ml, change.pop("_shift", 31), dtype=np.int8)
-    bias = np.zeros(change.pop("_bias_len", 4), dtype=np.int32)
+    bias = np.full(change.pop("_bias_len", 4), change.pop("_bias", 0), dtype=np.int32)
     buf = program("conv2d_q8", [x, w, bias, mult, shift], [False, True, True, True, True], (1, 4, 2, 2), np.int8,
                   **_conv_args(**change))
     with pytest.raises(RuntimeFailure, match=match) as e:

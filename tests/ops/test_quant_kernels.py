@@ -21,8 +21,10 @@ Shapes cover the tile edges (MR 4/6/8, NR 8/16/32: sizes 1..9, 13, 17, 31, 33), 
 for the AMX 32 x 32 tiles in K steps of 64), strides 1-3, padding larger than the kernel,
 dilation, groups, depthwise 3x3 / 5x5
 strides 1-2 (and a channel multiplier, which takes the GEMM path), 1x1, batch 2; per-tensor and
-per-channel multipliers / shifts including shift 0 and 62, multiplier 0 and 2^31 - 1; zero
-points -128 and 127; act clamps; biases that saturate int32; random int8 data including -128."""
+per-channel multipliers / shifts including shift 12 and 62, multiplier 0 and 2^31 - 1, 24-bit
+(float path) and 31-bit (exact path) multipliers; zero points -128 and 127; act clamps; biases
+with fractions of an output step, at the rule's bounds and at the float path's; random int8 data
+including -128."""
 
 from __future__ import annotations
 
@@ -67,35 +69,38 @@ class Case:
 
 def _qparams(rng: np.random.Generator, n: int, k: int, per_channel: bool,
              extreme: bool | str) -> tuple[np.ndarray, ...]:
-    """multipliers in [2^30, 2^31) and shifts that put typical sums near the int8 range; `extreme`
-    mixes in shift 0 and 62, multiplier 0 and 2^31 - 1; "ties": multiplier 2^20 and a shift that
-    divides by a power of two near the sums' spread, so that exact ties (round half to even)
-    occur about once in 100 * sqrt(K) outputs"""
+    """multipliers with 24 significant bits (the exporter's: exact in float32, the AVX-512 float
+    path) or 31 (the exact path) and shifts that put typical sums near the int8 range; `extreme`
+    mixes in shift 12 and 62 (the rule's bounds), multiplier 0 and 2^31 - 1; "ties": multiplier
+    2^20 and a shift that divides by a power of two near the sums' spread, so that exact ties
+    (round half to even) occur about once in 100 * sqrt(K) outputs"""
     c = n if per_channel else 1
     if extreme == "m4":  # real multiplier 4: sums near -3.5e6 give -1.4e7 before the clamp
         return np.full(c, 1 << 30, np.int32), np.full(c, 28, np.int8)
-    if extreme == "edge":  # 2^-16 with sums near +-2^23: results near the int8 range (the float path's bound)
-        return np.full(c, 1 << 30, np.int32), np.full(c, 46, np.int8)
-    if extreme == "near":  # the ties of 2^-L for a multiplier 2^-L (1 + 2^-30), not a float32: its
-        # bracketing floats round them apart (the float path's unsettled vectors, redone exactly)
+    if extreme == "edge":  # 2^-10 (sums move the outputs by a few steps): the biases put them at the clamp bounds
+        return np.full(c, 1 << 30, np.int32), np.full(c, 40, np.int8)
+    if extreme == "near":  # the ties of 2^-L for a multiplier 2^-L (1 + 2^-30), not a float32 (the exact path)
         return np.full(c, (1 << 30) + 1, np.int32), np.full(c, 30 + round(math.log2(92 * math.sqrt(k))), np.int8)
     if extreme == "ties":
         return np.full(c, 1 << 20, np.int32), np.full(c, 20 + round(math.log2(92 * math.sqrt(k))), np.int8)
-    mult = rng.integers(1 << 30, 1 << 31, c, dtype=np.int64)
     base = round(math.log2(6000.0 * math.sqrt(k))) + 24
     shift = rng.integers(base - 2, base + 3, c, dtype=np.int64)
+    short = rng.integers(0, 2, c).astype(bool) if per_channel else np.full(c, bool(rng.integers(0, 2)))
+    mult = np.where(short, rng.integers(1 << 23, 1 << 24, c, dtype=np.int64),
+                    rng.integers(1 << 30, 1 << 31, c, dtype=np.int64))
+    shift = np.where(short, shift - 7, shift)
     if extreme:
         for i in range(c):
             pick = i % 5 if per_channel else int(rng.integers(0, 5))
             if pick == 0:
-                shift[i] = 0
+                shift[i] = 12
             elif pick == 1:
                 shift[i] = 62
             elif pick == 2:
                 mult[i] = 0
             elif pick == 3:
                 mult[i] = 2**31 - 1
-    return mult.astype(np.int32), np.clip(shift, 0, 62).astype(np.int8)
+    return mult.astype(np.int32), np.clip(shift, 12, 62).astype(np.int8)
 
 
 def _suffix(extreme: bool | str) -> str:
@@ -109,19 +114,24 @@ def _int8(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
     return a
 
 
-def _bias(rng: np.random.Generator, n: int, k: int, kind: str) -> np.ndarray | None:
+def _bias(rng: np.random.Generator, n: int, kind: str, shift: np.ndarray, extreme: bool | str) -> np.ndarray | None:
+    """the bias in 1/4096 output steps, within the rule's |bias| < 2^(73 - shift)"""
     if kind == "none":
         return None
-    if kind == "sat":  # near the int32 bounds: the sum saturates
-        return np.where(np.arange(n) % 2 == 0, 2**31 - 1 - 1000, -(2**31) + 1000).astype(np.int32)
-    if kind == "big":  # the sums near +-3.5e6
-        centre = rng.choice([-3_500_000, -3_300_000, 3_400_000], n)
-        return (centre + rng.integers(-30_000, 30_000, n)).astype(np.int32)
-    if kind == "edge":  # the sums on both sides of +-2^23 (8.39e6), scaled by 2^-16 to 110..129
-        centre = rng.choice([-(2**23) + 400_000, 2**23 - 400_000], n)
-        return (centre + np.sign(centre) * rng.integers(-600_000, 500_000, n)).astype(np.int32)
-    span = int(3000 * math.sqrt(k)) + 1  # about the spread of the sums
-    return rng.integers(-span, span, n).astype(np.int32)
+    s = np.broadcast_to(shift.astype(np.int64), (n,))
+    room = np.minimum(np.left_shift(np.int64(1), np.minimum(73 - s, 40)) - 1, 2**31 - 1)
+    sign = rng.choice([-1, 1], n)
+    if kind == "sat":  # the largest biases the rule takes
+        b = np.where(np.arange(n) % 2 == 0, room, -room)
+    elif kind == "big":  # at the AVX-512 float path's bound 2^24 (4096 steps): below it float, from it exact
+        b = sign * ((1 << 24) + rng.integers(-3, 3, n))
+    elif kind == "edge":  # around the clamp bounds, with fractions of a step
+        b = sign * rng.integers(118 * 4096, 138 * 4096, n)
+    else:  # a few output steps with a fraction (ties: whole steps, so the ties stay exact)
+        b = rng.integers(-8 * 4096, 8 * 4096, n)
+        if extreme == "ties":
+            b = b // 4096 * 4096
+    return np.clip(b, -room, room).astype(np.int32)
 
 
 def conv(n: int, c: int, h: int, w: int, o: int, kh: int, kw: int, stride: Any = 1, pad: Any = 0, dil: Any = 1,
@@ -141,7 +151,7 @@ def conv(n: int, c: int, h: int, w: int, o: int, kh: int, kw: int, stride: Any =
             f"_{'pc' if per_channel else 'pt'}_z{zi}_{zo}_a{act[0]}_{act[1]}_{bias}{_suffix(extreme)}")
     args = dict(stride_h=s[0], stride_w=s[1], pad_h=p[0], pad_w=p[1], dilation_h=d[0], dilation_w=d[1],
                 groups=groups, input_zp=zi, output_zp=zo, act_min=act[0], act_max=act[1])
-    return Case(name, "conv2d_q8", x, wt, _bias(rng, o, k, bias), mult, shift, (n, o, oh, ow), args)
+    return Case(name, "conv2d_q8", x, wt, _bias(rng, o, bias, shift, extreme), mult, shift, (n, o, oh, ow), args)
 
 
 def linear(lead: tuple[int, ...], k: int, nout: int, per_channel: bool = True, zin: int | None = None,
@@ -156,7 +166,8 @@ def linear(lead: tuple[int, ...], k: int, nout: int, per_channel: bool = True, z
     name = (f"linear_{'x'.join(map(str, lead))}_k{k}_n{nout}_{'pc' if per_channel else 'pt'}_z{zi}_{zo}"
             f"_a{act[0]}_{act[1]}_{bias}{_suffix(extreme)}")
     args = dict(input_zp=zi, output_zp=zo, act_min=act[0], act_max=act[1])
-    return Case(name, "linear_q8", x, w, _bias(rng, nout, k, bias), mult, shift, (*lead, nout), args)
+    return Case(name, "linear_q8", x, w, _bias(rng, nout, bias, shift, extreme), mult, shift, (*lead, nout),
+                args)
 
 
 def conv_cases() -> list[Case]:

@@ -45,3 +45,28 @@ int oa_op_inplace_input(const char *op, int *out_elementwise) {
   }
   return -1;
 }
+
+/* Ops whose inputs mean something else since a format minor version: a file older than that is
+ * refused (its integers would run under the new rule and give other outputs, silently). */
+typedef struct format_rule {
+  const char *op;
+  uint32_t minor;
+  const char *change;
+} format_rule_t;
+
+static const format_rule_t k_format[] = {
+    {"conv2d_q8", 3, "the bias is now in 1/4096 output steps, added after the multiply; it was in accumulator steps"},
+    {"linear_q8", 3, "the bias is now in 1/4096 output steps, added after the multiply; it was in accumulator steps"},
+};
+
+uint32_t oa_op_format_minor(const char *op) {
+  for (size_t i = 0; op && i < sizeof k_format / sizeof k_format[0]; i++)
+    if (strcmp(k_format[i].op, op) == 0) return k_format[i].minor;
+  return 0;
+}
+
+const char *oa_op_format_change(const char *op) {
+  for (size_t i = 0; op && i < sizeof k_format / sizeof k_format[0]; i++)
+    if (strcmp(k_format[i].op, op) == 0) return k_format[i].change;
+  return "";
+}

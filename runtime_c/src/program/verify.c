@@ -257,6 +257,12 @@ oa_status_t oa_program_verify(oa_program_t *program, const oa_fb_table_t *root, 
     if ((st = oa_fb_vec_table(&v, i, &op, diag))) return st;
     if ((st = oa_fb_string(&op, OAB_OPERATOR_NAME, &name, diag))) return st;
     if (!*name) return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "operator %u has no name", i);
+    const uint32_t since = oa_op_format_minor(name);
+    if (p.format_major == 1 && p.format_minor < since)
+      return oa_diag_fail(diag, OA_ERR_UNSUPPORTED_VERSION,
+                          "operator %u (%s): its meaning changed in file format 1.%u and this file is format %u.%u "
+                          "(%s); export the model again with this openaccel", i, name, since, p.format_major,
+                          p.format_minor, oa_op_format_change(name));
   }
   if ((st = oa_fb_vector(root, OAB_PROGRAM_SEGMENTS, 4, &v, diag))) return st;
   p.segment_count = v.count;

@@ -3,14 +3,20 @@ patterns into int8 instructions.
 
 The rule (docs/quantization.md; its run-time half is runtime_c/src/cpu/kernels/ref/quant.c):
 a real multiplier m > 0 (e.g. s_in * s_w[c] / s_out) is stored as an integer M and a right shift
-n with m ~= M / 2^n, 0 <= M < 2^31, 0 <= n <= 62, M in [2^30, 2^31) unless n hit 62 (tiny m).
+n with m ~= M / 2^n, 0 <= M < 2^31, 0 <= n <= 62, M in [2^30, 2^31) unless n hit 62 (tiny m);
+conv2d_q8 / linear_q8 multipliers have 24 significant bits, M in [2^23, 2^24), n in [12, 50]
+(exact in float32: the AVX-512 kernels' float path needs no bracket around m).
 M = round_half_even(m * 2^n) computed exactly (fractions, no float op in between), so every
-machine that runs the exporter writes the same integers. At run time
+machine that runs the exporter writes the same integers. At run time (conv2d_q8 / linear_q8)
 
-    acc  = sat_int32(bias_q[c] + sum (x - zp_in) * w)                 (exact integer sum)
-    out  = clamp(round_half_even(acc * M / 2^n) + zp_out, act_min, act_max)
+    acc  = sat_int32(sum (x - zp_in) * w)                               (exact integer sum)
+    out  = clamp(round_half_even((acc * M + B[c] * 2^(n - 12)) / 2^n) + zp_out, act_min, act_max)
 
-in 64-bit integers only (mean_q8 and mul_q8 requantize an exact sum / product the same way). add_q8
+with the bias B[c] = round_half_even(b[c] / s_out * 2^12) in 1/4096 output steps (format 1.3:
+PT2E keeps the bias in float32, and an int32 bias in accumulator steps, XNNPACK's convention,
+lost up to m / 2 of an output step; this one is within 2^-13 of it), in 64-bit integers only
+(mean_q8 and mul_q8 requantize an exact sum / product as clamp(round_half_even(acc * M / 2^n) +
+zp_out, ...)). add_q8
 shares one shift between its two inputs:
     out = clamp(round_half_even(((a - zp_a) * M_a + (b - zp_b) * M_b) / 2^n) + zp_out, act_min, act_max).
 
@@ -55,7 +61,14 @@ DYNAMIC_OPS = (CQ, QT, DQT, CQK, QTK, DQTK)
 EPS_PER_TOKEN = float(torch.finfo(torch.float32).eps)   # choose_qparams_per_token_asymmetric's own
 
 SHIFT_MAX = 62
-MULT_LIMIT = 1 << 31
+MULT_BITS = 31
+MULT_LIMIT = 1 << MULT_BITS
+# conv2d_q8 / linear_q8 (format 1.3): 24-bit multipliers, shifts in [12, 50], the bias in 1/4096
+# output steps, |B| < 2^23 (|B| * 2^(n - 12) < 2^61: the rule's int64 sum cannot overflow)
+MAC_MULT_BITS = 24
+MAC_SHIFT_MIN, MAC_SHIFT_MAX = 12, 50
+BIAS_BITS = 12
+BIAS_LIMIT = (1 << 23) - 1
 INT8_MIN, INT8_MAX = -128, 127
 
 
@@ -92,26 +105,29 @@ def check_zero_point(zp: int, what: str, lo: int = INT8_MIN, hi: int = INT8_MAX)
         raise QuantParamError(f"{what}: zero point {zp} is outside [{lo}, {hi}]")
 
 
-def _shift_for(m: Fraction, what: str) -> int:
+def _shift_for(m: Fraction, what: str, bits: int = MULT_BITS, shift_max: int = SHIFT_MAX) -> int:
     if m <= 0:
         raise QuantParamError(f"{what}: multiplier {float(m)!r} is not positive")
     _, e = math.frexp(float(m))       # m = f * 2^e, f in [0.5, 1)
-    n = min(31 - e, SHIFT_MAX)
+    n = min(bits - e, shift_max)
     if n < 0:
-        raise QuantParamError(f"{what}: multiplier {float(m):.6g} is too large (at most 2^31; check the scales)")
+        raise QuantParamError(f"{what}: multiplier {float(m):.6g} is too large (at most 2^{bits}; check the scales)")
     return n
 
 
-def quantize_multiplier(m: Fraction | float, what: str = "requantization") -> tuple[int, int]:
-    """(M, n) with M / 2^n = m rounded to 31 significant bits, half to even (the rule above)."""
+def quantize_multiplier(m: Fraction | float, what: str = "requantization", bits: int = MULT_BITS,
+                        shift_max: int = SHIFT_MAX, shift_min: int = 0) -> tuple[int, int]:
+    """(M, n) with M / 2^n = m rounded to `bits` significant bits (fewer when n hit shift_max),
+    half to even (the rule above); n >= shift_min or QuantParamError."""
     m = Fraction(m)
-    n = _shift_for(m, what)
+    n = _shift_for(m, what, bits, shift_max)
     big = round_half_even(m * (1 << n))
-    if big >= MULT_LIMIT:     # f rounded up to 1.0
+    if big >= 1 << bits:     # f rounded up to 1.0
         n -= 1
-        if n < 0:
-            raise QuantParamError(f"{what}: multiplier {float(m):.6g} is too large (at most 2^31)")
         big = round_half_even(m * (1 << n))
+    if n < shift_min:
+        raise QuantParamError(f"{what}: multiplier {float(m):.6g} is too large (below 2^{bits - shift_min} "
+                              "expected; check the scales)")
     return big, n
 
 
@@ -137,23 +153,35 @@ def requant_multipliers(in_scale: float, w_scales: Sequence[float], out_scale: f
     for c, ws in enumerate(w_scales):
         check_scale(float(ws), f"{what}: weight channel {c}")
         m, n = quantize_multiplier(Fraction(in_scale) * Fraction(float(ws)) / Fraction(out_scale),
-                                   f"{what} channel {c}")
+                                   f"{what} channel {c}", MAC_MULT_BITS, MAC_SHIFT_MAX, MAC_SHIFT_MIN)
         mults.append(m)
         shifts.append(n)
     return mults, shifts
 
 
-def quantize_bias(bias: torch.Tensor | None, in_scale: float, w_scales: Sequence[float], n: int) -> list[int]:
-    """int32 bias: round_half_even(b[c] / (in_scale * w_scales[c])), saturated to int32."""
+def quantize_bias(bias: torch.Tensor | None, out_scale: float, n: int, reach: Sequence[float] = (),
+                  what: str = "bias") -> list[int]:
+    """The int32 bias of conv2d_q8 / linear_q8 in 1/4096 output steps:
+    round_half_even(b[c] / out_scale * 2^12), exact. |B| is at most BIAS_LIMIT (2047.99 output
+    steps); a larger bias is clamped to it where that cannot change an output (the sum moves
+    channel c by at most reach[c] output steps: the output saturates either way), else refused."""
     if bias is None:
         return [0] * n
     b = bias.detach().to(torch.float64).reshape(-1).tolist()
     out = []
     for c in range(n):
         if not math.isfinite(b[c]):
-            raise QuantParamError(f"bias channel {c} is {b[c]} (not finite)")
-        q = round_half_even(Fraction(b[c]) / (Fraction(in_scale) * Fraction(float(w_scales[c]))))
-        out.append(max(-(1 << 31), min((1 << 31) - 1, q)))
+            raise QuantParamError(f"{what} channel {c} is {b[c]} (not finite)")
+        q = round_half_even(Fraction(b[c]) / Fraction(out_scale) * (1 << BIAS_BITS))
+        if abs(q) > BIAS_LIMIT:
+            r = reach[c] if c < len(reach) else math.inf
+            if r + 258 > BIAS_LIMIT / (1 << BIAS_BITS):
+                raise QuantParamError(
+                    f"{what} channel {c} is {b[c]:.6g} = {q / (1 << BIAS_BITS):.6g} output steps (output scale "
+                    f"{out_scale:.6g}); the int8 rule holds at most {BIAS_LIMIT >> BIAS_BITS} (check the "
+                    "output's calibration)")
+            q = BIAS_LIMIT if q > 0 else -BIAS_LIMIT
+        out.append(q)
     return out
 
 
@@ -373,16 +401,19 @@ class _Folder:
         cout = wdata.shape[0]
         op = "conv2d_q8" if name == "aten.convolution.default" else "linear_q8"
         mults, shifts = requant_multipliers(s_in, w_scales, s_out, f"{op} at {n.source.describe()}")
-        bias = quantize_bias(b.data if isinstance(b, Value) else None, s_in, w_scales, cout)
+        k = int(wdata[0].numel())   # a sum moves channel c by at most K * 255 * 128 * m[c] output steps
+        reach = [k * 255 * 128 * mu / float(1 << sh) for mu, sh in zip(mults, shifts)]
+        bias = quantize_bias(b.data if isinstance(b, Value) else None, s_out, cout, reach,
+                             f"{op} at {n.source.describe()}: bias")
         base = (w.name if isinstance(w, Value) else "w")
         wq = self.const(wdata, dqw.args[0].name if isinstance(dqw.args[0], Value) else base)
         wq.quant = wqp
         bq = self.const(torch.tensor(bias, dtype=torch.int32), (b.name if isinstance(b, Value) else "bias") + ".q")
         mq = self.const(torch.tensor(mults, dtype=torch.int32), f"{wq.name}.multiplier")
-        # int8 (format 1.2): _shift_for keeps every shift in [0, SHIFT_MAX = 62]
-        if not all(0 <= s <= SHIFT_MAX for s in shifts):
+        # int8 (format 1.2); requant_multipliers keeps every shift in [MAC_SHIFT_MIN, MAC_SHIFT_MAX]
+        if not all(MAC_SHIFT_MIN <= s <= MAC_SHIFT_MAX for s in shifts):
             raise QuantParamError(f"{op} at {n.source.describe()}: shifts {min(shifts)}..{max(shifts)} outside "
-                                  f"[0, {SHIFT_MAX}]")
+                                  f"[{MAC_SHIFT_MIN}, {MAC_SHIFT_MAX}]")
         sq = self.const(torch.tensor(shifts, dtype=torch.int8), f"{wq.name}.shift")
         kw: dict[str, Any] = dict(input_zp=zp_in, output_zp=zp_out, act_min=lo, act_max=hi,
                                   input_scale=s_in, output_scale=s_out)

@@ -96,6 +96,11 @@ oa_status_t oa_check_dtype(const oa_op_call_t *call, const oa_tensor_t *t, uint6
  * an int32 one comes from an older exporter: the message says to export the model again. */
 oa_status_t oa_check_q8_shift_dtype(const oa_op_call_t *call, const oa_tensor_t *t, oa_diag_t *diag);
 
+/* conv2d_q8 / linear_q8: the values of inputs 2 (bias), 3 (multiplier) and 4 (shift) are in the
+ * domain of the requantization rule (quant_rule.h): multiplier >= 0, shift in [12, 62],
+ * |bias| < 2^(73 - shift). Inputs without data yet (run-time ones at prepare) pass. */
+oa_status_t oa_check_q8_requant_values(const oa_op_call_t *call, oa_diag_t *diag);
+
 /* Same dtype as a reference tensor. */
 oa_status_t oa_check_same_dtype(const oa_op_call_t *call, const oa_tensor_t *t, const oa_tensor_t *ref,
                                 const char *arg, oa_diag_t *diag);

@@ -9,7 +9,7 @@
 #define Q8_SHIFT_MAX 62
 #define Q8_MULT_MAX (((int64_t)1 << 31) - 1)
 
-/* round_half_even(p / 2^n) for |p| < 2^62, 0 <= n <= 62 (on the magnitude: symmetric in sign). */
+/* round_half_even(p / 2^n) for |p| < 2^63, 0 <= n <= 62 (on the magnitude: symmetric in sign). */
 static inline int64_t q8_round_shift(int64_t p, int32_t n) {
   if (n == 0) return p;
   uint64_t u = p < 0 ? (uint64_t)0 - (uint64_t)p : (uint64_t)p;
@@ -25,10 +25,30 @@ static inline int8_t q8_finish(int64_t r, int64_t zp, int64_t lo, int64_t hi) {
   return (int8_t)(r + zp);
 }
 
-static inline int8_t q8_requant(int64_t acc, int64_t mult, int32_t shift, int64_t zp, int64_t lo, int64_t hi) {
+/* conv2d_q8 / linear_q8 (format 1.3): the bias is added after the multiply, in steps of 2^-12
+ * output steps (Q8_BIAS_BITS), so a float32 bias keeps its fraction of an output step:
+ * p = sat_int32(acc) * mult + bias * 2^(shift - 12). The kernels accept shift in
+ * [Q8_BIAS_BITS, 62] and |bias| < 2^(73 - shift) (q8_bias_ok), so |p| < 2^62 + 2^61 and the
+ * rounding's p + 2^(shift - 1) stays below 2^63. */
+#define Q8_BIAS_BITS 12
+#define Q8_MAC_SHIFT_MIN Q8_BIAS_BITS
+
+static inline int q8_bias_ok(int64_t bias, int32_t shift) {
+  const int32_t room = 73 - shift; /* |bias| < 2^room */
+  return room >= 32 || (bias < ((int64_t)1 << room) && bias > -((int64_t)1 << room));
+}
+
+/* bias * 2^(shift - 12), the addend of the product (0 for shift < 12: only a zero bias is valid there,
+ * e.g. the unused lanes of a channel block) */
+static inline int64_t q8_bias_addend(int32_t bias, int32_t shift) {
+  return shift >= Q8_BIAS_BITS ? (int64_t)((uint64_t)(int64_t)bias << (shift - Q8_BIAS_BITS)) : 0;
+}
+
+static inline int8_t q8_requant(int64_t acc, int64_t mult, int32_t shift, int32_t bias, int64_t zp, int64_t lo,
+                                int64_t hi) {
   if (acc > INT32_MAX) acc = INT32_MAX;
   if (acc < INT32_MIN) acc = INT32_MIN;
-  return q8_finish(q8_round_shift(acc * mult, shift), zp, lo, hi);
+  return q8_finish(q8_round_shift(acc * mult + q8_bias_addend(bias, shift), shift), zp, lo, hi);
 }
 
 #endif /* OA_KERNELS_QUANT_RULE_H */

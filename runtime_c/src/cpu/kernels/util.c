@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "kernel.h"
+#include "kernels/quant_rule.h"
 
 const char *oa_shape_str(const oa_tensor_t *t, char *buf, size_t size) {
   size_t n = oa_format(buf, size, "[");
@@ -60,6 +61,35 @@ oa_status_t oa_check_q8_shift_dtype(const oa_op_call_t *call, const oa_tensor_t 
                         "are int8 since file format 1.2; a file from an older openaccel: export the model again)",
                         call->op, t->name);
   return oa_check_dtype(call, t, OA_DT_I8, "input 4 (shift)", diag);
+}
+
+/* multiplier / shift / bias values (constants: checked at prepare when bound, always at run):
+ * multiplier >= 0, shift in [12, 62], |bias| < 2^(73 - shift) (quant_rule.h) */
+oa_status_t oa_check_q8_requant_values(const oa_op_call_t *call, oa_diag_t *diag) {
+  const oa_tensor_t *m = call->inputs[3], *s = call->inputs[4], *b = call->inputs[2];
+  if (!m->data || !s->data || (b && !b->data)) return OA_OK;
+  const int32_t *mv = (const int32_t *)m->data;
+  const int8_t *sv = (const int8_t *)s->data;
+  for (int64_t c = 0; c < m->numel; c++)
+    if (mv[c] < 0)
+      return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM,
+                          "%s: input 3 (multiplier) ('%s'): element %lld = %ld: expected 0 to 2147483647", call->op,
+                          m->name, (long long)c, (long)mv[c]);
+  for (int64_t c = 0; c < s->numel; c++)
+    if (sv[c] < Q8_MAC_SHIFT_MIN || sv[c] > Q8_SHIFT_MAX)
+      return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "%s: input 4 (shift) ('%s'): element %lld = %d: expected %d to %d",
+                          call->op, s->name, (long long)c, (int)sv[c], Q8_MAC_SHIFT_MIN, Q8_SHIFT_MAX);
+  if (b) {
+    const int32_t *bv = (const int32_t *)b->data;
+    for (int64_t c = 0; c < b->numel; c++) {
+      const int32_t sh = sv[s->numel == 1 ? 0 : c];
+      if (!q8_bias_ok(bv[c], sh))
+        return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM,
+                            "%s: input 2 (bias) ('%s'): element %lld = %ld: expected |bias| < 2^%d with shift %d (bias "
+                            "in 1/4096 output steps)", call->op, b->name, (long long)c, (long)bv[c], 73 - sh, (int)sh);
+    }
+  }
+  return OA_OK;
 }
 
 oa_status_t oa_check_same_dtype(const oa_op_call_t *call, const oa_tensor_t *t, const oa_tensor_t *ref,

@@ -110,24 +110,6 @@ static int64_t iarg(const oa_op_call_t *call, uint32_t i) { return i < call->n_i
 static int64_t up64(int64_t b) { return b < 0 ? -1 : (b + 63) / 64 * 64; }
 static int64_t round_up(int64_t a, int64_t m) { return oa_cdiv(a, m) * m; }
 
-/* the multiplier / shift values, checked at every run as the reference kernel does (they may be
- * runtime inputs) */
-static oa_status_t check_requant(const oa_op_call_t *call, oa_diag_t *diag) {
-  const oa_tensor_t *m = call->inputs[3], *s = call->inputs[4];
-  const int32_t *mv = (const int32_t *)m->data;
-  const int8_t *sv = (const int8_t *)s->data;
-  for (int64_t c = 0; c < m->numel; c++)
-    if (mv[c] < 0)
-      return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM,
-                          "input 3 (multiplier) ('%s'): element %lld = %ld: expected 0 to 2147483647", m->name,
-                          (long long)c, (long)mv[c]);
-  for (int64_t c = 0; c < s->numel; c++)
-    if (sv[c] < 0 || sv[c] > Q8_SHIFT_MAX)
-      return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "input 4 (shift) ('%s'): element %lld = %d: expected 0 to %d",
-                          s->name, (long long)c, (int)sv[c], Q8_SHIFT_MAX);
-  return OA_OK;
-}
-
 /* ---- packing (opt/quant.h layouts) ---------------------------------------------------------- */
 
 /* One packed panel of `nr` columns, [kp / KG][nr][KG] of T: value(q, j) = V(src[koff[q] + cb[j]])
@@ -244,7 +226,7 @@ static void linear_geo(const oa_op_call_t *call, q8_geo_t *q) {
 /* The work split and the scratch of one call (prepare and run compute the same). */
 typedef struct q8_layout {
   int64_t kp, kpa, nc, mc, n_cb, n_rb, tasks, slots; /* kpa: K of packed A tiles */
-  int64_t off_corr, off_koff, off_pad, off_a, off_slots, slot_bytes, total; /* bytes; -1: too big */
+  int64_t off_corr, off_bias, off_koff, off_pad, off_a, off_slots, slot_bytes, total; /* bytes; -1: too big */
   int64_t a_tiles, a_tile_bytes; /* A packed once per run: g * ceil(rows / MR) tiles */
   int32_t a_in_place;             /* the ISA's gemm_rows reads W in place instead */
   int64_t s_b, s_a, s_acc, s_cb, s_out;                             /* offsets inside a slot */
@@ -257,7 +239,8 @@ static void layout(const oa_q8_isa_t *isa, int32_t path, const q8_geo_t *q, int3
   const int64_t eb = isa->wide ? 2 : 1, nr = isa->nr, mr = isa->mr;
   int64_t shared = 0, slot = 0;
   l->off_corr = 0;
-  shared = up64(oa_cap_mul(q->cout, 8));
+  l->off_bias = up64(oa_cap_mul(q->cout, 8)); /* the bias per channel, 0 without one (the kernels take an array) */
+  shared = oa_cap_add(l->off_bias, up64(oa_cap_mul(q->cout, 4)));
   if (path == P_GEMM || path == P_LGEMM) {
     l->kp = round_up(q->k, isa->kg);
     l->kpa = round_up(q->k, isa->akg ? isa->akg : isa->kg);
@@ -386,7 +369,7 @@ typedef struct q8_ctx {
 
 static inline void finish_row(const q8_ctx_t *x, const int32_t *acc, int64_t n, int64_t c, int8_t *y) {
   const int64_t mc = x->mone ? 0 : c;
-  x->isa->requant(acc, n, x->corr[c], x->mult[mc], x->shift[mc], x->zout, x->lo, x->hi, y);
+  x->isa->requant(acc, n, x->corr[c], x->mult[mc], x->shift[mc], x->bias[c], x->zout, x->lo, x->hi, y);
 }
 
 /* One GEMM task: column block cb x row block rb of image b, group g. The block's panels are
@@ -455,11 +438,11 @@ static void gemm_task(const q8_ctx_t *x, int64_t t, uint8_t *slot) {
     if (isa->requant_rows) { /* the tile block's m rows in one call, while they are in L1 */
       const int64_t mc0 = x->mone ? 0 : c0;
       if (x->path == P_GEMM && !dropped) {
-        isa->requant_rows(acc, ldc, m, ncols, x->corr + c0, x->mult + mc0, x->shift + mc0, !x->mone, q->k * 255 * 128,
-                          x->zout, x->lo, x->hi, x->y + (b * q->cout + c0) * q->npix + j0, q->npix);
+        isa->requant_rows(acc, ldc, m, ncols, x->corr + c0, x->mult + mc0, x->shift + mc0, x->bias + c0, !x->mone,
+                          q->k * 255 * 128, x->zout, x->lo, x->hi, x->y + (b * q->cout + c0) * q->npix + j0, q->npix);
       } else {
-        isa->requant_rows(acc, ldc, m, ncols, x->corr + c0, x->mult + mc0, x->shift + mc0, !x->mone, q->k * 255 * 128,
-                          x->zout, x->lo, x->hi, out, ldc);
+        isa->requant_rows(acc, ldc, m, ncols, x->corr + c0, x->mult + mc0, x->shift + mc0, x->bias + c0, !x->mone,
+                          q->k * 255 * 128, x->zout, x->lo, x->hi, out, ldc);
         for (int32_t r = 0; dropped && r < m; r++) {
           int8_t *yc = x->y + (b * q->cout + c0 + r) * q->npix;
           for (int32_t u = 0; u < nrun; u++) memcpy(yc + run_dst[u], out + r * ldc + run_src[u], (size_t)run_len[u]);
@@ -543,7 +526,7 @@ static void dwf_task(const q8_ctx_t *x, int64_t t, uint8_t *slot, int fresh) {
   x->fdw(&p);
   const int64_t mc = x->mone ? 0 : c, corr = x->corr[c];
   if (x->isa->requant_f32) {
-    x->isa->requant_f32(out, n, corr, x->mult[mc], x->shift[mc], x->zout, x->lo, x->hi, x->y + t * n);
+    x->isa->requant_f32(out, n, corr, x->mult[mc], x->shift[mc], x->bias[c], x->zout, x->lo, x->hi, x->y + t * n);
     return;
   }
   int32_t *acc = (int32_t *)(void *)out; /* in place: each float read before its int32 is written */
@@ -564,7 +547,8 @@ static void dwp_task(const q8_ctx_t *x, int64_t t, uint8_t *slot, int fresh) {
   p.h = q->h, p.w = q->w, p.ph = q->ph, p.pw = q->pw, p.sh = q->sh, p.sw = q->sw, p.oh = q->oh, p.ow = q->ow;
   p.hq = oa_cdiv(q->hp, q->sh), p.wq = oa_cdiv(q->wp, q->sw);
   p.zin = x->zin, p.taps = (int32_t)taps, p.poff = x->koff, p.wf = wf;
-  p.corr = x->corr[c], p.mult = x->mult[mc], p.shift = x->shift[mc], p.zp = x->zout, p.lo = x->lo, p.hi = x->hi;
+  p.corr = x->corr[c], p.mult = x->mult[mc], p.shift = x->shift[mc], p.bias = x->bias[c];
+  p.zp = x->zout, p.lo = x->lo, p.hi = x->hi;
   p.y = x->y + t * q->oh * q->ow;
   p.work = work, p.grid_off = l->s_acc / 4;
   x->isa->dwp(&p);
@@ -579,7 +563,8 @@ static void dwv_task(const q8_ctx_t *x, int64_t t, uint8_t *slot) {
   p.h = q->h, p.w = q->w, p.ph = q->ph, p.pw = q->pw, p.sh = q->sh, p.sw = q->sw, p.dh = q->dh, p.dw = q->dw;
   p.kh = q->kh, p.kw = q->kw, p.oh = q->oh, p.ow = q->ow;
   p.zin = x->zin, p.wt = x->w + c * q->kh * q->kw;
-  p.corr = x->corr[c], p.mult = x->mult[mc], p.shift = x->shift[mc], p.zp = x->zout, p.lo = x->lo, p.hi = x->hi;
+  p.corr = x->corr[c], p.mult = x->mult[mc], p.shift = x->shift[mc], p.bias = x->bias[c];
+  p.zp = x->zout, p.lo = x->lo, p.hi = x->hi;
   p.y = x->y + t * q->npix;
   p.work = slot;
   p.L = x->dwv[0], p.hq = x->dwv[1], p.ld = x->dwv[2], p.plane = x->dwv[3], p.band = x->dwv[4], p.cols = x->dwv[5];
@@ -601,7 +586,7 @@ static void dwc_task(const q8_ctx_t *x, int64_t t, uint8_t *slot) {
   p.wt = x->w + c0 * q->kh * q->kw;
   for (int32_t c = 0; c < p.nch; c++) {
     const int64_t mc = x->mone ? 0 : c0 + c;
-    p.corr[c] = x->corr[c0 + c], p.mult[c] = x->mult[mc], p.shift[c] = x->shift[mc];
+    p.corr[c] = x->corr[c0 + c], p.mult[c] = x->mult[mc], p.shift[c] = x->shift[mc], p.bias[c] = x->bias[c0 + c];
   }
   p.y = x->y + (b * q->cout + c0) * q->npix;
   p.work = (float *)(void *)slot;
@@ -616,15 +601,15 @@ static void gemv_task(const q8_ctx_t *x, int64_t t, uint8_t *slot) {
   x->gemv(q->cols, nb, q->k, x->xg, x->w + n0 * q->k, acc);
   if (x->isa->requant_pc && !x->mone) { /* per-channel multipliers and shifts: one vector per 8 outputs */
     for (int64_t i = 0; i < q->cols; i++)
-      x->isa->requant_pc(acc + i * nb, nb, x->corr + n0, x->mult + n0, x->shift + n0, x->zout, x->lo, x->hi,
-                         x->y + i * q->rows + n0);
+      x->isa->requant_pc(acc + i * nb, nb, x->corr + n0, x->mult + n0, x->shift + n0, x->bias + n0, x->zout, x->lo,
+                         x->hi, x->y + i * q->rows + n0);
     return;
   }
   for (int64_t i = 0; i < q->cols; i++)
     for (int64_t j = 0; j < nb; j++) {
       const int64_t c = n0 + j, mc = x->mone ? 0 : c;
-      x->y[i * q->rows + c] = q8_requant(x->corr[c] + acc[i * nb + j], x->mult[mc], x->shift[mc], x->zout, x->lo,
-                                         x->hi);
+      x->y[i * q->rows + c] = q8_requant(x->corr[c] + acc[i * nb + j], x->mult[mc], x->shift[mc], x->bias[c],
+                                         x->zout, x->lo, x->hi);
     }
 }
 
@@ -669,10 +654,11 @@ static void slots_fn(void *ctx, int64_t s0, int64_t s1) {
   }
 }
 
-/* corr[c] = bias[c] - zin * sum_k w[c][k] (zin 0: the bias alone); u8 tables feed x + 128 to the
- * GEMM and the GEMV: zin + 128 (`shifted`) */
+/* corr[c] = -zin * sum_k w[c][k] (zin 0: none); u8 tables feed x + 128 to the GEMM and the GEMV:
+ * zin + 128 (`shifted`). rbias[c] = bias[c], or 0 without a bias (added after the multiply by the
+ * requantization, quant_rule.h). */
 static void corrections(const oa_q8_isa_t *isa, int64_t rows, int64_t k, const int8_t *w, const int32_t *bias,
-                        int64_t zin, int shifted, int64_t *corr) {
+                        int64_t zin, int shifted, int64_t *corr, int32_t *rbias) {
   if (shifted && isa->u8) zin += 128;
   if (zin && isa->wsum) {
     isa->wsum(rows, k, w, corr);
@@ -686,7 +672,11 @@ static void corrections(const oa_q8_isa_t *isa, int64_t rows, int64_t k, const i
       corr[c] = s;
     }
   }
-  for (int64_t c = 0; c < rows; c++) corr[c] = (bias ? bias[c] : 0) - zin * corr[c];
+  for (int64_t c = 0; c < rows; c++) corr[c] = -zin * corr[c];
+  if (bias)
+    memcpy(rbias, bias, (size_t)rows * sizeof *rbias);
+  else
+    memset(rbias, 0, (size_t)rows * sizeof *rbias);
 }
 
 static oa_status_t finish_plan(oa_op_plan_t *plan, const oa_q8_isa_t *isa, int32_t path, const q8_geo_t *q,
@@ -810,7 +800,7 @@ static oa_status_t oa_opt_conv2d_q8_prepare_isa(const oa_op_call_t *call, const 
 oa_status_t oa_opt_conv2d_q8_run(const oa_op_call_t *call, const oa_op_plan_t *plan, void *scratch,
                                  const oa_kernel_env_t *env, oa_diag_t *diag) {
   oa_status_t st;
-  if ((st = check_requant(call, diag))) return st;
+  if ((st = oa_check_q8_requant_values(call, diag))) return st;
   q8_ctx_t x;
   memset(&x, 0, sizeof x);
   x.isa = oa_q8_isa((int32_t)plan->params[Q_ISA], (int32_t)plan->params[Q_DOT]);
@@ -836,16 +826,17 @@ oa_status_t oa_opt_conv2d_q8_run(const oa_op_call_t *call, const oa_op_plan_t *p
   x.y = (int8_t *)call->outputs[0]->data;
   x.slots = s + x.l.off_slots;
   int64_t *corr = (int64_t *)(s + x.l.off_corr);
+  int32_t *rbias = (int32_t *)(void *)(s + x.l.off_bias);
   const int8_t *in = (const int8_t *)call->inputs[0]->data;
   if (x.path == P_DWV) { /* x ^ 0x80 = x + 128, padding input_zp ^ 0x80 (oa_q8_dwv_t) */
-    corrections(x.isa, q->cout, q->kh * q->kw, x.w, x.bias, x.zin, 1, corr);
+    corrections(x.isa, q->cout, q->kh * q->kw, x.w, x.bias, x.zin, 1, corr, rbias);
     x.src = in;
     int64_t *d = x.dwv, *koff = (int64_t *)(s + x.l.off_koff);
     oa_q8_dwv_geo(q->oh, q->ow, q->sh, q->sw, q->kh, q->dh, q->wp, &d[0], &d[1], &d[2], &d[3], &d[4], &d[5]);
     for (int64_t i = 0; i < q->kh; i++) koff[i] = ((i * q->dh % q->sh) * d[1] + i * q->dh / q->sh) * d[2];
     x.koff = koff;
   } else if (x.path == P_DW || x.path == P_DWF || x.path == P_DWP || x.path == P_DWC) {
-    corrections(x.isa, q->cout, q->kh * q->kw, x.w, x.bias, 0, 0, corr); /* the plane holds x - zp */
+    corrections(x.isa, q->cout, q->kh * q->kw, x.w, x.bias, 0, 0, corr, rbias); /* the plane holds x - zp */
     x.src = in;
     if (x.path == P_DWP) { /* tap (i, j): phase plane (i dh % sh, j dw % sw), shifted (i dh / sh, j dw / sw) */
       int64_t *poff = (int64_t *)(s + x.l.off_koff);
@@ -857,7 +848,7 @@ oa_status_t oa_opt_conv2d_q8_run(const oa_op_call_t *call, const oa_op_plan_t *p
       x.koff = poff;
     }
   } else {
-    corrections(x.isa, q->cout, q->k, x.w, x.bias, x.zin, 1, corr);
+    corrections(x.isa, q->cout, q->k, x.w, x.bias, x.zin, 1, corr, rbias);
     int64_t *koff = (int64_t *)(s + x.l.off_koff);
     x.plane = q->hp * q->wp; /* hp, wp: h, w without padding */
     x.src = in;
@@ -885,6 +876,7 @@ oa_status_t oa_opt_conv2d_q8_run(const oa_op_call_t *call, const oa_op_plan_t *p
     x.koff = koff;
   }
   x.corr = corr;
+  x.bias = rbias;
   run_tasks(&x, env ? env->pool : NULL, s);
   return OA_OK;
 }
@@ -907,7 +899,7 @@ static oa_status_t oa_opt_linear_q8_prepare_isa(const oa_op_call_t *call, const 
 oa_status_t oa_opt_linear_q8_run(const oa_op_call_t *call, const oa_op_plan_t *plan, void *scratch,
                                  const oa_kernel_env_t *env, oa_diag_t *diag) {
   oa_status_t st;
-  if ((st = check_requant(call, diag))) return st;
+  if ((st = oa_check_q8_requant_values(call, diag))) return st;
   q8_ctx_t x;
   memset(&x, 0, sizeof x);
   x.isa = oa_q8_isa((int32_t)plan->params[Q_ISA], (int32_t)plan->params[Q_DOT]);
@@ -927,22 +919,24 @@ oa_status_t oa_opt_linear_q8_run(const oa_op_call_t *call, const oa_op_plan_t *p
   x.slots = s + x.l.off_slots;
   x.src = (const int8_t *)call->inputs[0]->data;
   int64_t *corr = (int64_t *)(s + x.l.off_corr);
+  int32_t *rbias = (int32_t *)(void *)(s + x.l.off_bias);
   if (x.path == P_GEMV && x.isa->gemv_u8 && x.zin == -128) { /* x ^ 0x80 = x - zp: no correction */
-    corrections(x.isa, q->rows, q->k, x.w, x.bias, 0, 0, corr);
+    corrections(x.isa, q->rows, q->k, x.w, x.bias, 0, 0, corr, rbias);
     uint8_t *xu = (uint8_t *)(s + x.l.off_koff);
     for (int64_t i = 0; i < q->cols * q->k; i++) xu[i] = (uint8_t)((uint8_t)x.src[i] ^ 0x80u);
     x.xg = xu;
     x.gemv = x.isa->gemv_u8;
   } else if (x.path == P_GEMV) {
-    corrections(x.isa, q->rows, q->k, x.w, x.bias, 0, 0, corr); /* x16 holds x - zp */
+    corrections(x.isa, q->rows, q->k, x.w, x.bias, 0, 0, corr, rbias); /* x16 holds x - zp */
     int16_t *x16 = (int16_t *)(s + x.l.off_koff);
     for (int64_t i = 0; i < q->cols * q->k; i++) x16[i] = (int16_t)(x.src[i] - x.zin);
     x.xg = x16;
     x.gemv = x.isa->gemv;
   } else {
-    corrections(x.isa, q->rows, q->k, x.w, x.bias, x.zin, 1, corr);
+    corrections(x.isa, q->rows, q->k, x.w, x.bias, x.zin, 1, corr, rbias);
   }
   x.corr = corr;
+  x.bias = rbias;
   run_tasks(&x, env ? env->pool : NULL, s);
   return OA_OK;
 }

@@ -2,12 +2,12 @@
  * portable driver; arch/<isa>/quant.c: the micro-kernels). docs/quantization.md, "Optimized
  * kernels", has the design; in short:
  *
- *   Y[c][p] = sat_int32(corr[c] + sum_k W[c][k] * X[k][p]),  corr[c] = bias[c] - input_zp * sum_k W[c][k]
+ *   Y[c][p] = sat_int32(corr[c] + sum_k W[c][k] * X[k][p]),  corr[c] = -input_zp * sum_k W[c][k]
  *
  * The GEMM sums raw int8 products (|w * x| <= 2^14, K <= 65536: every int32 sum is exact); padding
  * reads input_zp, so the correction is exact everywhere; the int64 sum corr + acc is then
- * finished with the rule of quant_rule.h (sat_int32, multiplier, round half to even, zero point,
- * clamp). Integer arithmetic only: every ISA, tile and thread count gives the reference's bytes.
+ * finished with the rule of quant_rule.h (sat_int32, multiplier, the bias bias[c] * 2^(shift - 12)
+ * added to the product, round half to even, zero point, clamp). Integer arithmetic only: every ISA, tile and thread count gives the reference's bytes.
  *
  * Operands are packed by the driver into the layout of the ISA: K is padded with zeros to a
  * multiple of kg and split into groups of kg consecutive k; an A tile (MR rows of W, rows past
@@ -48,24 +48,25 @@ typedef void (*oa_q8_gemm_fn)(int64_t kp, const void *a, const void *b, int32_t 
 typedef void (*oa_q8_gemm_rows_fn)(int64_t k, const int8_t *w, int64_t ldw, int32_t mr, const void *b, int32_t *c,
                                    int64_t ldc);
 
-/* y[j] = q8_requant(corr + acc[j], mult, shift, zp, lo, hi) for j < n (one output row) */
+/* y[j] = q8_requant(corr + acc[j], mult, shift, bias, zp, lo, hi) for j < n (one output row) */
 typedef void (*oa_q8_requant_fn)(const int32_t *acc, int64_t n, int64_t corr, int32_t mult, int32_t shift,
-                                 int32_t zp, int32_t lo, int32_t hi, int8_t *y);
+                                 int32_t bias, int32_t zp, int32_t lo, int32_t hi, int8_t *y);
 
-/* y[j] = q8_requant(corr[j] + acc[j], mult[j], shift[j], zp, lo, hi): per-channel values (the GEMV) */
+/* y[j] = q8_requant(corr[j] + acc[j], mult[j], shift[j], bias[j], zp, lo, hi): per-channel values (the GEMV) */
 typedef void (*oa_q8_requant_pc_fn)(const int32_t *acc, int64_t n, const int64_t *corr, const int32_t *mult,
-                                    const int8_t *shift, int32_t zp, int32_t lo, int32_t hi, int8_t *y);
+                                    const int8_t *shift, const int32_t *bias, int32_t zp, int32_t lo, int32_t hi,
+                                    int8_t *y);
 
-/* y[r * ldy + j] = q8_requant(corr[r] + acc[r * ldc + j], mult[pc ? r : 0], shift[pc ? r : 0], zp, lo, hi)
- * for r < m, j < n: the m rows of a finished GEMM tile block at once (the per-row setup hoisted);
- * |acc| <= amax (a bound the kernel may use to skip range checks) */
+/* y[r * ldy + j] = q8_requant(corr[r] + acc[r * ldc + j], mult[pc ? r : 0], shift[pc ? r : 0], bias[r], zp,
+ * lo, hi) for r < m, j < n: the m rows of a finished GEMM tile block at once (the per-row setup
+ * hoisted); |acc| <= amax (a bound the kernel may use to skip range checks) */
 typedef void (*oa_q8_requant_rows_fn)(const int32_t *acc, int64_t ldc, int32_t m, int64_t n, const int64_t *corr,
-                                      const int32_t *mult, const int8_t *shift, int32_t pc, int64_t amax, int32_t zp,
-                                      int32_t lo, int32_t hi, int8_t *y, int64_t ldy);
+                                      const int32_t *mult, const int8_t *shift, const int32_t *bias, int32_t pc,
+                                      int64_t amax, int32_t zp, int32_t lo, int32_t hi, int8_t *y, int64_t ldy);
 
 /* The same from float sums that are exact integers (the float depthwise path) */
 typedef void (*oa_q8_requant_f32_fn)(const float *acc, int64_t n, int64_t corr, int32_t mult, int32_t shift,
-                                     int32_t zp, int32_t lo, int32_t hi, int8_t *y);
+                                     int32_t bias, int32_t zp, int32_t lo, int32_t hi, int8_t *y);
 /* d[j] = (float)(x[j] - zp), j < n */
 typedef void (*oa_q8_to_float_fn)(const int8_t *x, int64_t n, int32_t zp, float *d);
 
@@ -83,7 +84,7 @@ typedef struct oa_q8_dwp {
   const int64_t *poff; /* per tap: phase plane start + offset, in floats from `work` */
   const float *wf;     /* per tap weight */
   int64_t corr;
-  int32_t mult, shift, zp, lo, hi;
+  int32_t mult, shift, bias, zp, lo, hi;
   int8_t *y;           /* oh x ow */
   float *work;         /* the phase planes (their padding zeroed by the caller once), then the grid */
   int64_t grid_off;    /* floats from work to the grid's oh * wq + 128 floats */
@@ -103,7 +104,7 @@ typedef struct oa_q8_dwc {
   int32_t zin, zp, lo, hi;
   const int8_t *wt; /* [nch][kh * kw] */
   int64_t corr[OA_Q8_DWC_LANES];
-  int32_t mult[OA_Q8_DWC_LANES], shift[OA_Q8_DWC_LANES]; /* lanes past nch: 0 */
+  int32_t mult[OA_Q8_DWC_LANES], shift[OA_Q8_DWC_LANES], bias[OA_Q8_DWC_LANES]; /* lanes past nch: 0 */
   int8_t *y;        /* the block's first output plane (oh x ow), the others follow */
   float *work;      /* oa_q8_dwc_work: the pixel buffer, kh kw x 16 floats, oh ow x 16 bytes */
 } oa_q8_dwc_t;
@@ -146,7 +147,7 @@ typedef struct oa_q8_dwv {
   int32_t zin;
   const int8_t *wt; /* kh * kw */
   int64_t corr;
-  int32_t mult, shift, zp, lo, hi;
+  int32_t mult, shift, bias, zp, lo, hi;
   int8_t *y;        /* oh x ow */
   uint8_t *work;    /* plane + cols bytes (oa_q8_dwv_geo) */
   /* the geometry, the same for every plane of a call (oa_q8_dwv_geo), and per kernel row i its
@@ -248,8 +249,8 @@ typedef struct oa_q8_isa {
 const oa_q8_isa_t *oa_q8_isa(int32_t id, int32_t dot);
 
 /* Portable instances (arch/portable/quant.c), also the other ISAs' fall-backs. */
-void oa_q8_portable_requant(const int32_t *acc, int64_t n, int64_t corr, int32_t mult, int32_t shift, int32_t zp,
-                            int32_t lo, int32_t hi, int8_t *y);
+void oa_q8_portable_requant(const int32_t *acc, int64_t n, int64_t corr, int32_t mult, int32_t shift, int32_t bias,
+                            int32_t zp, int32_t lo, int32_t hi, int8_t *y);
 void oa_q8_portable_dw(const int16_t *rows, int64_t ld, const int8_t *w, int64_t kh, int64_t kw, int64_t sw,
                        int64_t dh, int64_t dw, int64_t n, int32_t *acc);
 void oa_q8_portable_gemv(int64_t m, int64_t n, int64_t k, const void *x, const int8_t *w, int32_t *acc);
@@ -262,23 +263,25 @@ void oa_q8_portable_dequantize(const void *x, int64_t n, int32_t u8, int32_t zp,
 void oa_q8_avx2_wsum(int64_t rows, int64_t k, const int8_t *w, int64_t *sums);
 void oa_q8_avx2_gemv(int64_t m, int64_t n, int64_t k, const void *x, const int8_t *w, int32_t *acc);
 void oa_q8_avx512_gemv(int64_t m, int64_t n, int64_t k, const void *x, const int8_t *w, int32_t *acc);
-void oa_q8_avx2_requant(const int32_t *acc, int64_t n, int64_t corr, int32_t mult, int32_t shift, int32_t zp,
+void oa_q8_avx2_requant(const int32_t *acc, int64_t n, int64_t corr, int32_t mult, int32_t shift, int32_t bias, int32_t zp,
                         int32_t lo, int32_t hi, int8_t *y);
 void oa_q8_avx2_dw(const int16_t *rows, int64_t ld, const int8_t *w, int64_t kh, int64_t kw, int64_t sw,
                    int64_t dh, int64_t dw, int64_t n, int32_t *acc);
-void oa_q8_avx512_requant(const int32_t *acc, int64_t n, int64_t corr, int32_t mult, int32_t shift, int32_t zp,
+void oa_q8_avx512_requant(const int32_t *acc, int64_t n, int64_t corr, int32_t mult, int32_t shift, int32_t bias, int32_t zp,
                           int32_t lo, int32_t hi, int8_t *y);
 void oa_q8_avx512_dw(const int16_t *rows, int64_t ld, const int8_t *w, int64_t kh, int64_t kw, int64_t sw,
                      int64_t dh, int64_t dw, int64_t n, int32_t *acc);
 void oa_q8_avx512_requant_rows(const int32_t *acc, int64_t ldc, int32_t m, int64_t n, const int64_t *corr,
-                               const int32_t *mult, const int8_t *shift, int32_t pc, int64_t amax, int32_t zp,
+                               const int32_t *mult, const int8_t *shift, const int32_t *bias, int32_t pc, int64_t amax,
+                               int32_t zp,
                                int32_t lo, int32_t hi, int8_t *y, int64_t ldy);
-void oa_q8_avx512_requant_f32(const float *acc, int64_t n, int64_t corr, int32_t mult, int32_t shift, int32_t zp,
+void oa_q8_avx512_requant_f32(const float *acc, int64_t n, int64_t corr, int32_t mult, int32_t shift, int32_t bias,
+                              int32_t zp,
                               int32_t lo, int32_t hi, int8_t *y);
 void oa_q8_avx512_to_float(const int8_t *x, int64_t n, int32_t zp, float *d);
 void oa_q8_avx512_wsum(int64_t rows, int64_t k, const int8_t *w, int64_t *sums);
 void oa_q8_avx512_requant_pc(const int32_t *acc, int64_t n, const int64_t *corr, const int32_t *mult,
-                             const int8_t *shift, int32_t zp, int32_t lo, int32_t hi, int8_t *y);
+                             const int8_t *shift, const int32_t *bias, int32_t zp, int32_t lo, int32_t hi, int8_t *y);
 void oa_q8_avx512_dwp(const oa_q8_dwp_t *p);
 void oa_q8_avx512_dwc(const oa_q8_dwc_t *p);
 void oa_q8_avx2_add(const int8_t *a, const int8_t *b, int64_t n, const oa_q8_add_t *p, int8_t *y);

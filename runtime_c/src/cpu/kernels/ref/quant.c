@@ -4,14 +4,17 @@
  * sdk/openaccel/exporter/quant.py). Integer-only, so every ISA and thread count gives the same
  * bytes; an optimized int8 kernel must reproduce it exactly.
  *
- *   acc = sat_int32(bias[c] + sum_k (x_k - input_zp) * w[c][k])        exact integer sum
- *   p   = acc * multiplier[c]                                           int64, |p| < 2^62
+ *   acc = sat_int32(sum_k (x_k - input_zp) * w[c][k])                  exact integer sum
+ *   p   = acc * multiplier[c] + bias[c] * 2^(shift[c] - 12)                int64, |p| < 2^63
  *   r   = round_half_even(p / 2^shift[c])                               ties to even, symmetric
  *   out = clamp(r + output_zp, act_min, act_max)                        act_* within [-128, 127]
  *
- * multiplier in [0, 2^31 - 1], shift in [0, 62]: the exporter writes M = round_half_even(m * 2^n)
- * for the real multiplier m = s_in * s_w[c] / s_out, computed exactly (M in [2^30, 2^31) unless
- * m < 2^-32). Ties go to even because PyTorch's quantize (torch.round) and ExecuTorch's portable
+ * multiplier in [0, 2^31 - 1], shift in [12, 62], |bias| < 2^(73 - shift): the exporter writes
+ * M = round_half_even(m * 2^n) with 24 significant bits (exact in float32: the AVX-512 kernels'
+ * float path needs no bracket) for the real multiplier m = s_in * s_w[c] / s_out, and the bias in
+ * 1/4096 output steps, round_half_even(b[c] / s_out * 2^12) (format 1.3; 1.2 had it in accumulator
+ * steps, before the multiply, which lost up to m / 2 of an output step). Ties go to even because
+ * PyTorch's quantize (torch.round) and ExecuTorch's portable
  * kernels (nearbyint) do: where the real value is exactly half-way we agree with the reference.
  * Padding reads input_zp (a real zero), so it adds nothing to acc. add_q8 has one shift for both
  * inputs: p = (a - self_zp) * self_multiplier + (b - other_zp) * other_multiplier (|p| < 2^41),
@@ -77,24 +80,6 @@ static oa_status_t check_vec(const oa_op_call_t *call, uint32_t i, const char *a
     return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "%s ('%s'): expected shape [%lld]%s, received %s", arg,
                         t->name, (long long)n, one_ok ? " or [1]" : "", oa_shape_str(t, s, sizeof s));
   }
-  return OA_OK;
-}
-
-/* multiplier / shift values (constants: checked at prepare when bound, always at run) */
-static oa_status_t check_requant_values(const oa_op_call_t *call, uint32_t im, uint32_t is, oa_diag_t *diag) {
-  const oa_tensor_t *m = call->inputs[im], *s = call->inputs[is];
-  if (!m->data || !s->data) return OA_OK;
-  const int32_t *mv = (const int32_t *)m->data;
-  const int8_t *sv = (const int8_t *)s->data;
-  for (int64_t c = 0; c < m->numel; c++)
-    if (mv[c] < 0)
-      return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM,
-                          "input %u (multiplier) ('%s'): element %lld = %ld: expected 0 to 2147483647", im, m->name,
-                          (long long)c, (long)mv[c]);
-  for (int64_t c = 0; c < s->numel; c++)
-    if (sv[c] < 0 || sv[c] > Q8_SHIFT_MAX)
-      return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "input %u (shift) ('%s'): element %lld = %d: expected 0 to %d",
-                          is, s->name, (long long)c, (int)sv[c], Q8_SHIFT_MAX);
   return OA_OK;
 }
 
@@ -245,7 +230,7 @@ oa_status_t oa_ref_conv2d_q8_prepare(const oa_op_call_t *call, const oa_kernel_e
   if (call->inputs[3]->shape[0] != call->inputs[4]->shape[0])
     return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "inputs 3 (multiplier) and 4 (shift): lengths %lld and %lld differ",
                         (long long)call->inputs[3]->shape[0], (long long)call->inputs[4]->shape[0]);
-  if ((st = check_requant_values(call, 3, 4, diag))) return st;
+  if ((st = oa_check_q8_requant_values(call, diag))) return st;
   int64_t *p = plan->params;
   p[C_N] = n, p[C_CIN] = cin, p[C_H] = h, p[C_W] = wd, p[C_COUT] = cout, p[C_KH] = kh, p[C_KW] = kw;
   p[C_OH] = oh, p[C_OW] = ow, p[C_G] = g, p[C_SH] = sh, p[C_SW] = sw, p[C_PH] = ph, p[C_PW] = pw;
@@ -258,7 +243,7 @@ oa_status_t oa_ref_conv2d_q8_run(const oa_op_call_t *call, const oa_op_plan_t *p
   (void)scratch;
   (void)env;
   oa_status_t st;
-  if ((st = check_requant_values(call, 3, 4, diag))) return st;
+  if ((st = oa_check_q8_requant_values(call, diag))) return st;
   const int64_t *p = plan->params;
   const int64_t n = p[C_N], cin = p[C_CIN], h = p[C_H], wd = p[C_W], cout = p[C_COUT], kh = p[C_KH], kw = p[C_KW];
   const int64_t oh_n = p[C_OH], ow_n = p[C_OW], g = p[C_G], sh = p[C_SH], sw = p[C_SW], ph = p[C_PH], pw = p[C_PW];
@@ -280,7 +265,7 @@ oa_status_t oa_ref_conv2d_q8_run(const oa_op_call_t *call, const oa_op_plan_t *p
       int8_t *yp = y + (b * cout + oc) * oh_n * ow_n;
       for (int64_t oh = 0; oh < oh_n; oh++) {
         for (int64_t ow = 0; ow < ow_n; ow++) {
-          int64_t acc = bias ? bias[oc] : 0;
+          int64_t acc = 0;
           for (int64_t ic = 0; ic < cin_g; ic++) {
             const int8_t *xc = x + (b * cin + grp * cin_g + ic) * h * wd;
             const int8_t *wk = wc + ic * kh * kw;
@@ -294,7 +279,7 @@ oa_status_t oa_ref_conv2d_q8_run(const oa_op_call_t *call, const oa_op_plan_t *p
               }
             }
           }
-          yp[oh * ow_n + ow] = q8_requant(acc, m, s, zout, lo, hi);
+          yp[oh * ow_n + ow] = q8_requant(acc, m, s, bias ? bias[oc] : 0, zout, lo, hi);
         }
       }
     }
@@ -335,7 +320,7 @@ oa_status_t oa_ref_linear_q8_prepare(const oa_op_call_t *call, const oa_kernel_e
   if (call->inputs[3]->shape[0] != call->inputs[4]->shape[0])
     return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "inputs 3 (multiplier) and 4 (shift): lengths %lld and %lld differ",
                         (long long)call->inputs[3]->shape[0], (long long)call->inputs[4]->shape[0]);
-  if ((st = check_requant_values(call, 3, 4, diag))) return st;
+  if ((st = oa_check_q8_requant_values(call, diag))) return st;
   plan->params[LQ_M] = k ? x->numel / k : 0;
   if (!k) {
     int64_t m = 1;
@@ -352,7 +337,7 @@ oa_status_t oa_ref_linear_q8_run(const oa_op_call_t *call, const oa_op_plan_t *p
   (void)scratch;
   (void)env;
   oa_status_t st;
-  if ((st = check_requant_values(call, 3, 4, diag))) return st;
+  if ((st = oa_check_q8_requant_values(call, diag))) return st;
   const int64_t m_n = plan->params[LQ_M], n_n = plan->params[LQ_N], k_n = plan->params[LQ_K];
   const int64_t mone = plan->params[LQ_MONE];
   const int8_t *x = (const int8_t *)call->inputs[0]->data, *w = (const int8_t *)call->inputs[1]->data;
@@ -366,9 +351,9 @@ oa_status_t oa_ref_linear_q8_run(const oa_op_call_t *call, const oa_op_plan_t *p
     const int8_t *xr = x + i * k_n;
     for (int64_t j = 0; j < n_n; j++) {
       const int8_t *wr = w + j * k_n;
-      int64_t acc = bias ? bias[j] : 0;
+      int64_t acc = 0;
       for (int64_t k = 0; k < k_n; k++) acc += ((int64_t)xr[k] - zin) * wr[k];
-      y[i * n_n + j] = q8_requant(acc, mult[mone ? 0 : j], shift[mone ? 0 : j], zout, lo, hi);
+      y[i * n_n + j] = q8_requant(acc, mult[mone ? 0 : j], shift[mone ? 0 : j], bias ? bias[j] : 0, zout, lo, hi);
     }
   }
   return OA_OK;

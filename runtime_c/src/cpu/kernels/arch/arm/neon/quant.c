@@ -82,7 +82,7 @@ static void q8_neon_gemm(int64_t kp, const void *a_, const void *b_, int32_t *c,
 #endif
 
 typedef struct rq {
-  int64x2_t corr, bias, negn;
+  int64x2_t corr, half, badd, negn; /* half: 2^(n-1) - 1; badd: the bias's addend */
   int32x2_t mult, rlo, rhi, zp;
   int32_t shift;
 } rq_t;
@@ -90,12 +90,12 @@ typedef struct rq {
 /* 2 outputs: the rule of quant_rule.h on int64 lanes */
 static inline int32x2_t rq2(const rq_t *r, int32x2_t acc) {
   const int32x2_t v = vqmovn_s64(vaddw_s32(r->corr, acc)); /* sat_int32 */
-  int64x2_t p = vmull_s32(v, r->mult);
+  int64x2_t p = vaddq_s64(vmull_s32(v, r->mult), r->badd); /* exact: |p| < 2^63 */
   if (r->shift) { /* round half to even on |p| */
     const int64x2_t s = vshrq_n_s64(p, 63);
     const uint64x2_t u = vreinterpretq_u64_s64(vsubq_s64(veorq_s64(p, s), s));
     const uint64x2_t odd = vandq_u64(vshlq_u64(u, r->negn), vdupq_n_u64(1));
-    const uint64x2_t q = vshlq_u64(vaddq_u64(vaddq_u64(u, vreinterpretq_u64_s64(r->bias)), odd), r->negn);
+    const uint64x2_t q = vshlq_u64(vaddq_u64(vaddq_u64(u, vreinterpretq_u64_s64(r->half)), odd), r->negn);
     p = vsubq_s64(veorq_s64(vreinterpretq_s64_u64(q), s), s);
   }
   /* |p| may exceed int32: narrowing with saturation keeps it beyond the clamp bounds */
@@ -103,11 +103,12 @@ static inline int32x2_t rq2(const rq_t *r, int32x2_t acc) {
   return vadd_s32(n, r->zp);
 }
 
-static void q8_neon_requant(const int32_t *acc, int64_t n, int64_t corr, int32_t mult, int32_t shift, int32_t zp,
-                            int32_t lo, int32_t hi, int8_t *y) {
+static void q8_neon_requant(const int32_t *acc, int64_t n, int64_t corr, int32_t mult, int32_t shift, int32_t bias,
+                            int32_t zp, int32_t lo, int32_t hi, int8_t *y) {
   rq_t r;
   r.corr = vdupq_n_s64(corr);
-  r.bias = vdupq_n_s64(shift ? ((int64_t)1 << (shift - 1)) - 1 : 0);
+  r.half = vdupq_n_s64(shift ? ((int64_t)1 << (shift - 1)) - 1 : 0);
+  r.badd = vdupq_n_s64(q8_bias_addend(bias, shift));
   r.negn = vdupq_n_s64(-(int64_t)shift);
   r.mult = vdup_n_s32(mult);
   r.rlo = vdup_n_s32(lo - zp), r.rhi = vdup_n_s32(hi - zp), r.zp = vdup_n_s32(zp);
@@ -119,7 +120,7 @@ static void q8_neon_requant(const int32_t *acc, int64_t n, int64_t corr, int32_t
     const int32x4_t v1 = vcombine_s32(rq2(&r, vget_low_s32(a1)), rq2(&r, vget_high_s32(a1)));
     vst1_s8(y + j, vmovn_s16(vcombine_s16(vmovn_s32(v0), vmovn_s32(v1)))); /* values in [-128, 127] */
   }
-  for (; j < n; j++) y[j] = q8_requant(corr + acc[j], mult, shift, zp, lo, hi);
+  for (; j < n; j++) y[j] = q8_requant(corr + acc[j], mult, shift, bias, zp, lo, hi);
 }
 
 static void q8_neon_dw(const int16_t *rows, int64_t ld, const int8_t *w, int64_t kh, int64_t kw, int64_t sw,

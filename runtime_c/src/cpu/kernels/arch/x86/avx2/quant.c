@@ -98,7 +98,7 @@ static inline __m256i max64(__m256i v, __m256i lo) { return _mm256_blendv_epi8(v
 static inline __m256i min64(__m256i v, __m256i hi) { return _mm256_blendv_epi8(v, hi, _mm256_cmpgt_epi64(v, hi)); }
 
 typedef struct rq {
-  __m256i corr, mult, i32lo, i32hi, rlo, rhi, zp, bias; /* bias: 2^(n-1) - 1 */
+  __m256i corr, mult, i32lo, i32hi, rlo, rhi, zp, half, badd; /* half: 2^(n-1) - 1; badd: the bias's addend */
   __m128i n;
   int32_t shift;
 } rq_t;
@@ -107,12 +107,12 @@ typedef struct rq {
 static inline __m256i rq4(const rq_t *r, __m128i acc) {
   __m256i v = _mm256_add_epi64(_mm256_cvtepi32_epi64(acc), r->corr);
   v = min64(max64(v, r->i32lo), r->i32hi);                  /* sat_int32 */
-  __m256i p = _mm256_mul_epi32(v, r->mult);                 /* exact: both fit int32 */
+  __m256i p = _mm256_add_epi64(_mm256_mul_epi32(v, r->mult), r->badd); /* exact: |p| < 2^63 */
   if (r->shift) {                                           /* round half to even on |p| */
     const __m256i s = _mm256_cmpgt_epi64(_mm256_setzero_si256(), p);
     const __m256i u = _mm256_sub_epi64(_mm256_xor_si256(p, s), s);
     const __m256i odd = _mm256_and_si256(_mm256_srl_epi64(u, r->n), _mm256_set1_epi64x(1));
-    const __m256i q = _mm256_srl_epi64(_mm256_add_epi64(_mm256_add_epi64(u, r->bias), odd), r->n);
+    const __m256i q = _mm256_srl_epi64(_mm256_add_epi64(_mm256_add_epi64(u, r->half), odd), r->n);
     p = _mm256_sub_epi64(_mm256_xor_si256(q, s), s);
   }
   p = min64(max64(p, r->rlo), r->rhi);                      /* clamp before the zero point */
@@ -124,8 +124,8 @@ static inline __m128i lo32(__m256i v) {
   return _mm256_castsi256_si128(_mm256_permutevar8x32_epi32(v, _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6)));
 }
 
-void oa_q8_avx2_requant(const int32_t *acc, int64_t n, int64_t corr, int32_t mult, int32_t shift, int32_t zp,
-                            int32_t lo, int32_t hi, int8_t *y) {
+void oa_q8_avx2_requant(const int32_t *acc, int64_t n, int64_t corr, int32_t mult, int32_t shift, int32_t bias,
+                        int32_t zp, int32_t lo, int32_t hi, int8_t *y) {
   rq_t r;
   r.corr = _mm256_set1_epi64x(corr);
   r.mult = _mm256_set1_epi64x(mult);
@@ -134,7 +134,8 @@ void oa_q8_avx2_requant(const int32_t *acc, int64_t n, int64_t corr, int32_t mul
   r.zp = _mm256_set1_epi64x(zp);
   r.shift = shift;
   r.n = _mm_cvtsi32_si128(shift);
-  r.bias = _mm256_set1_epi64x(shift ? ((int64_t)1 << (shift - 1)) - 1 : 0);
+  r.half = _mm256_set1_epi64x(shift ? ((int64_t)1 << (shift - 1)) - 1 : 0);
+  r.badd = _mm256_set1_epi64x(q8_bias_addend(bias, shift));
   int64_t j = 0;
   for (; j + 8 <= n; j += 8) {
     const __m256i a = _mm256_loadu_si256((const __m256i *)(acc + j));
@@ -142,7 +143,7 @@ void oa_q8_avx2_requant(const int32_t *acc, int64_t n, int64_t corr, int32_t mul
     const __m128i w16 = _mm_packs_epi32(v0, v1); /* values are in [-128, 127]: packs are exact */
     _mm_storel_epi64((__m128i *)(y + j), _mm_packs_epi16(w16, w16));
   }
-  for (; j < n; j++) y[j] = q8_requant(corr + acc[j], mult, shift, zp, lo, hi);
+  for (; j < n; j++) y[j] = q8_requant(corr + acc[j], mult, shift, bias, zp, lo, hi);
 }
 
 /* Depthwise rows, 8 outputs per ymm: taps in pairs (j, j + 1) through vpmaddwd, with the input

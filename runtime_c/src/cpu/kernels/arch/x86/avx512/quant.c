@@ -99,21 +99,21 @@ static void q8_avx512_gemm_rows_8x32(int64_t k, const int8_t *w, int64_t ldw, in
  * clamp to [lo - zp, hi - zp] in int64, the zero point and the narrowing in int32. Exact path:
  * the same on int64 lanes with sat_int32 first. */
 typedef struct rq {
-  __m512i corr64, corr32, mult, i32lo, i32hi, rlo, rhi, zp64, zp32, bias, one, n;
+  __m512i corr64, corr32, mult, badd, i32lo, i32hi, rlo, rhi, zp64, zp32, half, one, n; /* badd: the bias's addend */
   int32_t shift, fast;
 } rq_t;
 
 static inline __m512i rq_round(const rq_t *r, __m512i p) {
   if (!r->shift) return p;
   const __m512i odd = _mm512_and_si512(_mm512_srav_epi64(p, r->n), r->one);
-  return _mm512_srav_epi64(_mm512_add_epi64(_mm512_add_epi64(p, r->bias), odd), r->n);
+  return _mm512_srav_epi64(_mm512_add_epi64(_mm512_add_epi64(p, r->half), odd), r->n);
 }
 
 /* 8 outputs on int64 lanes, with sat_int32 (any corr) */
 static inline __m128i rq8_exact(const rq_t *r, __m256i acc) {
   __m512i v = _mm512_add_epi64(_mm512_cvtepi32_epi64(acc), r->corr64);
   v = _mm512_min_epi64(_mm512_max_epi64(v, r->i32lo), r->i32hi);
-  __m512i p = rq_round(r, _mm512_mul_epi32(v, r->mult)); /* exact: both fit int32, |p| < 2^62 */
+  __m512i p = rq_round(r, _mm512_add_epi64(_mm512_mul_epi32(v, r->mult), r->badd)); /* exact: |p| < 2^63 */
   p = _mm512_min_epi64(_mm512_max_epi64(p, r->rlo), r->rhi);
   return _mm512_cvtepi64_epi8(_mm512_add_epi64(p, r->zp64)); /* in [-128, 127] */
 }
@@ -124,8 +124,8 @@ static inline __m128i rq16(const rq_t *r, __m512i acc) {
     /* sign of (acc ^ v) & (corr ^ v): the int32 sum wrapped */
     const __mmask16 wrapped = _mm512_movepi32_mask(_mm512_ternarylogic_epi32(acc, v, r->corr32, 0x24));
     if (!wrapped) {
-      __m512i pe = rq_round(r, _mm512_mul_epi32(v, r->mult));
-      __m512i po = rq_round(r, _mm512_mul_epi32(_mm512_srli_epi64(v, 32), r->mult));
+      __m512i pe = rq_round(r, _mm512_add_epi64(_mm512_mul_epi32(v, r->mult), r->badd));
+      __m512i po = rq_round(r, _mm512_add_epi64(_mm512_mul_epi32(_mm512_srli_epi64(v, 32), r->mult), r->badd));
       pe = _mm512_min_epi64(_mm512_max_epi64(pe, r->rlo), r->rhi);
       po = _mm512_min_epi64(_mm512_max_epi64(po, r->rlo), r->rhi);
       const __m512i q = _mm512_mask_blend_epi32((__mmask16)0xaaaa, pe, _mm512_slli_epi64(po, 32));
@@ -136,25 +136,28 @@ static inline __m128i rq16(const rq_t *r, __m512i acc) {
   return _mm_unpacklo_epi64(lo8, hi8);
 }
 
-static void rq_init(rq_t *r, int64_t corr, int32_t mult, int32_t shift, int32_t zp, int32_t lo, int32_t hi) {
+static void rq_init(rq_t *r, int64_t corr, int32_t mult, int32_t shift, int32_t bias, int32_t zp, int32_t lo,
+                    int32_t hi) {
   r->corr64 = _mm512_set1_epi64(corr);
   r->fast = corr >= INT32_MIN && corr <= INT32_MAX;
   r->corr32 = _mm512_set1_epi32(r->fast ? (int32_t)corr : 0);
   r->mult = _mm512_set1_epi64(mult);
+  r->badd = _mm512_set1_epi64(q8_bias_addend(bias, shift));
   r->i32lo = _mm512_set1_epi64(INT32_MIN), r->i32hi = _mm512_set1_epi64(INT32_MAX);
   r->rlo = _mm512_set1_epi64((int64_t)lo - zp), r->rhi = _mm512_set1_epi64((int64_t)hi - zp);
   r->zp64 = _mm512_set1_epi64(zp), r->zp32 = _mm512_set1_epi32(zp);
   r->one = _mm512_set1_epi64(1);
   r->shift = shift;
   r->n = _mm512_set1_epi64(shift);
-  r->bias = _mm512_set1_epi64(shift ? ((int64_t)1 << (shift - 1)) - 1 : 0);
+  r->half = _mm512_set1_epi64(shift ? ((int64_t)1 << (shift - 1)) - 1 : 0);
 }
 
 
 /* Per-channel values, 8 outputs per vector: the exact path with per-lane multiplier and shift
- * (bias 2^(n-1) - 1 and the parity bit per lane; shift 0 lanes keep the product) */
+ * (half 2^(n-1) - 1 and the parity bit per lane; shift 0 lanes keep the product) */
 void oa_q8_avx512_requant_pc(const int32_t *acc, int64_t n, const int64_t *corr, const int32_t *mult,
-                             const int8_t *shift, int32_t zp, int32_t lo, int32_t hi, int8_t *y) {
+                             const int8_t *shift, const int32_t *bias, int32_t zp, int32_t lo, int32_t hi, int8_t *y) {
+  const __m512i bb = _mm512_set1_epi64(Q8_BIAS_BITS);
   const __m512i i32lo = _mm512_set1_epi64(INT32_MIN), i32hi = _mm512_set1_epi64(INT32_MAX), one = _mm512_set1_epi64(1);
   const __m512i rlo = _mm512_set1_epi64((int64_t)lo - zp), rhi = _mm512_set1_epi64((int64_t)hi - zp);
   const __m512i vzp = _mm512_set1_epi64(zp), zero = _mm512_setzero_si512();
@@ -165,42 +168,44 @@ void oa_q8_avx512_requant_pc(const int32_t *acc, int64_t n, const int64_t *corr,
     v = _mm512_min_epi64(_mm512_max_epi64(v, i32lo), i32hi);
     const __m512i m = _mm512_cvtepi32_epi64(_mm256_maskz_loadu_epi32(k, mult + j));
     const __m512i sh = _mm512_cvtepi8_epi64(_mm_maskz_loadu_epi8((__mmask16)k, shift + j));
-    __m512i p = _mm512_mul_epi32(v, m);
+    const __m512i ba = _mm512_sllv_epi64(_mm512_cvtepi32_epi64(_mm256_maskz_loadu_epi32(k, bias + j)),
+                                         _mm512_sub_epi64(sh, bb)); /* bias * 2^(shift - 12), shift >= 12 */
+    __m512i p = _mm512_add_epi64(_mm512_mul_epi32(v, m), ba);
     const __mmask8 rnd = _mm512_cmpneq_epi64_mask(sh, zero);
-    const __m512i bias = _mm512_sub_epi64(_mm512_sllv_epi64(one, _mm512_sub_epi64(sh, one)), one);
+    const __m512i half = _mm512_sub_epi64(_mm512_sllv_epi64(one, _mm512_sub_epi64(sh, one)), one);
     const __m512i odd = _mm512_and_si512(_mm512_srav_epi64(p, sh), one);
-    p = _mm512_mask_srav_epi64(p, rnd, _mm512_add_epi64(_mm512_add_epi64(p, bias), odd), sh);
+    p = _mm512_mask_srav_epi64(p, rnd, _mm512_add_epi64(_mm512_add_epi64(p, half), odd), sh);
     p = _mm512_min_epi64(_mm512_max_epi64(p, rlo), rhi);
     _mm_mask_storeu_epi8(y + j, k, _mm512_cvtepi64_epi8(_mm512_add_epi64(p, vzp)));
   }
 }
 
 /* The float path of the requantization (docs/quantization.md), for real multipliers
- * m = mult / 2^shift <= 1 and sums |v| < 2^23 (v = acc + corr, an integer, exact in float32).
- * mlo <= m <= mhi are the float32 values around m (equal when m is one). With
- * magic = 1.5 * 2^23, fma(v, m', magic) rounds v * m' + magic once, to nearest even; for
- * |v * m| < 2^22 the spacing there is 1 and magic is even, so it is magic + round_half_even(v * m').
- * Rounding is monotonic and v * m lies between v * mlo and v * mhi: when
- * tlo = fma(v, mlo, magic) equals thi = fma(v, mhi, magic), both are magic + the rule's rounding
- * of v * m, exactly (lanes that differ, about 1 output in 10^4 and every exact tie, take the
- * exact integer path). bits(t) - (bits(magic) - zp) is then the result plus the zero point.
- * |v * m| in [2^22, 2^23) (clamped by the rule either way) keeps t in (2^22, 2.5 * 2^23), a
- * positive float whose bits are ordered as t: the result is at or past the clamp bound of its
- * sign, as the rule's. Larger multipliers take the exact path (m > 3 with |v| < 2^22 could make t
- * negative, whose bits do not order as t). */
+ * m = mult / 2^shift <= 1 that are exact in float32 (mult with at most 24 significant bits, as the
+ * exporter writes them), biases |b| < 2^24 (bf = b / 2^12 exact) and sums |v| < 2^23 (v = acc +
+ * corr, an integer, exact in float32). The rule's value is x = v m + bf exactly; fma(v, m, bf)
+ * rounded down and rounded up bracket it, and each plus magic = 1.5 * 2^23 (rounded to nearest)
+ * is magic + round_half_even of it (for |t| < 2^22 the spacing there is 1 and magic is even).
+ * Rounding is monotonic: when the two sums are equal they are magic + the rule's rounding of x,
+ * exactly (lanes that differ, x within a float32 rounding of a half, take the exact integer
+ * path; an exact tie gives both FMAs the same value, rounded to even by both: no fallback).
+ * bits(t) - (bits(magic) - zp) is then the result plus the zero point. |x| in [2^22, 2^23 + 2^12)
+ * (clamped by the rule either way) keeps t in (2^22 - 2^12, 2.5 * 2^23 + 2^12), a positive float
+ * whose bits are ordered as t: the result is at or past the clamp bound of its sign, as the rule's.
+ * Larger multipliers take the exact path (m > 3 with |v| < 2^22 could make t negative, whose bits
+ * do not order as t), and so do multipliers with more bits (the float32 m would not be m). */
 
 typedef struct rqs {
-  __m512 mlo, mhi, magic;
+  __m512 m, bf, magic;
   __m512i off, lo, hi; /* bits(magic) - zp; act_min, act_max */
-  int32_t ok;          /* m <= 1: the float path applies */
+  int32_t ok;          /* the float path applies (rr_row_fields) */
 } rqs_t;
 
 
-static void rqs_init(rqs_t *s, int32_t mult, int32_t shift, int32_t zp, int32_t lo, int32_t hi) {
-  float flo, fhi;
-  m_bracket(mult, shift, &flo, &fhi);
-  s->ok = (double)fhi <= 1.0;
-  s->mlo = _mm512_set1_ps(flo), s->mhi = _mm512_set1_ps(fhi);
+static void rqs_init(rqs_t *s, int32_t mult, int32_t shift, int32_t bias, int32_t zp, int32_t lo, int32_t hi) {
+  float m, bf;
+  s->ok = rr_row_fields(mult, shift, bias, &m, &bf);
+  s->m = _mm512_set1_ps(m), s->bf = _mm512_set1_ps(bf);
   s->magic = _mm512_set1_ps(Q8_MAGIC);
   s->off = _mm512_set1_epi32(Q8_MAGIC_BITS - zp);
   s->lo = _mm512_set1_epi32(lo), s->hi = _mm512_set1_epi32(hi);
@@ -208,7 +213,8 @@ static void rqs_init(rqs_t *s, int32_t mult, int32_t shift, int32_t zp, int32_t 
 
 /* 16 outputs from v (integers as floats, |v| < 2^23); 0 when a lane's rounding is not certain */
 static inline int rqs16(const rqs_t *s, __m512 v, __m128i *out) {
-  const __m512 tlo = _mm512_fmadd_ps(v, s->mlo, s->magic), thi = _mm512_fmadd_ps(v, s->mhi, s->magic);
+  __m512 tlo, thi;
+  rr_t2(v, s->m, s->bf, s->magic, &tlo, &thi);
   if (_mm512_cmp_ps_mask(tlo, thi, _CMP_NEQ_UQ)) return 0;
   const __m512i q = _mm512_sub_epi32(_mm512_castps_si512(tlo), s->off);
   *out = _mm512_cvtepi32_epi8(_mm512_min_epi32(_mm512_max_epi32(q, s->lo), s->hi));
@@ -226,12 +232,12 @@ static inline __mmask16 rqs_big_f32(__m512 v) {
 
 /* The requantization: the float path per vector where it applies (|corr| < 2^30: then a wrapped
  * int32 sum acc + corr is at least 2^31 - 2^30 in magnitude and fails the 2^23 check), else rq16 */
-void oa_q8_avx512_requant(const int32_t *acc, int64_t n, int64_t corr, int32_t mult, int32_t shift, int32_t zp,
-                          int32_t lo, int32_t hi, int8_t *y) {
+void oa_q8_avx512_requant(const int32_t *acc, int64_t n, int64_t corr, int32_t mult, int32_t shift, int32_t bias,
+                          int32_t zp, int32_t lo, int32_t hi, int8_t *y) {
   rq_t r;
-  rq_init(&r, corr, mult, shift, zp, lo, hi);
+  rq_init(&r, corr, mult, shift, bias, zp, lo, hi);
   rqs_t s;
-  rqs_init(&s, mult, shift, zp, lo, hi);
+  rqs_init(&s, mult, shift, bias, zp, lo, hi);
   const int flt = s.ok && corr > -((int64_t)1 << 30) && corr < ((int64_t)1 << 30);
   const __m512i vc = _mm512_set1_epi32(flt ? (int32_t)corr : 0);
   int64_t j = 0;
@@ -253,9 +259,9 @@ void oa_q8_avx512_requant(const int32_t *acc, int64_t n, int64_t corr, int32_t m
 
 /* One vector of the rows kernel below that the float path could not settle: the exact path */
 __attribute__((noinline)) static void rr_exact(const int32_t *a, int64_t n, int64_t corr, int32_t mult, int32_t shift,
-                                               int32_t zp, int32_t lo, int32_t hi, int8_t *y) {
+                                               int32_t bias, int32_t zp, int32_t lo, int32_t hi, int8_t *y) {
   rq_t r;
-  rq_init(&r, corr, mult, shift, zp, lo, hi);
+  rq_init(&r, corr, mult, shift, bias, zp, lo, hi);
   const __mmask16 k = n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << n) - 1u);
   _mm_mask_storeu_epi8(y, k, rq16(&r, _mm512_maskz_loadu_epi32(k, a)));
 }
@@ -310,15 +316,15 @@ static inline __attribute__((always_inline)) int32_t rr_row(const rr_t *p, const
   return nb;
 }
 
-/* A block of m rows, acc[r * ldc + j] -> y[r * ldy + j] (j < n), row r with corr[r] and
+/* A block of m rows, acc[r * ldc + j] -> y[r * ldy + j] (j < n), row r with corr[r], bias[r] and
  * mult[pc ? r : 0], shift[pc ? r : 0], |acc| <= amax: the float path of oa_q8_avx512_requant with
- * its setup per row only (the multiplier's bracket when it changes), one branch per vector (an
+ * its setup per row only (the row's float multiplier and bias), one branch per vector (an
  * uncertain rounding, or a sum past 2^23 where |corr| + amax does not rule it out: the vector is
  * redone by the exact path after the row, no call inside the loop), and fewer clamp instructions
  * (rr16). Rows the float path does not apply to: the one-row kernel. */
 void oa_q8_avx512_requant_rows(const int32_t *acc, int64_t ldc, int32_t m, int64_t n, const int64_t *corr,
-                               const int32_t *mult, const int8_t *shift, int32_t pc, int64_t amax, int32_t zp,
-                               int32_t lo, int32_t hi, int8_t *y, int64_t ldy) {
+                               const int32_t *mult, const int8_t *shift, const int32_t *bias, int32_t pc, int64_t amax,
+                               int32_t zp, int32_t lo, int32_t hi, int8_t *y, int64_t ldy) {
   const int full = lo == -128 && hi == 127;
   rr_t p;
   p.magic = _mm512_set1_ps(Q8_MAGIC);
@@ -327,42 +333,38 @@ void oa_q8_avx512_requant_rows(const int32_t *acc, int64_t ldc, int32_t m, int64
   p.lo8 = _mm512_set1_epi8((char)lo), p.hi8 = _mm512_set1_epi8((char)hi);
   p.off = _mm512_set1_epi32(Q8_MAGIC_BITS - zp);
   p.big = _mm512_set1_epi32(Q8_FLT_MAX_SUM), p.big2 = _mm512_set1_epi32(2 * Q8_FLT_MAX_SUM);
-  p.mlo = p.mhi = _mm512_setzero_ps(), p.vc = _mm512_setzero_si512();
-  int32_t pm = -1, ps = -1;
-  float flo = 0.0f, fhi = 0.0f;
+  p.m = p.bf = _mm512_setzero_ps(), p.vc = _mm512_setzero_si512();
   int64_t badj[Q8_RR_BAD];
   for (int32_t r = 0; r < m; r++) {
-    const int32_t mu = mult[pc ? r : 0], sh = shift[pc ? r : 0];
+    const int32_t mu = mult[pc ? r : 0], sh = shift[pc ? r : 0], bi = bias[r];
     const int64_t c = corr[r];
     const int32_t *a = acc + r * ldc;
     int8_t *yr = y + r * ldy;
-    if (mu != pm || sh != ps) {
-      m_bracket(mu, sh, &flo, &fhi), pm = mu, ps = sh;
-      p.mlo = _mm512_set1_ps(flo), p.mhi = _mm512_set1_ps(fhi);
-    }
-    if (!((double)fhi <= 1.0 && c > -((int64_t)1 << 30) && c < ((int64_t)1 << 30))) {
-      oa_q8_avx512_requant(a, n, c, mu, sh, zp, lo, hi, yr);
+    float mf, bf;
+    if (!(rr_row_fields(mu, sh, bi, &mf, &bf) && c > -((int64_t)1 << 30) && c < ((int64_t)1 << 30))) {
+      oa_q8_avx512_requant(a, n, c, mu, sh, bi, zp, lo, hi, yr);
       continue;
     }
+    p.m = _mm512_set1_ps(mf), p.bf = _mm512_set1_ps(bf);
     p.vc = _mm512_set1_epi32((int32_t)c);
     const int chk = (c < 0 ? -c : c) + amax >= Q8_FLT_MAX_SUM;
     int32_t nb;
     if (full) nb = chk ? rr_row(&p, a, n, 1, 1, yr, badj) : rr_row(&p, a, n, 1, 0, yr, badj);
     else nb = chk ? rr_row(&p, a, n, 0, 1, yr, badj) : rr_row(&p, a, n, 0, 0, yr, badj);
     if (nb > Q8_RR_BAD)
-      oa_q8_avx512_requant(a, n, c, mu, sh, zp, lo, hi, yr);
+      oa_q8_avx512_requant(a, n, c, mu, sh, bi, zp, lo, hi, yr);
     else
-      for (int32_t u = 0; u < nb; u++) rr_exact(a + badj[u], n - badj[u], c, mu, sh, zp, lo, hi, yr + badj[u]);
+      for (int32_t u = 0; u < nb; u++) rr_exact(a + badj[u], n - badj[u], c, mu, sh, bi, zp, lo, hi, yr + badj[u]);
   }
 }
 
 /* The same from float sums (exact integers below 2^24): the float depthwise path */
-void oa_q8_avx512_requant_f32(const float *acc, int64_t n, int64_t corr, int32_t mult, int32_t shift, int32_t zp,
-                              int32_t lo, int32_t hi, int8_t *y) {
+void oa_q8_avx512_requant_f32(const float *acc, int64_t n, int64_t corr, int32_t mult, int32_t shift, int32_t bias,
+                              int32_t zp, int32_t lo, int32_t hi, int8_t *y) {
   rq_t r;
-  rq_init(&r, corr, mult, shift, zp, lo, hi);
+  rq_init(&r, corr, mult, shift, bias, zp, lo, hi);
   rqs_t s;
-  rqs_init(&s, mult, shift, zp, lo, hi);
+  rqs_init(&s, mult, shift, bias, zp, lo, hi);
   const int flt = s.ok && corr > -((int64_t)1 << 22) && corr < ((int64_t)1 << 22);
   /* exact, and acc + corr is exact below 2^24 (checked below 2^23) */
   const __m512 vc = _mm512_set1_ps(flt ? (float)corr : 0.0f);
@@ -444,9 +446,9 @@ void oa_q8_avx512_dwp(const oa_q8_dwp_t *p) {
   }
   /* the requantization (rq16, and rqs16 where it applies) */
   rq_t r;
-  rq_init(&r, p->corr, p->mult, p->shift, p->zp, p->lo, p->hi);
+  rq_init(&r, p->corr, p->mult, p->shift, p->bias, p->zp, p->lo, p->hi);
   rqs_t sm;
-  rqs_init(&sm, p->mult, p->shift, p->zp, p->lo, p->hi);
+  rqs_init(&sm, p->mult, p->shift, p->bias, p->zp, p->lo, p->hi);
   const int flt = sm.ok && p->corr > -((int64_t)1 << 22) && p->corr < ((int64_t)1 << 22);
   /* every |acc + corr| below 2^23 (|acc| <= taps * 255 * 128): no per-vector check */
   const int small = flt && (p->corr < 0 ? -p->corr : p->corr) + (int64_t)p->taps * 255 * 128 < Q8_FLT_MAX_SUM;
@@ -595,15 +597,14 @@ void oa_q8_avx512_dwc(const oa_q8_dwc_t *p) {
   for (int32_t c = 0; c < p->nch; c++)
     for (int64_t t = 0; t < taps; t++) wf[t * L + c] = (float)p->wt[c * taps + t];
   /* per-lane requantization constants */
-  float mlo[L], mhi[L], cf[L];
+  float mf[L], bf[L], cf[L];
   int ok = 1;
-  for (int32_t c = 0; c < L; c++) {
-    m_bracket(p->mult[c], p->shift[c], &mlo[c], &mhi[c]);
+  for (int32_t c = 0; c < L; c++) { /* lanes past nch: mult 0, exact (0 * anything + 0) */
     const int64_t ac = p->corr[c] < 0 ? -p->corr[c] : p->corr[c];
-    ok &= (double)mhi[c] <= 1.0 && ac + taps * 255 * 128 < Q8_FLT_MAX_SUM;
+    ok &= rr_row_fields(p->mult[c], p->shift[c], p->bias[c], &mf[c], &bf[c]) && ac + taps * 255 * 128 < Q8_FLT_MAX_SUM;
     cf[c] = ok ? (float)p->corr[c] : 0.0f;
   }
-  const __m512 vlo = _mm512_loadu_ps(mlo), vhi = _mm512_loadu_ps(mhi), vc = _mm512_loadu_ps(cf);
+  const __m512 vm = _mm512_loadu_ps(mf), vbf = _mm512_loadu_ps(bf), vc = _mm512_loadu_ps(cf);
   const __m512 magic = _mm512_set1_ps(Q8_MAGIC);
   const __m512i off = _mm512_set1_epi32(Q8_MAGIC_BITS - p->zp);
   const __m512i qlo = _mm512_set1_epi32(p->lo), qhi = _mm512_set1_epi32(p->hi);
@@ -666,7 +667,8 @@ void oa_q8_avx512_dwc(const oa_q8_dwc_t *p) {
         int8_t *o = obuf + (oy * p->ow + ox) * L;
         if (ok) {
           const __m512 v = _mm512_add_ps(a, vc);
-          const __m512 tlo = _mm512_fmadd_ps(v, vlo, magic), thi = _mm512_fmadd_ps(v, vhi, magic);
+          __m512 tlo, thi;
+          rr_t2(v, vm, vbf, magic, &tlo, &thi);
           if (!_mm512_cmp_ps_mask(tlo, thi, _CMP_NEQ_UQ)) {
             const __m512i q = _mm512_sub_epi32(_mm512_castps_si512(tlo), off);
             const __m512i qc = _mm512_min_epi32(_mm512_max_epi32(q, qlo), qhi);
@@ -677,7 +679,7 @@ void oa_q8_avx512_dwc(const oa_q8_dwc_t *p) {
         float s[L];
         _mm512_storeu_ps(s, a);
         for (int32_t c = 0; c < L; c++)
-          o[c] = q8_requant(p->corr[c] + (int64_t)s[c], p->mult[c], p->shift[c], p->zp, p->lo, p->hi);
+          o[c] = q8_requant(p->corr[c] + (int64_t)s[c], p->mult[c], p->shift[c], p->bias[c], p->zp, p->lo, p->hi);
       }
     }
   }
@@ -798,7 +800,7 @@ void oa_q8_avx512_add(const int8_t *a, const int8_t *b, int64_t n, const oa_q8_a
   const __m512i ma = _mm512_set1_epi64(p->ma), mb = _mm512_set1_epi64(p->mb);
   const __m512i zo = _mm512_set1_epi32(p->zo);
   rq_t r;
-  rq_init(&r, 0, 0, p->shift, p->zo, p->lo, p->hi);
+  rq_init(&r, 0, 0, p->shift, 0, p->zo, p->lo, p->hi);
   for (int64_t i = 0; i < n; i += 16) {
     const __mmask16 m = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1u);
     const __m512i av = _mm512_sub_epi32(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(m, a + i)), za);
