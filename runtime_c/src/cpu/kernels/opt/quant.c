@@ -354,7 +354,10 @@ typedef struct q8_ctx {
   const int8_t *src; /* conv: the input (padded or not); linear: x */
   int64_t plane;     /* conv: elements of one input plane of src */
   const int8_t *w;
-  const int64_t *corr, *koff;
+  int64_t *corr; /* per output channel; with `lazy`, filled by each GEMM task for its own rows */
+  const int64_t *koff;
+  int64_t lazy;  /* 0, or the correction's zero point (zin, + 128 on u8 tables): the GEMM tasks compute
+                  * corr for their rows (corrections_lazy) */
   uint8_t *apack;
   const void *xg;     /* the GEMV's x: int16 x - zp, or uint8 x ^ 0x80 (gemv_u8) */
   oa_q8_gemv_fn gemv; /* the GEMV of this call */
@@ -426,6 +429,10 @@ static void gemm_task(const q8_ctx_t *x, int64_t t, uint8_t *slot) {
   for (int64_t i = r0; i < r1; i += mr) {
     const int32_t m = (int32_t)oa_min64(mr, r1 - i);
     const int64_t c0 = g * q->cout_g + i;
+    if (x->lazy) { /* this tile's weight rows, read again right away by the products (in L1 / L2) */
+      isa->wsum(m, q->k, x->w + c0 * q->k, x->corr + c0);
+      for (int32_t r = 0; r < m; r++) x->corr[c0 + r] *= -x->lazy;
+    }
     const uint8_t *atile = l->a_in_place ? NULL : x->apack + (g * oa_cdiv(q->rows, mr) + i / mr) * l->a_tile_bytes;
     for (int64_t j = j0; j < j1; j += nr) {
       const uint8_t *panel = bblk + ((j - j0) / nr) * l->kp * nr * eb;
@@ -660,6 +667,10 @@ static void slots_fn(void *ctx, int64_t s0, int64_t s1) {
 static void corrections(const oa_q8_isa_t *isa, int64_t rows, int64_t k, const int8_t *w, const int32_t *bias,
                         int64_t zin, int shifted, int64_t *corr, int32_t *rbias) {
   if (shifted && isa->u8) zin += 128;
+  if (bias)
+    memcpy(rbias, bias, (size_t)rows * sizeof *rbias);
+  else
+    memset(rbias, 0, (size_t)rows * sizeof *rbias);
   if (zin && isa->wsum) {
     isa->wsum(rows, k, w, corr);
   } else {
@@ -673,10 +684,22 @@ static void corrections(const oa_q8_isa_t *isa, int64_t rows, int64_t k, const i
     }
   }
   for (int64_t c = 0; c < rows; c++) corr[c] = -zin * corr[c];
-  if (bias)
-    memcpy(rbias, bias, (size_t)rows * sizeof *rbias);
-  else
-    memset(rbias, 0, (size_t)rows * sizeof *rbias);
+}
+
+/* The GEMM's correction left to its tasks (q8_ctx_t.lazy): when every weight row belongs to one
+ * task (one image, one column block), each task sums its own rows just before its products read
+ * them, instead of one pass over all the weights on the calling thread first (layer4 of ResNet-18:
+ * 2.4 MB of weights per conv, read twice from beyond L2, and the pass ran on one thread). Returns
+ * the correction's zero point, or 0 when the corrections are complete already. */
+static int64_t corrections_lazy(const oa_q8_isa_t *isa, const q8_geo_t *q, const q8_layout_t *l, const int8_t *w,
+                                const int32_t *bias, int64_t zin, int64_t *corr, int32_t *rbias) {
+  const int64_t zs = zin + (isa->u8 ? 128 : 0);
+  if (zs && isa->wsum && q->n * l->n_cb == 1) {
+    corrections(isa, q->rows * q->g, q->k, w, bias, 0, 0, corr, rbias); /* the bias alone */
+    return zs;
+  }
+  corrections(isa, q->rows * q->g, q->k, w, bias, zin, 1, corr, rbias);
+  return 0;
 }
 
 static oa_status_t finish_plan(oa_op_plan_t *plan, const oa_q8_isa_t *isa, int32_t path, const q8_geo_t *q,
@@ -848,7 +871,7 @@ oa_status_t oa_opt_conv2d_q8_run(const oa_op_call_t *call, const oa_op_plan_t *p
       x.koff = poff;
     }
   } else {
-    corrections(x.isa, q->cout, q->k, x.w, x.bias, x.zin, 1, corr, rbias);
+    x.lazy = corrections_lazy(x.isa, q, &x.l, x.w, x.bias, x.zin, corr, rbias);
     int64_t *koff = (int64_t *)(s + x.l.off_koff);
     x.plane = q->hp * q->wp; /* hp, wp: h, w without padding */
     x.src = in;
@@ -933,7 +956,7 @@ oa_status_t oa_opt_linear_q8_run(const oa_op_call_t *call, const oa_op_plan_t *p
     x.xg = x16;
     x.gemv = x.isa->gemv;
   } else {
-    corrections(x.isa, q->rows, q->k, x.w, x.bias, x.zin, 1, corr, rbias);
+    x.lazy = corrections_lazy(x.isa, q, &x.l, x.w, x.bias, x.zin, corr, rbias);
   }
   x.corr = corr;
   x.bias = rbias;
