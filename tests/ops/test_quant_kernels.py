@@ -65,6 +65,7 @@ class Case:
     shift: np.ndarray
     out_shape: tuple[int, ...]
     args: dict[str, Any] = field(default_factory=dict)
+    crafted: bool = False  # x and w are the case's own (not replaced by program()'s random data)
 
 
 def _qparams(rng: np.random.Generator, n: int, k: int, per_channel: bool,
@@ -170,6 +171,27 @@ def linear(lead: tuple[int, ...], k: int, nout: int, per_channel: bool = True, z
                 args)
 
 
+def bigsum_conv(seed: int = 0) -> Case:
+    """A 1x1 conv whose sums lie on both sides of +-2^23 (K = 360, inputs and weights near the int8
+    ends): the AVX-512 float path's range check (a float32 sum of 2^23 or more is not exact to
+    the half step) sends those vectors to the exact path; per-channel biases centre the outputs
+    on the int8 range (m = 2^-12: +-2^23 is 2048 steps); 24- and 31-bit multipliers."""
+    rng = np.random.default_rng(seed)
+    k, o = 360, 20
+    x = rng.integers(62, 128, (1, k, 7, 9), dtype=np.int64)
+    sign = np.where(np.arange(o) % 2 == 0, 1, -1)
+    w = sign[:, None] * rng.integers(80, 128, (o, k))
+    sums = np.einsum("kp,ok->op", x.reshape(k, -1) + 128, w)              # zin = -128
+    mult = np.where(np.arange(o) % 4 < 2, 1 << 23, 1 << 30).astype(np.int32)
+    shift = np.where(np.arange(o) % 4 < 2, 35, 42).astype(np.int8)       # m = 2^-12 either way
+    bias = (-np.round(sums.mean(1) / 4096 * 4096)).astype(np.int32)      # -mean(sum) * m steps, in 1/4096
+    assert (np.abs(sums) >= 2**23).any() and (np.abs(sums) < 2**23).any()
+    args = dict(stride_h=1, stride_w=1, pad_h=0, pad_w=0, dilation_h=1, dilation_w=1, groups=1, input_zp=-128,
+                output_zp=3, act_min=-128, act_max=127)
+    return Case(f"conv_bigsum_k{k}_o{o}", "conv2d_q8", x.astype(np.int8), w.reshape(o, k, 1, 1).astype(np.int8),
+                bias, mult, shift, (1, o, 7, 9), args, crafted=True)
+
+
 def conv_cases() -> list[Case]:
     cs = [
         conv(1, 3, 9, 11, 5, 3, 3, pad=1),
@@ -236,6 +258,7 @@ def conv_cases() -> list[Case]:
     for i, (o, hw) in enumerate([(1, 1), (2, 2), (3, 3), (4, 5), (5, 7), (6, 9), (7, 13), (8, 17), (9, 31),
                                  (13, 33), (17, 4), (31, 6), (33, 8)]):
         cs.append(conv(1, 3, 1, hw, o, 1, 3, pad=(0, 1), seed=100 + i))
+    cs.append(bigsum_conv())
     return cs
 
 
@@ -349,8 +372,9 @@ def program(family: str) -> tuple[bytes, list[Case]]:
     cases = FAMILIES[family]()
     for i, c in enumerate(cases):  # distinct data per case, independent of the order of families
         rng = np.random.default_rng(1000 * (list(FAMILIES).index(family) + 1) + i)
-        c.x = _int8(rng, c.x.shape)
-        c.w = _int8(rng, c.w.shape)
+        if not c.crafted:
+            c.x = _int8(rng, c.x.shape)
+            c.w = _int8(rng, c.w.shape)
     pool = sum((c.x.nbytes + 63) // 64 * 64 + (int(np.prod(c.out_shape)) + 63) // 64 * 64 for c in cases)
     b = Builder(pool=pool)
     off = 0
