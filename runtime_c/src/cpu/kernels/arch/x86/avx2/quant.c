@@ -2,8 +2,9 @@
  * through vpmaddwd: A and B are int16 pairs of consecutive k (kg 2), one madd gives
  * w[k] * x[k] + w[k+1] * x[k+1] per int32 lane, exact (|each| <= 2^14). vpmaddubsw is avoided:
  * its int16 sums saturate. Tile 6 x 16: 12 ymm accumulators, 2 B vectors, 1 broadcast of an A
- * pair (a load-port vpbroadcastd). The requantization is vectorised on 4 int64 lanes and checked
- * bit-identical with q8_requant by tests/ops/test_quant_kernels.py. Compiled with -mavx2 -mfma,
+ * pair (a load-port vpbroadcastd). The requantization runs in double precision where that is
+ * exact (rqd8) and on 4 int64 lanes elsewhere (rq4), checked bit-identical with q8_requant by
+ * tests/ops/test_quant_kernels.py. Compiled with -mavx2 -mfma,
  * only called when env->isas has OA_CPU_ISA_AVX2. */
 #include <immintrin.h>
 #include <string.h>
@@ -124,6 +125,54 @@ static inline __m128i lo32(__m256i v) {
   return _mm256_castsi256_si128(_mm256_permutevar8x32_epi32(v, _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6)));
 }
 
+/* The rule in double precision, exactly (docs/quantization.md, "Optimized kernels"): with
+ * |v| <= vmax (v = acc + corr, an int32 sum; vmax * mult < 2^52) and |badd| < 2^52, the product
+ * p = v * mult + badd is an integer below 2^53, so fma(v, mult, badd) is p exactly; p * 2^-n is
+ * exact too, and fma(p, 2^-n, magic) with magic = 1.5 * 2^52 rounds it once, to nearest even, at
+ * spacing 1: magic + round_half_even(p / 2^n), the rule's rounding, with no bracket and no
+ * fallback for ties. Clamped in double to magic + [lo - zp, hi - zp], the low dword of its bits
+ * is the result. 8 outputs in about 20 instructions (the int64 emulation of rq4 took twice as
+ * many: AVX2 has no 64-bit multiply-high, arithmetic shift or min / max). vmax <= 2^29 - 1 and
+ * |corr| < 2^29 make a wrapped int32 acc + corr fail the range check (its magnitude is then at
+ * least 2^31 - 2^29); vectors that fail it take rq4. */
+typedef struct rqd {
+  __m256d m, b, scale, magic, dlo, dhi;
+  __m256i vc, vmax, zp;
+  int32_t ok;
+} rqd_t;
+
+static void rqd_init(rqd_t *d, int64_t corr, int32_t mult, int32_t shift, int32_t bias, int32_t zp, int32_t lo,
+                     int32_t hi) {
+  const int64_t badd = q8_bias_addend(bias, shift), lim = (int64_t)1 << 52;
+  int64_t vmax = ((int64_t)1 << 29) - 1;
+  if (mult > 0 && (lim - 1) / mult < vmax) vmax = (lim - 1) / mult;
+  d->ok = corr > -((int64_t)1 << 29) && corr < ((int64_t)1 << 29) && badd > -lim && badd < lim;
+  const double magic = 6755399441055744.0; /* 1.5 * 2^52 */
+  uint64_t sb = (uint64_t)(1023 - shift) << 52; /* 2^-shift, shift <= 62 */
+  double scale;
+  memcpy(&scale, &sb, sizeof scale);
+  d->m = _mm256_set1_pd((double)mult), d->b = _mm256_set1_pd((double)badd), d->scale = _mm256_set1_pd(scale);
+  d->magic = _mm256_set1_pd(magic);
+  d->dlo = _mm256_set1_pd(magic + (double)(lo - zp)), d->dhi = _mm256_set1_pd(magic + (double)(hi - zp));
+  d->vc = _mm256_set1_epi32(d->ok ? (int32_t)corr : 0), d->vmax = _mm256_set1_epi32((int32_t)vmax);
+  d->zp = _mm256_set1_epi32(zp);
+}
+
+/* 8 sums -> 8 int32 results + zp; 0 when a lane is out of the exact range */
+static inline int rqd8(const rqd_t *d, __m256i a, __m256i *out) {
+  const __m256i v = _mm256_add_epi32(a, d->vc);
+  if (_mm256_movemask_epi8(_mm256_cmpgt_epi32(_mm256_abs_epi32(v), d->vmax))) return 0;
+  const __m256d v0 = _mm256_cvtepi32_pd(_mm256_castsi256_si128(v)), v1 = _mm256_cvtepi32_pd(_mm256_extracti128_si256(v, 1));
+  __m256d t0 = _mm256_fmadd_pd(_mm256_fmadd_pd(v0, d->m, d->b), d->scale, d->magic);
+  __m256d t1 = _mm256_fmadd_pd(_mm256_fmadd_pd(v1, d->m, d->b), d->scale, d->magic);
+  t0 = _mm256_min_pd(_mm256_max_pd(t0, d->dlo), d->dhi), t1 = _mm256_min_pd(_mm256_max_pd(t1, d->dlo), d->dhi);
+  /* the low dwords: per 128-bit lane t0.0 t0.1 t1.0 t1.1 | t0.2 t0.3 t1.2 t1.3, then in order */
+  const __m256 lo = _mm256_shuffle_ps(_mm256_castpd_ps(t0), _mm256_castpd_ps(t1), _MM_SHUFFLE(2, 0, 2, 0));
+  const __m256i q = _mm256_permute4x64_epi64(_mm256_castps_si256(lo), _MM_SHUFFLE(3, 1, 2, 0));
+  *out = _mm256_add_epi32(q, d->zp); /* the low dwords of magic + r are r (magic's are 0) */
+  return 1;
+}
+
 void oa_q8_avx2_requant(const int32_t *acc, int64_t n, int64_t corr, int32_t mult, int32_t shift, int32_t bias,
                         int32_t zp, int32_t lo, int32_t hi, int8_t *y) {
   rq_t r;
@@ -136,14 +185,33 @@ void oa_q8_avx2_requant(const int32_t *acc, int64_t n, int64_t corr, int32_t mul
   r.n = _mm_cvtsi32_si128(shift);
   r.half = _mm256_set1_epi64x(shift ? ((int64_t)1 << (shift - 1)) - 1 : 0);
   r.badd = _mm256_set1_epi64x(q8_bias_addend(bias, shift));
-  int64_t j = 0;
-  for (; j + 8 <= n; j += 8) {
-    const __m256i a = _mm256_loadu_si256((const __m256i *)(acc + j));
-    const __m128i v0 = lo32(rq4(&r, _mm256_castsi256_si128(a))), v1 = lo32(rq4(&r, _mm256_extracti128_si256(a, 1)));
-    const __m128i w16 = _mm_packs_epi32(v0, v1); /* values are in [-128, 127]: packs are exact */
-    _mm_storel_epi64((__m128i *)(y + j), _mm_packs_epi16(w16, w16));
+  rqd_t d;
+  rqd_init(&d, corr, mult, shift, bias, zp, lo, hi);
+  for (int64_t j = 0; j < n; j += 8) {
+    const int64_t c = n - j < 8 ? n - j : 8;
+    __m256i a;
+    if (c == 8) {
+      a = _mm256_loadu_si256((const __m256i *)(acc + j));
+    } else { /* the tail (depthwise rows of 7 or 14): lanes past it read as 0, not stored */
+      const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+      a = _mm256_maskload_epi32(acc + j, _mm256_cmpgt_epi32(_mm256_set1_epi32((int32_t)c), lane));
+    }
+    __m256i q;
+    if (!d.ok || !rqd8(&d, a, &q)) {
+      const __m128i v0 = lo32(rq4(&r, _mm256_castsi256_si128(a))), v1 = lo32(rq4(&r, _mm256_extracti128_si256(a, 1)));
+      q = _mm256_set_m128i(v1, v0);
+    }
+    /* values in [-128, 127]: the packs are exact */
+    const __m128i w16 = _mm_packs_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));
+    const __m128i b8 = _mm_packs_epi16(w16, w16);
+    if (c == 8) {
+      _mm_storel_epi64((__m128i *)(y + j), b8);
+    } else {
+      int8_t t[16];
+      _mm_storeu_si128((__m128i *)(void *)t, b8);
+      memcpy(y + j, t, (size_t)c);
+    }
   }
-  for (; j < n; j++) y[j] = q8_requant(corr + acc[j], mult, shift, bias, zp, lo, hi);
 }
 
 /* Depthwise rows, 8 outputs per ymm: taps in pairs (j, j + 1) through vpmaddwd, with the input

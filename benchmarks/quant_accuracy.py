@@ -1,0 +1,94 @@
+"""openaccel int8 against PyTorch's quantized reference (the convert_pt2e graph in eager).
+
+Quantizes the zoo models with PT2E (XNNPACKQuantizer, per-channel, 4 seeded calibration inputs,
+as tests/test_quant_zoo.py does), exports them with oa.export, runs them on the host and prints
+per model the SQNR, the share of outputs within 1 LSB of the output's scale, the exact share and
+the largest difference in LSB (docs/quantization.md, "Accuracy", has the figures).
+
+    python benchmarks/quant_accuracy.py                      # the four models, full size
+    python benchmarks/quant_accuracy.py --small --inputs 4   # the test's sizes
+    python benchmarks/quant_accuracy.py --gpt-layers 0,1,2,4 # how GPT's differences grow with depth
+"""
+
+from __future__ import annotations
+
+import argparse
+import warnings
+from typing import Any
+
+import numpy as np
+import torch
+
+import openaccel as oa
+from openaccel import zoo
+from openaccel.runtime.host import HostSession
+
+
+def _input(ex: torch.Tensor, g: torch.Generator) -> torch.Tensor:
+    if ex.dtype == torch.int64:
+        return torch.randint(0, 512, ex.shape, generator=g)
+    return torch.randn(ex.shape, generator=g)
+
+
+def quantized(model: torch.nn.Module, ex: tuple[torch.Tensor, ...], calib: int = 4) -> Any:
+    """The convert_pt2e module of `model` (per-channel XNNPACKQuantizer, seeded calibration)."""
+    from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (
+        XNNPACKQuantizer,
+        get_symmetric_quantization_config,
+    )
+    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+
+    gm = torch.export.export(model, ex).module()
+    pm = prepare_pt2e(gm, XNNPACKQuantizer().set_global(get_symmetric_quantization_config(is_per_channel=True)))
+    g = torch.Generator().manual_seed(1)
+    for _ in range(calib):
+        pm(_input(ex[0], g))
+    return convert_pt2e(pm)
+
+
+def measure(cm: Any, ex: tuple[torch.Tensor, ...], inputs: int) -> dict[str, float]:
+    """SQNR (dB), within-1-LSB and exact shares (%), max difference (LSB) over `inputs` inputs."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        prog = oa.export(torch.export.export(cm, ex), ex)
+    scale = float(dict([i for i in prog.instructions if i.op == "dequantize"][-1].args)["scale"])
+    g = torch.Generator().manual_seed(123)
+    xs = [_input(ex[0], g) for _ in range(inputs)]
+    with torch.no_grad():
+        want = np.concatenate([cm(x).numpy().ravel() for x in xs]).astype(np.float64)
+    s = HostSession(prog.buffer, threads=1)
+    got = np.concatenate([s.run([x.numpy()])[0].ravel() for x in xs]).astype(np.float64)
+    lsb = np.abs(got - want) / scale
+    noise = float(((got - want) ** 2).sum())
+    return {"sqnr_db": 10 * float(np.log10((want**2).sum() / max(noise, 1e-30))),
+            "within_1_lsb": 100 * float((lsb <= 1 + 1e-3).mean()), "exact": 100 * float((lsb < 1e-3).mean()),
+            "max_lsb": float(lsb.max())}
+
+
+def _line(label: str, r: dict[str, float]) -> str:
+    return (f"{label:24s} SQNR {r['sqnr_db']:6.1f} dB  within 1 LSB {r['within_1_lsb']:6.2f}%  "
+            f"exact {r['exact']:6.2f}%  max {r['max_lsb']:.0f} LSB")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--models", default=",".join(zoo.NAMES), help="comma-separated zoo models")
+    ap.add_argument("--small", action="store_true", help="the test sizes (64x64 images, 32 tokens)")
+    ap.add_argument("--inputs", type=int, default=2, help="random inputs compared (default 2)")
+    ap.add_argument("--gpt-layers", default="", help="comma-separated GPT depths to measure instead of --models")
+    a = ap.parse_args(argv)
+    if a.gpt_layers:
+        for n in (int(v) for v in a.gpt_layers.split(",")):
+            torch.manual_seed(0)
+            ex = (torch.randint(0, 512, (1, 32 if a.small else 128)),)
+            print(_line(f"gpt, {n} layer(s)", measure(quantized(zoo.GPT(layers=n).eval(), ex), ex, a.inputs)),
+                  flush=True)
+        return 0
+    for name in a.models.split(","):
+        model, ex = zoo.build(name, small=a.small)
+        print(_line(f"{name}{' (small)' if a.small else ''}", measure(quantized(model, ex), ex, a.inputs)), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
