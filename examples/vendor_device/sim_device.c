@@ -877,8 +877,9 @@ static int64_t q8_round_shift(int64_t p, int32_t n, int ties_away) {
   return p < 0 ? -(int64_t)q : (int64_t)q;
 }
 
-/* acc -> int8: saturate to int32, times the multiplier, plus the bias (1/4096 output steps:
- * bias * 2^(shift - 12); shift >= 12), rounded shift, zero point, clamp (docs/quantization.md) */
+/* acc -> int8: saturate to int32, times the multiplier, plus the bias (B = bias * 4096, in 1/4096
+ * output steps: B * 2^(shift - 12); shift >= 12), rounded shift, zero point, clamp
+ * (docs/quantization.md) */
 static int8_t q8_requant(int64_t acc, int64_t mult, int32_t shift, int32_t bias, int64_t zp, int64_t lo, int64_t hi,
                          int ties_away) {
   if (acc > INT32_MAX) acc = INT32_MAX;
@@ -890,8 +891,8 @@ static int8_t q8_requant(int64_t acc, int64_t mult, int32_t shift, int32_t bias,
   return (int8_t)(r + zp);
 }
 
-/* The int8 ops' inputs: input int8, weight int8, bias int32 [C_out] in 1/4096 output steps (file
- * format 1.3; may be absent), multiplier and shift int8 (file format 1.2) [C_out] or [1]; integer arguments zero points and clamp bounds within int8. */
+/* The int8 ops' inputs: input int8, weight int8, bias float32 [C_out] in output steps, a multiple
+ * of 2^-12 (file format 1.3; may be absent), multiplier and shift int8 (file format 1.2) [C_out] or [1]; integer arguments zero points and clamp bounds within int8. */
 enum { Q8_ZIN, Q8_ZOUT, Q8_LO, Q8_HI, Q8_MONE, Q8_BIAS, Q8_N };
 
 static oa_status_t q8_check(const oa_op_call_t *call, uint32_t first_int, int64_t cout, int64_t *q, oa_diag_t *diag) {
@@ -908,7 +909,7 @@ static oa_status_t q8_check(const oa_op_call_t *call, uint32_t first_int, int64_
     q[i] = v;
   }
   const oa_tensor_t *b = call->inputs[2], *m = call->inputs[3], *sh = call->inputs[4];
-  if (b && ((st = check_tensor_of(call, b, OA_DTYPE_INT32, "input 2 (bias)", diag)) ||
+  if (b && ((st = check_tensor_of(call, b, OA_DTYPE_FLOAT32, "input 2 (bias)", diag)) ||
             (st = check_shape(b, &cout, 1, "input 2 (bias)", diag))))
     return st;
   if ((st = check_tensor_of(call, m, OA_DTYPE_INT32, "input 3 (multiplier)", diag)) ||
@@ -944,15 +945,20 @@ static oa_status_t q8_check(const oa_op_call_t *call, uint32_t first_int, int64_
 }
 
 /* multiplier, shift and bias live in device memory: checked when the command runs (a bad value
- * fails the stream, as a device would report a fault): multiplier >= 0, shift in [12, 62],
- * |bias| < 2^(73 - shift) */
-static oa_status_t q8_requant_values(const int32_t *mult, const int8_t *shift, int64_t n, const int32_t *bias,
+ * fails the stream, as a device would report a fault): multiplier >= 0, shift in [12, 62], the
+ * bias (float32, output steps) a whole number B of 1/4096 steps with |B| < 2^31 and
+ * |B| < 2^(73 - shift) (the loops then take B = bias * 4096, exact) */
+static oa_status_t q8_requant_values(const int32_t *mult, const int8_t *shift, int64_t n, const float *bias,
                                      int64_t cout) {
   for (int64_t c = 0; c < n; c++)
     if (mult[c] < 0 || shift[c] < 12 || shift[c] > Q8_SHIFT_MAX) return OA_ERR_INVALID_PROGRAM;
   for (int64_t c = 0; bias && c < cout; c++) {
-    const int32_t room = 73 - shift[n == 1 ? 0 : c];
-    if (room < 32 && (bias[c] >= ((int64_t)1 << room) || bias[c] <= -((int64_t)1 << room))) return OA_ERR_INVALID_PROGRAM;
+    const float b = bias[c];
+    if (!(b > -524288.0f && b < 524288.0f)) return OA_ERR_INVALID_PROGRAM;
+    const float s = b * 4096.0f;
+    const int32_t q = (int32_t)s, room = 73 - shift[n == 1 ? 0 : c];
+    if ((float)q != s) return OA_ERR_INVALID_PROGRAM;
+    if (room < 32 && (q >= ((int64_t)1 << room) || q <= -((int64_t)1 << room))) return OA_ERR_INVALID_PROGRAM;
   }
   return OA_OK;
 }
@@ -982,7 +988,7 @@ static oa_status_t conv2d_q8_check(const oa_op_call_t *call, int64_t *params, oa
 static oa_status_t conv2d_q8_run(sim_device_t *d, const sim_cmd_t *c) {
   const int8_t *x = (const int8_t *)(d->pool + c->in[0].off), *w = (const int8_t *)(d->pool + c->in[1].off);
   const int64_t *p = c->params, *q = c->params + CQ_Q;
-  const int32_t *b = q[Q8_BIAS] ? (const int32_t *)(void *)(d->pool + c->in[2].off) : NULL;
+  const float *b = q[Q8_BIAS] ? (const float *)(void *)(d->pool + c->in[2].off) : NULL;
   const int32_t *mult = (const int32_t *)(void *)(d->pool + c->in[3].off);
   const int8_t *shift = (const int8_t *)(void *)(d->pool + c->in[4].off);
   int8_t *y = (int8_t *)(d->pool + c->out.off);
@@ -1010,7 +1016,8 @@ static oa_status_t conv2d_q8_run(sim_device_t *d, const sim_cmd_t *c) {
               }
             }
           y[((in * oc + o) * oh + yy) * ow + xx] =
-              q8_requant(acc, mult[k], shift[k], b ? b[o] : 0, q[Q8_ZOUT], q[Q8_LO], q[Q8_HI], ties_away);
+              q8_requant(acc, mult[k], shift[k], b ? (int32_t)(b[o] * 4096.0f) : 0, q[Q8_ZOUT], q[Q8_LO], q[Q8_HI],
+                         ties_away);
         }
     }
   return OA_OK;
@@ -1035,7 +1042,7 @@ static oa_status_t linear_q8_check(const oa_op_call_t *call, int64_t *params, oa
 static oa_status_t linear_q8_run(sim_device_t *d, const sim_cmd_t *c) {
   const int8_t *x = (const int8_t *)(d->pool + c->in[0].off), *w = (const int8_t *)(d->pool + c->in[1].off);
   const int64_t *q = c->params + LQ_Q;
-  const int32_t *b = q[Q8_BIAS] ? (const int32_t *)(void *)(d->pool + c->in[2].off) : NULL;
+  const float *b = q[Q8_BIAS] ? (const float *)(void *)(d->pool + c->in[2].off) : NULL;
   const int32_t *mult = (const int32_t *)(void *)(d->pool + c->in[3].off);
   const int8_t *shift = (const int8_t *)(void *)(d->pool + c->in[4].off);
   int8_t *y = (int8_t *)(d->pool + c->out.off);
@@ -1046,7 +1053,8 @@ static oa_status_t linear_q8_run(sim_device_t *d, const sim_cmd_t *c) {
     for (int64_t j = 0; j < n; j++) {
       int64_t acc = 0, kk = q[Q8_MONE] ? 0 : j;
       for (int64_t p = 0; p < k; p++) acc += ((int64_t)x[i * k + p] - q[Q8_ZIN]) * w[j * k + p];
-      y[i * n + j] = q8_requant(acc, mult[kk], shift[kk], b ? b[j] : 0, q[Q8_ZOUT], q[Q8_LO], q[Q8_HI], 0);
+      y[i * n + j] = q8_requant(acc, mult[kk], shift[kk], b ? (int32_t)(b[j] * 4096.0f) : 0, q[Q8_ZOUT], q[Q8_LO],
+                                q[Q8_HI], 0);
     }
   return OA_OK;
 }

@@ -445,16 +445,16 @@ _op("conv2d_q8", ("input", "weight", "bias?", "multiplier", "shift"),
           "act_min", "act_max"),
     floats=("input_scale", "output_scale"), dtypes=I8, family="quant",
     doc="int8 NCHW conv2d: input int8 (zero point input_zp; padding reads input_zp), weight int8 [C_out, "
-    "C_in/groups, kH, kW] symmetric (zero point 0), bias int32 [C_out] in 1/4096 output steps, multiplier int32 "
-    "and shift int8 [C_out] (or [1]; an int32 shift, from a file before format 1.2, is refused, and so is a file "
-    "before format 1.3, whose bias was in accumulator steps: export again); "
-    "out = clamp(round_half_even((sat32(sum (x - input_zp) * w) * multiplier + bias * 2^(shift - 12)) / 2^shift) "
-    "+ output_zp, act_min, act_max); shift 12..62, multiplier 0..2^31-1, |bias| < 2^(73 - shift); the scales "
+    "C_in/groups, kH, kW] symmetric (zero point 0), bias float32 [C_out] in output steps (a multiple of 2^-12), "
+    "multiplier int32 and shift int8 [C_out] (or [1]; an int32 shift, from a file before format 1.2, or an int32 "
+    "bias in accumulator steps, before format 1.3, is refused: export again); with B = bias * 2^12, "
+    "out = clamp(round_half_even((sat32(sum (x - input_zp) * w) * multiplier + B * 2^(shift - 12)) / 2^shift) "
+    "+ output_zp, act_min, act_max); shift 12..62, multiplier 0..2^31-1, |B| < 2^(73 - shift); the scales "
     "are informational")
 _op("linear_q8", ("input", "weight", "bias?", "multiplier", "shift"),
     ints=("input_zp", "output_zp", "act_min", "act_max"), floats=("input_scale", "output_scale"), dtypes=I8,
-    family="quant", doc="int8 linear: input [..., K], weight int8 [N, K], bias int32 [N], multiplier int32 and "
-    "shift int8 [N] (or [1]); the conv2d_q8 rule")
+    family="quant", doc="int8 linear: input [..., K], weight int8 [N, K], bias float32 [N] (output steps), "
+    "multiplier int32 and shift int8 [N] (or [1]); the conv2d_q8 rule")
 _op("add_q8", ("self", "other"),
     ints=("self_zp", "other_zp", "output_zp", "self_multiplier", "other_multiplier", "shift", "act_min", "act_max"),
     floats=("self_scale", "other_scale", "output_scale"), dtypes=I8, family="quant",

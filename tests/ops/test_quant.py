@@ -72,12 +72,12 @@ def np_round_shift(p: np.ndarray, n: np.ndarray) -> np.ndarray:
 
 def np_requant(acc: np.ndarray, mult: np.ndarray, shift: np.ndarray, zp: int, lo: int, hi: int,
                axis: int, bias: np.ndarray | None = None) -> np.ndarray:
-    """conv2d_q8 / linear_q8: the bias (1/4096 output steps) is added after the multiply"""
+    """conv2d_q8 / linear_q8: the bias (float32 output steps: B = bias * 4096) is added after the multiply"""
     shape = [1] * acc.ndim
     shape[axis] = -1
     m = np.asarray(mult, dtype=np.int64).reshape(shape if np.size(mult) > 1 else [1] * acc.ndim)
     s = np.asarray(shift, dtype=np.int64).reshape(shape if np.size(shift) > 1 else [1] * acc.ndim)
-    b = np.zeros(1, np.int64) if bias is None else np.asarray(bias, dtype=np.int64).reshape(shape)
+    b = np.zeros(1, np.int64) if bias is None else (np.asarray(bias, np.float64) * 4096).astype(np.int64).reshape(shape)
     acc = np.clip(acc, -(2**31), 2**31 - 1)
     r = np_round_shift(acc * m + b * 2 ** (s - quant.BIAS_BITS), np.broadcast_to(s, acc.shape))
     return np.clip(r + zp, lo, hi).astype(np.int8)
@@ -206,7 +206,7 @@ def test_conv2d_q8_bit_exact(case: tuple[Any, ...]) -> None:
     x = rng.integers(-128, 128, xs, dtype=np.int8)
     w = rng.integers(-127, 128, (cout, xs[1] // groups, *k), dtype=np.int8)
     mult, shift, _ = qparams(rng, cout, s_in, s_out, per_ch)
-    bias = np.array(quant.quantize_bias(torch.randn(cout) * s_out * 20, s_out, cout), dtype=np.int32)
+    bias = (np.array(quant.quantize_bias(torch.randn(cout) * s_out * 20, s_out, cout)) / 4096).astype(np.float32)
     acc = np_conv_acc(x, w, zin, stride, pad, dil, groups)
     want = np_requant(acc, mult, shift, zout, lo, hi, axis=1, bias=bias)
     got = run("conv2d_q8", [x, w, bias, mult, shift], [False, True, True, True, True], want.shape, np.int8,
@@ -238,7 +238,7 @@ def test_linear_q8_bit_exact(shape: tuple[int, ...], n: int, per_ch: bool, zin: 
     x = rng.integers(-128, 128, shape, dtype=np.int8)
     w = rng.integers(-127, 128, (n, shape[-1]), dtype=np.int8)
     mult, shift, _ = qparams(rng, n, 0.02, 0.1, per_ch)
-    bias = rng.integers(-50 * 4096, 50 * 4096, n).astype(np.int32)   # +-50 output steps
+    bias = (rng.integers(-50 * 4096, 50 * 4096, n) / 4096).astype(np.float32)   # +-50 output steps
     acc = (x.astype(np.int64) - zin) @ w.astype(np.int64).T
     want = np_requant(acc, mult, shift, zout, -100, 120, axis=acc.ndim - 1, bias=bias)
     got = run("linear_q8", [x, w, bias, mult, shift], [False, True, True, True, True], want.shape, np.int8,
@@ -292,8 +292,12 @@ def _conv_args(**over: Any) -> dict[str, Any]:
     ("shift_range", dict(_shift=63), r"input 4 \(shift\).*element 0 = 63: expected 12 to 62"),
     ("shift_neg", dict(_shift=-1), r"input 4 \(shift\).*element 0 = -1: expected 12 to 62"),
     ("shift_low", dict(_shift=11), r"input 4 \(shift\).*element 0 = 11: expected 12 to 62"),
-    ("bias_range", dict(_shift=62, _bias=2048), r"input 2 \(bias\).*element 0 = 2048: expected \|bias\| < 2\^11 "
-     r"with shift 62"),
+    ("bias_range", dict(_shift=62, _bias=0.5), r"input 2 \(bias\).*element 0 = 0.5: expected a multiple of 2\^-12 "
+     r"\(output steps\) below 2\^-1 in magnitude with shift 62"),
+    ("bias_grid", dict(_bias=0.1), r"input 2 \(bias\).*element 0 = 0.100000001: expected a multiple of 2\^-12"),
+    ("bias_nan", dict(_bias=float("nan")), r"input 2 \(bias\).*element 0 = nan: expected a multiple of 2\^-12"),
+    ("bias_int32", dict(_bias_dtype=np.int32), r"input 2 \(bias\).*dtype int32, expected float32 \(the bias is in "
+     r"output steps since file format 1.3; a file from an older openaccel: export the model again\)"),
     ("mult_neg", dict(_mult=-1), r"input 3 \(multiplier\).*element 0 = -1: expected 0 to 2147483647"),
     ("bias_len", dict(_bias_len=2), r"input 2 \(bias\).*expected shape \[4\], received \[2\]"),
     ("groups", dict(groups=3), r"does not fit input .* with groups = 3"),
@@ -304,12 +308,13 @@ def test_conv2d_q8_refuses(what: str, change: dict[str, Any], match: str) -> Non
     ml = change.pop("_mult_len", 4)
     mult = np.full(ml, change.pop("_mult", 1 << 30), dtype=np.int32)
     shift = np.full(ml, change.pop("_shift", 31), dtype=np.int8)
-    bias = np.full(change.pop("_bias_len", 4), change.pop("_bias", 0), dtype=np.int32)
+    bias = np.full(change.pop("_bias_len", 4), change.pop("_bias", 0), dtype=change.pop("_bias_dtype", np.float32))
     buf = program("conv2d_q8", [x, w, bias, mult, shift], [False, True, True, True, True], (1, 4, 2, 2), np.int8,
                   **_conv_args(**change))
     with pytest.raises(RuntimeFailure, match=match) as e:
         HostSession(buf)
-    assert "INVALID_PROGRAM: instruction 0 (conv2d_q8)" in str(e.value)
+    status = "UNSUPPORTED" if what == "bias_int32" else "INVALID_PROGRAM"
+    assert f"{status}: instruction 0 (conv2d_q8)" in str(e.value)
 
 
 @pytest.mark.parametrize("op", ["conv2d_q8", "linear_q8"])
@@ -321,7 +326,7 @@ def test_int32_shifts_of_older_files_are_refused(op: str) -> None:
     mult, shift = np.full(4, 1 << 30, dtype=np.int32), np.full(4, 31, dtype=np.int32)
     args = _conv_args() if op == "conv2d_q8" else dict(input_zp=0, output_zp=0, act_min=-128, act_max=127,
                                                         input_scale=0.1, output_scale=0.1)
-    buf = program(op, [x, w, np.zeros(4, np.int32), mult, shift], [False, True, True, True, True],
+    buf = program(op, [x, w, np.zeros(4, np.float32), mult, shift], [False, True, True, True, True],
                   (1, 4, 2, 2) if op == "conv2d_q8" else (3, 4), np.int8, **args)
     with pytest.raises(RuntimeFailure, match=rf"{op}: input 4 \(shift\) \('.*'\): dtype int32, expected int8 "
                        r"\(shifts are int8 since file format 1\.2; a file from an older openaccel: export the model "

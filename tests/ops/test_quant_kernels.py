@@ -116,11 +116,11 @@ def _int8(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
 
 
 def _bias(rng: np.random.Generator, n: int, kind: str, shift: np.ndarray, extreme: bool | str) -> np.ndarray | None:
-    """the bias in 1/4096 output steps, within the rule's |bias| < 2^(73 - shift)"""
+    """the bias (float32 output steps, whole numbers of 1/4096 steps B within the rule's |B| < 2^(73 - shift))"""
     if kind == "none":
         return None
     s = np.broadcast_to(shift.astype(np.int64), (n,))
-    room = np.minimum(np.left_shift(np.int64(1), np.minimum(73 - s, 40)) - 1, 2**31 - 1)
+    room = np.minimum(np.left_shift(np.int64(1), np.minimum(73 - s, 40)) - 1, 2**24 - 1)   # float32-exact B / 4096
     sign = rng.choice([-1, 1], n)
     if kind == "sat":  # the largest biases the rule takes
         b = np.where(np.arange(n) % 2 == 0, room, -room)
@@ -132,7 +132,7 @@ def _bias(rng: np.random.Generator, n: int, kind: str, shift: np.ndarray, extrem
         b = rng.integers(-8 * 4096, 8 * 4096, n)
         if extreme == "ties":
             b = b // 4096 * 4096
-    return np.clip(b, -room, room).astype(np.int32)
+    return (np.clip(b, -room, room) / 4096).astype(np.float32)   # the file's float32 output steps
 
 
 def conv(n: int, c: int, h: int, w: int, o: int, kh: int, kw: int, stride: Any = 1, pad: Any = 0, dil: Any = 1,
@@ -184,7 +184,7 @@ def bigsum_conv(seed: int = 0) -> Case:
     sums = np.einsum("kp,ok->op", x.reshape(k, -1) + 128, w)              # zin = -128
     mult = np.where(np.arange(o) % 4 < 2, 1 << 23, 1 << 30).astype(np.int32)
     shift = np.where(np.arange(o) % 4 < 2, 35, 42).astype(np.int8)       # m = 2^-12 either way
-    bias = (-np.round(sums.mean(1) / 4096 * 4096)).astype(np.int32)      # -mean(sum) * m steps, in 1/4096
+    bias = (-np.round(sums.mean(1)) / 4096).astype(np.float32)           # -mean(sum) * m output steps
     assert (np.abs(sums) >= 2**23).any() and (np.abs(sums) < 2**23).any()
     args = dict(stride_h=1, stride_w=1, pad_h=0, pad_w=0, dilation_h=1, dilation_w=1, groups=1, input_zp=-128,
                 output_zp=3, act_min=-128, act_max=127)
@@ -384,7 +384,7 @@ def program(family: str) -> tuple[bytes, list[Case]]:
         off += (c.x.nbytes + 63) // 64 * 64
         b.inputs.append(xi)
         wi = b.tensor(f"c{i}_w", c.w.shape, I8, data=c.w)
-        bi = b.tensor(f"c{i}_b", c.bias.shape, I32, data=c.bias) if c.bias is not None else -1
+        bi = b.tensor(f"c{i}_b", c.bias.shape, F32, data=c.bias) if c.bias is not None else -1
         mi = b.tensor(f"c{i}_m", c.mult.shape, I32, data=c.mult)
         si = b.tensor(f"c{i}_s", c.shift.shape, I8, data=c.shift)
         o = b.tensor(f"c{i}_y", c.out_shape, I8, offset=off)

@@ -45,8 +45,9 @@ static void random_fill(rng_t *r, void *data, int32_t dtype, int64_t n, const ts
   for (int64_t i = 0; i < n; i++) {
     int64_t v = sp->ranged ? sp->lo + (int64_t)(span ? rng_next(r) % span : rng_next(r)) : 0;
     switch (dtype) {
-      case OA_DTYPE_FLOAT32:
-        ((float *)data)[i] = sp->special ? special_value(i, sp->scale) : rng_float(r) * sp->scale;
+      case OA_DTYPE_FLOAT32: /* ranged: whole numbers lo..hi times the scale (the int8 ops' biases) */
+        ((float *)data)[i] = sp->special ? special_value(i, sp->scale)
+                             : sp->ranged ? (float)v * sp->scale : rng_float(r) * sp->scale;
         break;
       case OA_DTYPE_INT32: ((int32_t *)data)[i] = sp->ranged ? (int32_t)v : (int32_t)rng_below(r, 101) - 50; break;
       case OA_DTYPE_INT64: ((int64_t *)data)[i] = sp->ranged ? v : (int64_t)rng_below(r, 101) - 50; break;

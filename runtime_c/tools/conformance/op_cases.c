@@ -300,14 +300,14 @@ static int gen_layer_norm(int32_t dtype, op_case_t *c) {
  * to the extremes (conv2d_q8 / linear_q8: shift 12 and 62, multiplier 0, 1 and 2^31 - 1, biases at
  * the rule's bound |bias| < 2^(73 - shift); the other ops: shift 0 and 62), and "ties" cases
  * (multiplier 2^11 with shift 12, or 1 with shift 1) where every odd sum lies half-way between two
- * outputs. conv2d_q8 / linear_q8 biases are in 1/4096 output steps (format 1.3). Tensors carry their quantization parameters
+ * outputs. conv2d_q8 / linear_q8 biases are float32 output steps, multiples of 2^-12 (format 1.3). Tensors carry their quantization parameters
  * (oa_tensor_t.quant) as the executor hands them over. */
 
 #define M30 ((int64_t)1 << 30)
 #define MMAX (((int64_t)1 << 31) - 1)
 #define M23 ((int64_t)1 << 23)
 #define M24 (((int64_t)1 << 24) - 1)
-#define STEPS(k) ((int64_t)(k) * 4096) /* a bias of k output steps */
+#define STEPS(k) ((int64_t)(k) * 4096) /* k output steps, in the 1/4096 steps of biasv */
 
 static tspec_t as_dt(tspec_t t, int32_t dtype) {
   t.dtype = dtype + 1;
@@ -342,6 +342,13 @@ static tspec_t special(tspec_t t, float step) {
 static tspec_t w8(tspec_t t) { return cst(ranged(t, -127, 127)); }
 /* an int32 constant vector of n values in [lo, hi] (bias, multiplier) */
 static tspec_t i32v(int64_t n, int64_t lo, int64_t hi) { return cst(ranged(as_dt(S(n), OA_DTYPE_INT32), lo, hi)); }
+/* a float32 constant vector of n biases: whole numbers of 1/4096 output steps in [lo, hi] (the
+ * conv2d_q8 / linear_q8 bias since file format 1.3) */
+static tspec_t biasv(int64_t n, int64_t lo, int64_t hi) {
+  tspec_t t = cst(ranged(as_dt(S(n), OA_DTYPE_FLOAT32), lo, hi));
+  t.scale = 1.0f / 4096.0f;
+  return t;
+}
 /* an int8 constant vector of n values in [lo, hi] (shift: int8 since file format 1.2) */
 static tspec_t i8v(int64_t n, int64_t lo, int64_t hi) { return cst(ranged(as_dt(S(n), OA_DTYPE_INT8), lo, hi)); }
 
@@ -351,7 +358,7 @@ static int gen_conv2d_q8(int32_t dtype, op_case_t *c) {
   (void)dtype;
   int n = 0;
   c[n++] = mk("3x3 [1, 3, 8, 8] -> 4, per-channel requantization, bias",
-              IN(qpt(S(1, 3, 8, 8), 0.02f, -3), qpc(w8(S(4, 3, 3, 3))), i32v(4, -STEPS(40), STEPS(40)),
+              IN(qpt(S(1, 3, 8, 8), 0.02f, -3), qpc(w8(S(4, 3, 3, 3))), biasv(4, -STEPS(40), STEPS(40)),
                  i32v(4, M23, M24), i8v(4, 30, 34)),
               OUT(qpt(S(1, 4, 6, 6), 0.05f, 4)), INTS(1, 1, 0, 0, 1, 1, 1, -3, 4, -128, 127), FLOATS(0.02, 0.05));
   c[n++] = mk("stride 2, pad 1, batch 2, one multiplier, zero points -128",
@@ -359,23 +366,23 @@ static int gen_conv2d_q8(int32_t dtype, op_case_t *c) {
                  i8v(1, 38, 40)),
               OUT(qpt(S(2, 5, 5, 5), 0.2f, -128)), INTS(2, 2, 1, 1, 1, 1, 1, -128, -128, -128, 127), FLOATS(0.1, 0.2));
   c[n++] = mk("depthwise 3x3, groups 4, bias, fused relu (act_min = output_zp)",
-              IN(S(1, 4, 7, 7), w8(S(4, 1, 3, 3)), i32v(4, -STEPS(30), STEPS(30)), i32v(4, M23, M24), i8v(4, 27, 31)),
+              IN(S(1, 4, 7, 7), w8(S(4, 1, 3, 3)), biasv(4, -STEPS(30), STEPS(30)), i32v(4, M23, M24), i8v(4, 27, 31)),
               OUT(S(1, 4, 7, 7)), INTS(1, 1, 1, 1, 1, 1, 4, 10, -20, -20, 127), NOFLOATS);
   c[n++] = mk("grouped 2, dilation 2, pad 2, input_zp 127, clamp [-60, 60]",
-              IN(S(1, 4, 9, 9), w8(S(6, 2, 3, 3)), i32v(6, -STEPS(60), STEPS(60)), i32v(6, M30, MMAX), i8v(6, 36, 40)),
+              IN(S(1, 4, 9, 9), w8(S(6, 2, 3, 3)), biasv(6, -STEPS(60), STEPS(60)), i32v(6, M30, MMAX), i8v(6, 36, 40)),
               OUT(S(1, 6, 9, 9)), INTS(1, 1, 2, 2, 2, 2, 2, 127, 0, -60, 60), NOFLOATS);
   c[n++] = mk("ties: multiplier 2^11, shift 12 (every odd sum is half-way)",
               IN(ranged(S(1, 2, 6, 6), -20, 20), cst(ranged(S(3, 2, 3, 3), -1, 1)), absent(), i32v(1, 2048, 2048),
                  i8v(1, 12, 12)),
               OUT(S(1, 3, 4, 4)), INTS(1, 1, 0, 0, 1, 1, 1, 0, 0, -128, 127), NOFLOATS);
   c[n++] = mk("shift 62, multiplier 2^31 - 1, biases at the bound 2^11",
-              IN(S(1, 2, 5, 5), w8(S(3, 2, 3, 3)), i32v(3, -2047, 2047), i32v(3, MMAX, MMAX), i8v(3, 62, 62)),
+              IN(S(1, 2, 5, 5), w8(S(3, 2, 3, 3)), biasv(3, -2047, 2047), i32v(3, MMAX, MMAX), i8v(3, 62, 62)),
               OUT(S(1, 3, 3, 3)), INTS(1, 1, 0, 0, 1, 1, 1, 0, 0, -128, 127), NOFLOATS);
   c[n++] = mk("shift 12, multipliers 0 and 1: the biases, up to the clamp [-100, 100]",
-              IN(S(1, 2, 5, 5), w8(S(3, 2, 3, 3)), i32v(3, -STEPS(140), STEPS(140)), i32v(3, 0, 1), i8v(3, 12, 12)),
+              IN(S(1, 2, 5, 5), w8(S(3, 2, 3, 3)), biasv(3, -STEPS(140), STEPS(140)), i32v(3, 0, 1), i8v(3, 12, 12)),
               OUT(S(1, 3, 3, 3)), INTS(1, 1, 0, 0, 1, 1, 1, -7, 5, -100, 100), NOFLOATS);
   c[n++] = mk("1x1 [2, 16, 5, 5] -> 8, stride (1, 2)",
-              IN(S(2, 16, 5, 5), qpc(w8(S(8, 16, 1, 1))), i32v(8, -STEPS(20), STEPS(20)), i32v(8, M30, MMAX), i8v(8, 35, 39)),
+              IN(S(2, 16, 5, 5), qpc(w8(S(8, 16, 1, 1))), biasv(8, -STEPS(20), STEPS(20)), i32v(8, M30, MMAX), i8v(8, 35, 39)),
               OUT(S(2, 8, 5, 3)), INTS(1, 2, 0, 0, 1, 1, 1, -1, 3, -128, 127), NOFLOATS);
   return n;
 }
@@ -386,10 +393,10 @@ static int gen_linear_q8(int32_t dtype, op_case_t *c) {
   (void)dtype;
   int n = 0;
   c[n++] = mk("[3, 8] x [5, 8], per-channel requantization, bias",
-              IN(qpt(S(3, 8), 0.05f, 2), qpc(w8(S(5, 8))), i32v(5, -STEPS(20), STEPS(20)), i32v(5, M23, M24), i8v(5, 28, 32)),
+              IN(qpt(S(3, 8), 0.05f, 2), qpc(w8(S(5, 8))), biasv(5, -STEPS(20), STEPS(20)), i32v(5, M23, M24), i8v(5, 28, 32)),
               OUT(qpt(S(3, 5), 0.1f, -1)), INTS(2, -1, -128, 127), FLOATS(0.05, 0.1));
   c[n++] = mk("3-D [2, 3, 32], one multiplier, input_zp -128, clamp [0, 127]",
-              IN(S(2, 3, 32), w8(S(4, 32)), i32v(4, -STEPS(60), STEPS(60)), i32v(1, M30, MMAX), i8v(1, 38, 40)),
+              IN(S(2, 3, 32), w8(S(4, 32)), biasv(4, -STEPS(60), STEPS(60)), i32v(1, M30, MMAX), i8v(1, 38, 40)),
               OUT(S(2, 3, 4)), INTS(-128, 0, 0, 127), NOFLOATS);
   c[n++] = mk("1-D [16] x [3, 16], no bias, input_zp 127",
               IN(S(16), w8(S(3, 16)), absent(), i32v(3, M30, MMAX), i8v(3, 36, 40)), OUT(S(3)), INTS(127, 0, -128, 127),
@@ -398,10 +405,10 @@ static int gen_linear_q8(int32_t dtype, op_case_t *c) {
               IN(ranged(S(4, 6), -20, 20), cst(ranged(S(5, 6), -1, 1)), absent(), i32v(1, 2048, 2048), i8v(1, 12, 12)),
               OUT(S(4, 5)), INTS(0, 0, -128, 127), NOFLOATS);
   c[n++] = mk("shift 62, multiplier 2^31 - 1, biases at the bound 2^11",
-              IN(S(2, 8), w8(S(3, 8)), i32v(3, -2047, 2047), i32v(3, MMAX, MMAX), i8v(3, 62, 62)), OUT(S(2, 3)),
+              IN(S(2, 8), w8(S(3, 8)), biasv(3, -2047, 2047), i32v(3, MMAX, MMAX), i8v(3, 62, 62)), OUT(S(2, 3)),
               INTS(5, -5, -128, 127), NOFLOATS);
   c[n++] = mk("[3, 300] x [2, 300], output_zp 127, clamp [-128, 127]",
-              IN(S(3, 300), w8(S(2, 300)), i32v(2, -STEPS(300), STEPS(300)), i32v(2, M30, MMAX), i8v(2, 38, 41)),
+              IN(S(3, 300), w8(S(2, 300)), biasv(2, -STEPS(300), STEPS(300)), i32v(2, M30, MMAX), i8v(2, 38, 41)),
               OUT(S(3, 2)),
               INTS(-9, 127, -128, 127), NOFLOATS);
   return n;

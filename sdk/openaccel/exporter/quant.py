@@ -12,7 +12,8 @@ machine that runs the exporter writes the same integers. At run time (conv2d_q8 
     acc  = sat_int32(sum (x - zp_in) * w)                               (exact integer sum)
     out  = clamp(round_half_even((acc * M + B[c] * 2^(n - 12)) / 2^n) + zp_out, act_min, act_max)
 
-with the bias B[c] = round_half_even(b[c] / s_out * 2^12) in 1/4096 output steps (format 1.3:
+with the bias B[c] = round_half_even(b[c] / s_out * 2^12) in 1/4096 output steps, stored as the
+float32 B[c] / 2^12 (output steps; exact: |B| < 2^23) (format 1.3:
 PT2E keeps the bias in float32, and an int32 bias in accumulator steps, XNNPACK's convention,
 lost up to m / 2 of an output step; this one is within 2^-13 of it), in 64-bit integers only
 (mean_q8 and mul_q8 requantize an exact sum / product as clamp(round_half_even(acc * M / 2^n) +
@@ -161,7 +162,7 @@ def requant_multipliers(in_scale: float, w_scales: Sequence[float], out_scale: f
 
 def quantize_bias(bias: torch.Tensor | None, out_scale: float, n: int, reach: Sequence[float] = (),
                   what: str = "bias") -> list[int]:
-    """The int32 bias of conv2d_q8 / linear_q8 in 1/4096 output steps:
+    """The bias B of conv2d_q8 / linear_q8 in 1/4096 output steps (the file stores B / 4096 as float32):
     round_half_even(b[c] / out_scale * 2^12), exact. |B| is at most BIAS_LIMIT (2047.99 output
     steps); a larger bias is clamped to it where that cannot change an output (the sum moves
     channel c by at most reach[c] output steps: the output saturates either way), else refused."""
@@ -408,7 +409,10 @@ class _Folder:
         base = (w.name if isinstance(w, Value) else "w")
         wq = self.const(wdata, dqw.args[0].name if isinstance(dqw.args[0], Value) else base)
         wq.quant = wqp
-        bq = self.const(torch.tensor(bias, dtype=torch.int32), (b.name if isinstance(b, Value) else "bias") + ".q")
+        # float32 output steps (B / 2^12, exact): a runtime before format 1.3, whose bias is int32 in
+        # accumulator steps, refuses the dtype instead of misreading the values
+        bq = self.const(torch.tensor([q / (1 << BIAS_BITS) for q in bias], dtype=torch.float32),
+                        (b.name if isinstance(b, Value) else "bias") + ".q")
         mq = self.const(torch.tensor(mults, dtype=torch.int32), f"{wq.name}.multiplier")
         # int8 (format 1.2); requant_multipliers keeps every shift in [MAC_SHIFT_MIN, MAC_SHIFT_MAX]
         if not all(MAC_SHIFT_MIN <= s <= MAC_SHIFT_MAX for s in shifts):

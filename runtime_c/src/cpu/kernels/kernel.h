@@ -96,9 +96,13 @@ oa_status_t oa_check_dtype(const oa_op_call_t *call, const oa_tensor_t *t, uint6
  * an int32 one comes from an older exporter: the message says to export the model again. */
 oa_status_t oa_check_q8_shift_dtype(const oa_op_call_t *call, const oa_tensor_t *t, oa_diag_t *diag);
 
+/* The bias of conv2d_q8 / linear_q8 (input 2) is float32 in output steps (format 1.3); an int32 one
+ * comes from an older exporter: the message says to export the model again. */
+oa_status_t oa_check_q8_bias_dtype(const oa_op_call_t *call, const oa_tensor_t *t, oa_diag_t *diag);
+
 /* conv2d_q8 / linear_q8: the values of inputs 2 (bias), 3 (multiplier) and 4 (shift) are in the
- * domain of the requantization rule (quant_rule.h): multiplier >= 0, shift in [12, 62],
- * |bias| < 2^(73 - shift). Inputs without data yet (run-time ones at prepare) pass. */
+ * domain of the requantization rule (quant_rule.h): multiplier >= 0, shift in [12, 62], the bias
+ * a multiple of 2^-12 with |bias * 2^12| < 2^(73 - shift) (q8_bias_value). Inputs without data yet (run-time ones at prepare) pass. */
 oa_status_t oa_check_q8_requant_values(const oa_op_call_t *call, oa_diag_t *diag);
 
 /* Same dtype as a reference tensor. */

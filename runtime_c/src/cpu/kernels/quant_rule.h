@@ -38,6 +38,23 @@ static inline int q8_bias_ok(int64_t bias, int32_t shift) {
   return room >= 32 || (bias < ((int64_t)1 << room) && bias > -((int64_t)1 << room));
 }
 
+/* The bias input of conv2d_q8 / linear_q8 is float32 in output steps, a multiple of 2^-12 (file
+ * format 1.3: an older runtime, which takes an int32 bias in accumulator steps, refuses the dtype
+ * instead of misreading the values). B = bias * 2^12 is the rule's integer: 1 and *out = B when
+ * the value is one the rule takes (finite, a whole number of 1/4096 steps, |B| < 2^31 and
+ * q8_bias_ok), else 0. */
+static inline int q8_bias_value(float b, int32_t shift, int32_t *out) {
+  if (!(b > -524288.0f && b < 524288.0f)) return 0; /* NaN, inf, |B| >= 2^31 */
+  const float s = b * 4096.0f;                       /* exact: a power of two */
+  const int32_t q = (int32_t)s;
+  if ((float)q != s || !q8_bias_ok(q, shift)) return 0;
+  *out = q;
+  return 1;
+}
+
+/* B of a bias value already checked with q8_bias_value */
+static inline int32_t q8_bias_int(float b) { return (int32_t)(b * 4096.0f); }
+
 /* bias * 2^(shift - 12), the addend of the product (0 for shift < 12: only a zero bias is valid there,
  * e.g. the unused lanes of a channel block) */
 static inline int64_t q8_bias_addend(int32_t bias, int32_t shift) {

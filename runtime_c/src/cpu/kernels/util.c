@@ -64,7 +64,15 @@ oa_status_t oa_check_q8_shift_dtype(const oa_op_call_t *call, const oa_tensor_t 
 }
 
 /* multiplier / shift / bias values (constants: checked at prepare when bound, always at run):
- * multiplier >= 0, shift in [12, 62], |bias| < 2^(73 - shift) (quant_rule.h) */
+ * multiplier >= 0, shift in [12, 62], the bias as q8_bias_value takes it (quant_rule.h) */
+oa_status_t oa_check_q8_bias_dtype(const oa_op_call_t *call, const oa_tensor_t *t, oa_diag_t *diag) {
+  if (t->dtype == OA_DTYPE_INT32)
+    return oa_diag_fail(diag, OA_ERR_UNSUPPORTED, "%s: input 2 (bias) ('%s'): dtype int32, expected float32 (the bias is "
+                        "in output steps since file format 1.3; a file from an older openaccel: export the model again)",
+                        call->op, t->name);
+  return oa_check_dtype(call, t, OA_DT_F32, "input 2 (bias)", diag);
+}
+
 oa_status_t oa_check_q8_requant_values(const oa_op_call_t *call, oa_diag_t *diag) {
   const oa_tensor_t *m = call->inputs[3], *s = call->inputs[4], *b = call->inputs[2];
   if (!m->data || !s->data || (b && !b->data)) return OA_OK;
@@ -80,13 +88,15 @@ oa_status_t oa_check_q8_requant_values(const oa_op_call_t *call, oa_diag_t *diag
       return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM, "%s: input 4 (shift) ('%s'): element %lld = %d: expected %d to %d",
                           call->op, s->name, (long long)c, (int)sv[c], Q8_MAC_SHIFT_MIN, Q8_SHIFT_MAX);
   if (b) {
-    const int32_t *bv = (const int32_t *)b->data;
+    const float *bv = (const float *)b->data;
     for (int64_t c = 0; c < b->numel; c++) {
       const int32_t sh = sv[s->numel == 1 ? 0 : c];
-      if (!q8_bias_ok(bv[c], sh))
+      int32_t q;
+      if (!q8_bias_value(bv[c], sh, &q))
         return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM,
-                            "%s: input 2 (bias) ('%s'): element %lld = %ld: expected |bias| < 2^%d with shift %d (bias "
-                            "in 1/4096 output steps)", call->op, b->name, (long long)c, (long)bv[c], 73 - sh, (int)sh);
+                            "%s: input 2 (bias) ('%s'): element %lld = %.9g: expected a multiple of 2^-12 (output "
+                            "steps) below 2^%d in magnitude with shift %d", call->op, b->name, (long long)c,
+                            (double)bv[c], sh > 42 ? 61 - sh : 19, (int)sh);
     }
   }
   return OA_OK;

@@ -662,15 +662,12 @@ static void slots_fn(void *ctx, int64_t s0, int64_t s1) {
 }
 
 /* corr[c] = -zin * sum_k w[c][k] (zin 0: none); u8 tables feed x + 128 to the GEMM and the GEMV:
- * zin + 128 (`shifted`). rbias[c] = bias[c], or 0 without a bias (added after the multiply by the
- * requantization, quant_rule.h). */
-static void corrections(const oa_q8_isa_t *isa, int64_t rows, int64_t k, const int8_t *w, const int32_t *bias,
+ * zin + 128 (`shifted`). rbias[c] = the bias's integer B = bias[c] * 2^12, or 0 without a bias
+ * (added after the multiply by the requantization, quant_rule.h). */
+static void corrections(const oa_q8_isa_t *isa, int64_t rows, int64_t k, const int8_t *w, const float *bias,
                         int64_t zin, int shifted, int64_t *corr, int32_t *rbias) {
   if (shifted && isa->u8) zin += 128;
-  if (bias)
-    memcpy(rbias, bias, (size_t)rows * sizeof *rbias);
-  else
-    memset(rbias, 0, (size_t)rows * sizeof *rbias);
+  for (int64_t c = 0; c < rows; c++) rbias[c] = bias ? q8_bias_int(bias[c]) : 0; /* checked at the call's start */
   if (zin && isa->wsum) {
     isa->wsum(rows, k, w, corr);
   } else {
@@ -692,7 +689,7 @@ static void corrections(const oa_q8_isa_t *isa, int64_t rows, int64_t k, const i
  * 2.4 MB of weights per conv, read twice from beyond L2, and the pass ran on one thread). Returns
  * the correction's zero point, or 0 when the corrections are complete already. */
 static int64_t corrections_lazy(const oa_q8_isa_t *isa, const q8_geo_t *q, const q8_layout_t *l, const int8_t *w,
-                                const int32_t *bias, int64_t zin, int64_t *corr, int32_t *rbias) {
+                                const float *bias, int64_t zin, int64_t *corr, int32_t *rbias) {
   const int64_t zs = zin + (isa->u8 ? 128 : 0);
   if (zs && isa->wsum && q->n * l->n_cb == 1) {
     corrections(isa, q->rows * q->g, q->k, w, bias, 0, 0, corr, rbias); /* the bias alone */
@@ -841,7 +838,7 @@ oa_status_t oa_opt_conv2d_q8_run(const oa_op_call_t *call, const oa_op_plan_t *p
   uint8_t *s = (uint8_t *)scratch;
   const oa_tensor_t *tb = call->inputs[2];
   x.w = (const int8_t *)call->inputs[1]->data;
-  x.bias = tb ? (const int32_t *)tb->data : NULL;
+  const float *fbias = tb ? (const float *)tb->data : NULL;
   x.mult = (const int32_t *)call->inputs[3]->data, x.shift = (const int8_t *)call->inputs[4]->data;
   x.mone = call->inputs[3]->shape[0] == 1;
   x.zin = (int32_t)iarg(call, OA_ARG_CONV2D_Q8_INPUT_ZP), x.zout = (int32_t)iarg(call, OA_ARG_CONV2D_Q8_OUTPUT_ZP);
@@ -852,14 +849,14 @@ oa_status_t oa_opt_conv2d_q8_run(const oa_op_call_t *call, const oa_op_plan_t *p
   int32_t *rbias = (int32_t *)(void *)(s + x.l.off_bias);
   const int8_t *in = (const int8_t *)call->inputs[0]->data;
   if (x.path == P_DWV) { /* x ^ 0x80 = x + 128, padding input_zp ^ 0x80 (oa_q8_dwv_t) */
-    corrections(x.isa, q->cout, q->kh * q->kw, x.w, x.bias, x.zin, 1, corr, rbias);
+    corrections(x.isa, q->cout, q->kh * q->kw, x.w, fbias, x.zin, 1, corr, rbias);
     x.src = in;
     int64_t *d = x.dwv, *koff = (int64_t *)(s + x.l.off_koff);
     oa_q8_dwv_geo(q->oh, q->ow, q->sh, q->sw, q->kh, q->dh, q->wp, &d[0], &d[1], &d[2], &d[3], &d[4], &d[5]);
     for (int64_t i = 0; i < q->kh; i++) koff[i] = ((i * q->dh % q->sh) * d[1] + i * q->dh / q->sh) * d[2];
     x.koff = koff;
   } else if (x.path == P_DW || x.path == P_DWF || x.path == P_DWP || x.path == P_DWC) {
-    corrections(x.isa, q->cout, q->kh * q->kw, x.w, x.bias, 0, 0, corr, rbias); /* the plane holds x - zp */
+    corrections(x.isa, q->cout, q->kh * q->kw, x.w, fbias, 0, 0, corr, rbias); /* the plane holds x - zp */
     x.src = in;
     if (x.path == P_DWP) { /* tap (i, j): phase plane (i dh % sh, j dw % sw), shifted (i dh / sh, j dw / sw) */
       int64_t *poff = (int64_t *)(s + x.l.off_koff);
@@ -871,7 +868,7 @@ oa_status_t oa_opt_conv2d_q8_run(const oa_op_call_t *call, const oa_op_plan_t *p
       x.koff = poff;
     }
   } else {
-    x.lazy = corrections_lazy(x.isa, q, &x.l, x.w, x.bias, x.zin, corr, rbias);
+    x.lazy = corrections_lazy(x.isa, q, &x.l, x.w, fbias, x.zin, corr, rbias);
     int64_t *koff = (int64_t *)(s + x.l.off_koff);
     x.plane = q->hp * q->wp; /* hp, wp: h, w without padding */
     x.src = in;
@@ -933,7 +930,7 @@ oa_status_t oa_opt_linear_q8_run(const oa_op_call_t *call, const oa_op_plan_t *p
   uint8_t *s = (uint8_t *)scratch;
   const oa_tensor_t *tb = call->inputs[2];
   x.w = (const int8_t *)call->inputs[1]->data;
-  x.bias = tb ? (const int32_t *)tb->data : NULL;
+  const float *fbias = tb ? (const float *)tb->data : NULL;
   x.mult = (const int32_t *)call->inputs[3]->data, x.shift = (const int8_t *)call->inputs[4]->data;
   x.mone = call->inputs[3]->shape[0] == 1;
   x.zin = (int32_t)iarg(call, OA_ARG_LINEAR_Q8_INPUT_ZP), x.zout = (int32_t)iarg(call, OA_ARG_LINEAR_Q8_OUTPUT_ZP);
@@ -944,19 +941,19 @@ oa_status_t oa_opt_linear_q8_run(const oa_op_call_t *call, const oa_op_plan_t *p
   int64_t *corr = (int64_t *)(s + x.l.off_corr);
   int32_t *rbias = (int32_t *)(void *)(s + x.l.off_bias);
   if (x.path == P_GEMV && x.isa->gemv_u8 && x.zin == -128) { /* x ^ 0x80 = x - zp: no correction */
-    corrections(x.isa, q->rows, q->k, x.w, x.bias, 0, 0, corr, rbias);
+    corrections(x.isa, q->rows, q->k, x.w, fbias, 0, 0, corr, rbias);
     uint8_t *xu = (uint8_t *)(s + x.l.off_koff);
     for (int64_t i = 0; i < q->cols * q->k; i++) xu[i] = (uint8_t)((uint8_t)x.src[i] ^ 0x80u);
     x.xg = xu;
     x.gemv = x.isa->gemv_u8;
   } else if (x.path == P_GEMV) {
-    corrections(x.isa, q->rows, q->k, x.w, x.bias, 0, 0, corr, rbias); /* x16 holds x - zp */
+    corrections(x.isa, q->rows, q->k, x.w, fbias, 0, 0, corr, rbias); /* x16 holds x - zp */
     int16_t *x16 = (int16_t *)(s + x.l.off_koff);
     for (int64_t i = 0; i < q->cols * q->k; i++) x16[i] = (int16_t)(x.src[i] - x.zin);
     x.xg = x16;
     x.gemv = x.isa->gemv;
   } else {
-    x.lazy = corrections_lazy(x.isa, q, &x.l, x.w, x.bias, x.zin, corr, rbias);
+    x.lazy = corrections_lazy(x.isa, q, &x.l, x.w, fbias, x.zin, corr, rbias);
   }
   x.corr = corr;
   x.bias = rbias;

@@ -12,8 +12,9 @@
  * multiplier in [0, 2^31 - 1], shift in [12, 62], |bias| < 2^(73 - shift): the exporter writes
  * M = round_half_even(m * 2^n) with 24 significant bits (exact in float32: the AVX-512 kernels'
  * float path needs no bracket) for the real multiplier m = s_in * s_w[c] / s_out, and the bias in
- * 1/4096 output steps, round_half_even(b[c] / s_out * 2^12) (format 1.3; 1.2 had it in accumulator
- * steps, before the multiply, which lost up to m / 2 of an output step). Ties go to even because
+ * output steps, float32, a multiple of 2^-12: bias[c] = round_half_even(b[c] / s_out * 2^12) / 2^12
+ * (format 1.3; 1.2 had an int32 bias in accumulator steps, before the multiply, which lost up to
+ * m / 2 of an output step). In the rule below bias[c] stands for the integer bias[c] * 2^12. Ties go to even because
  * PyTorch's quantize (torch.round) and ExecuTorch's portable
  * kernels (nearbyint) do: where the real value is exactly half-way we agree with the reference.
  * Padding reads input_zp (a real zero), so it adds nothing to acc. add_q8 has one shift for both
@@ -64,7 +65,7 @@ static oa_status_t check_out_q(const oa_op_call_t *call, uint32_t zp, uint32_t l
   return OA_OK;
 }
 
-/* An int32 vector (the shift: int8) of length n (or 1 when `one_ok`). */
+/* An int32 vector (the shift: int8; the bias: float32) of length n (or 1 when `one_ok`). */
 static oa_status_t check_vec(const oa_op_call_t *call, uint32_t i, const char *arg, int64_t n, int one_ok,
                              oa_diag_t *diag) {
   oa_status_t st;
@@ -72,6 +73,8 @@ static oa_status_t check_vec(const oa_op_call_t *call, uint32_t i, const char *a
   const oa_tensor_t *t = call->inputs[i];
   if (i == 4) {
     if ((st = oa_check_q8_shift_dtype(call, t, diag))) return st;
+  } else if (i == 2) {
+    if ((st = oa_check_q8_bias_dtype(call, t, diag))) return st;
   } else if ((st = oa_check_dtype(call, t, OA_DT_I32, arg, diag))) {
     return st;
   }
@@ -249,7 +252,7 @@ oa_status_t oa_ref_conv2d_q8_run(const oa_op_call_t *call, const oa_op_plan_t *p
   const int64_t oh_n = p[C_OH], ow_n = p[C_OW], g = p[C_G], sh = p[C_SH], sw = p[C_SW], ph = p[C_PH], pw = p[C_PW];
   const int64_t dh = p[C_DH], dw = p[C_DW];
   const int8_t *x = (const int8_t *)call->inputs[0]->data, *w = (const int8_t *)call->inputs[1]->data;
-  const int32_t *bias = p[C_BIAS] ? (const int32_t *)call->inputs[2]->data : NULL;
+  const float *bias = p[C_BIAS] ? (const float *)call->inputs[2]->data : NULL;
   const int32_t *mult = (const int32_t *)call->inputs[3]->data;
   const int8_t *shift = (const int8_t *)call->inputs[4]->data;
   int8_t *y = (int8_t *)call->outputs[0]->data;
@@ -279,7 +282,7 @@ oa_status_t oa_ref_conv2d_q8_run(const oa_op_call_t *call, const oa_op_plan_t *p
               }
             }
           }
-          yp[oh * ow_n + ow] = q8_requant(acc, m, s, bias ? bias[oc] : 0, zout, lo, hi);
+          yp[oh * ow_n + ow] = q8_requant(acc, m, s, bias ? q8_bias_int(bias[oc]) : 0, zout, lo, hi);
         }
       }
     }
@@ -341,7 +344,7 @@ oa_status_t oa_ref_linear_q8_run(const oa_op_call_t *call, const oa_op_plan_t *p
   const int64_t m_n = plan->params[LQ_M], n_n = plan->params[LQ_N], k_n = plan->params[LQ_K];
   const int64_t mone = plan->params[LQ_MONE];
   const int8_t *x = (const int8_t *)call->inputs[0]->data, *w = (const int8_t *)call->inputs[1]->data;
-  const int32_t *bias = plan->params[LQ_BIAS] ? (const int32_t *)call->inputs[2]->data : NULL;
+  const float *bias = plan->params[LQ_BIAS] ? (const float *)call->inputs[2]->data : NULL;
   const int32_t *mult = (const int32_t *)call->inputs[3]->data;
   const int8_t *shift = (const int8_t *)call->inputs[4]->data;
   int8_t *y = (int8_t *)call->outputs[0]->data;
@@ -353,7 +356,8 @@ oa_status_t oa_ref_linear_q8_run(const oa_op_call_t *call, const oa_op_plan_t *p
       const int8_t *wr = w + j * k_n;
       int64_t acc = 0;
       for (int64_t k = 0; k < k_n; k++) acc += ((int64_t)xr[k] - zin) * wr[k];
-      y[i * n_n + j] = q8_requant(acc, mult[mone ? 0 : j], shift[mone ? 0 : j], bias ? bias[j] : 0, zout, lo, hi);
+      y[i * n_n + j] = q8_requant(acc, mult[mone ? 0 : j], shift[mone ? 0 : j], bias ? q8_bias_int(bias[j]) : 0, zout,
+                                lo, hi);
     }
   }
   return OA_OK;
