@@ -51,7 +51,8 @@ def measure(cm: Any, ex: tuple[torch.Tensor, ...], inputs: int) -> dict[str, flo
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         prog = oa.export(torch.export.export(cm, ex), ex)
-    scale = float(dict([i for i in prog.instructions if i.op == "dequantize"][-1].args)["scale"])
+    scale = dict([i for i in prog.instructions if i.op == "dequantize"][-1].args)["scale"]
+    assert isinstance(scale, float), scale
     g = torch.Generator().manual_seed(123)
     xs = [_input(ex[0], g) for _ in range(inputs)]
     with torch.no_grad():
@@ -80,8 +81,8 @@ def main(argv: list[str] | None = None) -> int:
     if a.gpt_layers:
         for n in (int(v) for v in a.gpt_layers.split(",")):
             torch.manual_seed(0)
-            ex = (torch.randint(0, 512, (1, 32 if a.small else 128)),)
-            print(_line(f"gpt, {n} layer(s)", measure(quantized(zoo.GPT(layers=n).eval(), ex), ex, a.inputs)),
+            idx: tuple[torch.Tensor, ...] = (torch.randint(0, 512, (1, 32 if a.small else 128)),)
+            print(_line(f"gpt, {n} layer(s)", measure(quantized(zoo.GPT(layers=n).eval(), idx), idx, a.inputs)),
                   flush=True)
         return 0
     for name in a.models.split(","):

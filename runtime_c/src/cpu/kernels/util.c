@@ -55,24 +55,28 @@ oa_status_t oa_check_dtype(const oa_op_call_t *call, const oa_tensor_t *t, uint6
   return OA_OK;
 }
 
-oa_status_t oa_check_q8_shift_dtype(const oa_op_call_t *call, const oa_tensor_t *t, oa_diag_t *diag) {
+/* An input of conv2d_q8 / linear_q8 whose dtype changed with a file format: the dtype of older files
+ * gets a message that says what changed and to export the model again */
+static oa_status_t q8_format_dtype(const oa_op_call_t *call, const oa_tensor_t *t, const char *arg, uint64_t want,
+                                   const char *was, oa_diag_t *diag) {
   if (t->dtype == OA_DTYPE_INT32)
-    return oa_diag_fail(diag, OA_ERR_UNSUPPORTED, "%s: input 4 (shift) ('%s'): dtype int32, expected int8 (shifts "
-                        "are int8 since file format 1.2; a file from an older openaccel: export the model again)",
-                        call->op, t->name);
-  return oa_check_dtype(call, t, OA_DT_I8, "input 4 (shift)", diag);
+    return oa_diag_fail(diag, OA_ERR_UNSUPPORTED, "%s: %s ('%s'): dtype int32, expected %s (%s; a file from an older "
+                        "openaccel: export the model again)", call->op, arg, t->name, oa_dtype_name(want == OA_DT_I8 ?
+                        OA_DTYPE_INT8 : OA_DTYPE_FLOAT32), was);
+  return oa_check_dtype(call, t, want, arg, diag);
+}
+
+oa_status_t oa_check_q8_shift_dtype(const oa_op_call_t *call, const oa_tensor_t *t, oa_diag_t *diag) {
+  return q8_format_dtype(call, t, "input 4 (shift)", OA_DT_I8, "shifts are int8 since file format 1.2", diag);
+}
+
+oa_status_t oa_check_q8_bias_dtype(const oa_op_call_t *call, const oa_tensor_t *t, oa_diag_t *diag) {
+  return q8_format_dtype(call, t, "input 2 (bias)", OA_DT_F32, "the bias is in output steps since file format 1.3",
+                         diag);
 }
 
 /* multiplier / shift / bias values (constants: checked at prepare when bound, always at run):
  * multiplier >= 0, shift in [12, 62], the bias as q8_bias_value takes it (quant_rule.h) */
-oa_status_t oa_check_q8_bias_dtype(const oa_op_call_t *call, const oa_tensor_t *t, oa_diag_t *diag) {
-  if (t->dtype == OA_DTYPE_INT32)
-    return oa_diag_fail(diag, OA_ERR_UNSUPPORTED, "%s: input 2 (bias) ('%s'): dtype int32, expected float32 (the bias is "
-                        "in output steps since file format 1.3; a file from an older openaccel: export the model again)",
-                        call->op, t->name);
-  return oa_check_dtype(call, t, OA_DT_F32, "input 2 (bias)", diag);
-}
-
 oa_status_t oa_check_q8_requant_values(const oa_op_call_t *call, oa_diag_t *diag) {
   const oa_tensor_t *m = call->inputs[3], *s = call->inputs[4], *b = call->inputs[2];
   if (!m->data || !s->data || (b && !b->data)) return OA_OK;
