@@ -8,6 +8,12 @@ the largest difference in LSB (docs/quantization.md, "Accuracy", has the figures
     python benchmarks/quant_accuracy.py                      # the four models, full size
     python benchmarks/quant_accuracy.py --small --inputs 4   # the test's sizes
     python benchmarks/quant_accuracy.py --gpt-layers 0,1,2,4 # how GPT's differences grow with depth
+    python benchmarks/quant_accuracy.py --models resnet18 --per-layer   # every int8 activation
+
+--per-layer exports with int8_outputs=True (every int8 activation is also a method output) and
+compares each with the int8 tensor of the matching quantize node of the convert_pt2e graph
+(recorded while it runs in eager), in instruction order: SQNR of the integers around their zero
+point, the shares within 1 and exact, the largest difference.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ import torch
 
 import openaccel as oa
 from openaccel import zoo
+from openaccel.quantize import reference_int8_activations, reference_name
 from openaccel.runtime.host import HostSession
 
 
@@ -66,6 +73,37 @@ def measure(cm: Any, ex: tuple[torch.Tensor, ...], inputs: int) -> dict[str, flo
             "max_lsb": float(lsb.max())}
 
 
+def per_layer(name: str, small: bool, inputs: int) -> None:
+    """One line per int8 activation: openaccel's against the quantized reference's."""
+    model, ex = zoo.build(name, small=small)
+    cm = quantized(model, ex)
+    ep = torch.export.export(cm, ex)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        prog = oa.export(ep, ex, int8_outputs=True)
+    g = torch.Generator().manual_seed(123)
+    xs = [_input(ex[0], g) for _ in range(inputs)]
+    ref = [reference_int8_activations(ep, [x]) for x in xs]
+    s = HostSession(prog.buffer, threads=1)
+    ours = [dict(zip([t.name for t in prog.outputs], s.run([x.numpy()]))) for x in xs]
+    zp = {q.tensor: q.zero_point[0] for q in prog.quant_params()}
+    print(f"{name}{' (small)' if small else ''}: {inputs} input(s); int8 activations in instruction order")
+    for ins in prog.instructions:
+        for t in ins.outputs:
+            key = reference_name(t)  # the convert_pt2e quantize node it comes from
+            if t not in ours[0] or key not in ref[0]:
+                continue
+            a = np.concatenate([o[t].astype(np.int64).ravel() for o in ours])
+            b = np.concatenate([r[key].astype(np.int64).ravel() for r in ref])
+            d = np.abs(a - b)
+            centred = b - zp.get(t, 0)
+            noise = float((d.astype(np.float64) ** 2).sum())
+            sq = 10 * np.log10(float((centred.astype(np.float64) ** 2).sum()) / max(noise, 1e-30))
+            within, exact = 100 * float((d <= 1).mean()), 100 * float((d == 0).mean())
+            print(f"  {ins.index:4d} {ins.op:12s} {key:24s} SQNR {min(sq, 999.0):6.1f} dB  within 1 {within:6.2f}%  "
+                  f"exact {exact:6.2f}%  max {int(d.max())}", flush=True)
+
+
 def _line(label: str, r: dict[str, float]) -> str:
     return (f"{label:24s} SQNR {r['sqnr_db']:6.1f} dB  within 1 LSB {r['within_1_lsb']:6.2f}%  "
             f"exact {r['exact']:6.2f}%  max {r['max_lsb']:.0f} LSB")
@@ -77,7 +115,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--small", action="store_true", help="the test sizes (64x64 images, 32 tokens)")
     ap.add_argument("--inputs", type=int, default=2, help="random inputs compared (default 2)")
     ap.add_argument("--gpt-layers", default="", help="comma-separated GPT depths to measure instead of --models")
+    ap.add_argument("--per-layer", action="store_true", help="every int8 activation against the reference's")
     a = ap.parse_args(argv)
+    if a.per_layer:
+        for name in a.models.split(","):
+            per_layer(name, a.small, a.inputs)
+        return 0
     if a.gpt_layers:
         for n in (int(v) for v in a.gpt_layers.split(",")):
             torch.manual_seed(0)

@@ -196,3 +196,28 @@ def test_what_stays_float32_is_listed(tmp_path: Path) -> None:
     with torch.no_grad():
         want = cm(ex[0]).numpy()
     np.testing.assert_allclose(s.run([ex[0].numpy()])[0], want, atol=2.01 * _output_scale(prog))
+
+
+def test_int8_activations_layer_by_layer() -> None:
+    """export(int8_outputs=True): every int8 activation is also an output, named after its
+    convert_pt2e quantize node; each matches the reference's (recorded in eager) within 1 LSB and
+    almost always exactly (benchmarks/quant_accuracy.py --per-layer prints such a table), and the
+    model's own output is the normal export's."""
+    from openaccel.quantize import reference_int8_activations, reference_name
+
+    _, ep, ex = _quantized()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        prog = oa.export(ep, ex, int8_outputs=True)
+        plain = oa.export(ep, ex)
+    names = [t.name for t in prog.outputs]
+    assert len(names) > 5 and all(t.dtype == "int8" for t in prog.outputs[1:]), prog.outputs
+    x = _inputs(1)[0]
+    outs = dict(zip(names, HostSession(prog.buffer).run([x.numpy()])))
+    assert np.array_equal(outs[names[0]], HostSession(plain.buffer).run([x.numpy()])[0])
+    ref = reference_int8_activations(ep, [x])
+    matched = [n for n in names[1:] if reference_name(n) in ref]
+    assert len(matched) >= len(names) - 2, (names, sorted(ref))
+    for n in matched:
+        d = np.abs(outs[n].astype(np.int64) - ref[reference_name(n)].astype(np.int64))
+        assert d.max() <= 1 and (d == 0).mean() >= 0.97, (n, int(d.max()), float((d == 0).mean()))

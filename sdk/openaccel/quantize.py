@@ -361,3 +361,35 @@ def _stacklevel() -> int:
     while frame.f_back is not None and frame.f_code.co_filename.startswith(package):
         frame, level = frame.f_back, level + 1
     return level
+
+
+def reference_int8_activations(ep: torch.export.ExportedProgram, inputs: Sequence[Any]) -> dict[str, np.ndarray]:
+    """The int8 output of every quantize node of a convert_pt2e program run in eager on `inputs`, by
+    node name ("quantize_per_tensor", "quantize_per_tensor_1", ...): PyTorch's quantized
+    reference, activation by activation. `oa.export(ep, ..., int8_outputs=True)` names each int8
+    output after the same node ("quantized_decomposed_quantize_per_tensor_default_1"; see
+    `reference_name`), so a run can be compared with it layer by layer
+    (benchmarks/quant_accuracy.py --per-layer)."""
+    import torch
+
+    seen: dict[str, np.ndarray] = {}
+
+    class Recorder(torch.fx.Interpreter):
+        def run_node(self, n: torch.fx.Node) -> Any:
+            r = super().run_node(n)
+            if n.op == "call_function" and n.name.startswith("quantize_per_tensor") and isinstance(r, torch.Tensor):
+                seen[n.name] = r.detach().numpy().copy()
+            return r
+
+    gm = ep.module()
+    if not isinstance(gm, torch.fx.GraphModule):
+        raise ExportError("reference_int8_activations: the program's module is not a torch.fx.GraphModule")
+    with torch.no_grad():
+        Recorder(gm).run(*inputs)
+    return seen
+
+
+def reference_name(tensor: str) -> str:
+    """The convert_pt2e node name of an exported int8 value (int8_outputs=True):
+    quantized_decomposed_quantize_per_tensor_default_5 -> quantize_per_tensor_5."""
+    return tensor.replace("quantized_decomposed_", "").replace("_default", "")

@@ -177,7 +177,7 @@ def export(model: torch.nn.Module | torch.export.ExportedProgram,
            bundle_tests: bool = True, tolerance: tuple[float, float] = (DEFAULT_ATOL, DEFAULT_RTOL),
            progress: Progress | None = None, fold_limit_bytes: int = 1024,
            devices: Any = None, prefer: Sequence[str] | None = None, winograd_convs: bool = True,
-           layout: str = "auto", reference: str = "float32") -> Program:
+           layout: str = "auto", reference: str = "float32", int8_outputs: bool = False) -> Program:
     """Export `model` for `target`; returns the program (bytes plus a parsed view).
 
     devices: a device profile (the JSON of `openaccel devices --json`, as a path or parsed list)
@@ -197,6 +197,9 @@ def export(model: torch.nn.Module | torch.export.ExportedProgram,
              not the same on every CPU where the answer is a special value or near overflow
              (e.g. gelu(+inf) is NaN on some Intel CPUs, inf on AMD); float64 is the defined
              answer there, but not for programs whose float32 rounding is the point.
+    int8_outputs: every int8 activation of a quantized program is also an output of the method
+             (after the model's own, named after its value), for comparing a run with the PT2E
+             reference layer by layer (benchmarks/quant_accuracy.py --per-layer); no bundled tests.
     target:  a name from `openaccel targets` (toolchains/targets/*.toml); another is a ToolchainError.
     Dynamic input dimensions (torch.export.Dim) and data-dependent sizes (nonzero, ...) are errors
     naming the dimension or the op: every tensor of an .oab program has a fixed shape."""
@@ -244,7 +247,8 @@ def export(model: torch.nn.Module | torch.export.ExportedProgram,
     ctx = ExportContext(
         target=target,
         options=ExportOptions(fold_limit_bytes=fold_limit_bytes, winograd_convs=winograd_convs, layout=layout,
-                              bundle_tests=bundle_tests, tolerance=tolerance, reference=reference),
+                              bundle_tests=bundle_tests, tolerance=tolerance, reference=reference,
+                              int8_outputs=int8_outputs),
         prefer=list(prefer or [CPU]), profiles=load_profiles(devices), eager=eager, example=example)
     run_pipeline(graph, ctx, pipeline.PIPELINE, report)
     return Program(ctx.buffer)

@@ -49,6 +49,7 @@ class ExportOptions:
     bundle_tests: bool = True
     tolerance: tuple[float, float] = (1e-4, 1e-4)
     reference: str = "float32"
+    int8_outputs: bool = False
 
 
 @dataclass
@@ -161,6 +162,19 @@ def _place(graph: Graph, ctx: ExportContext) -> object:
     return report
 
 
+def _int8_outputs(graph: Graph, ctx: ExportContext) -> object:
+    """export(int8_outputs=True): every int8 value an instruction writes becomes an output of the
+    method too (after the model's own), kept alive by the memory plan, so a run can be compared
+    with the quantized reference layer by layer (benchmarks/quant_accuracy.py --per-layer)."""
+    if not ctx.options.int8_outputs:
+        return 0
+    have = {id(v) for v in graph.outputs}
+    extra = [v for ins in graph.instrs for v in ins.outputs
+             if v is not None and v.dtype == torch.int8 and id(v) not in have]
+    graph.outputs.extend(extra)
+    return len(extra)
+
+
 def _plan_memory(graph: Graph, ctx: ExportContext) -> object:
     ctx.plan = memory_plan.plan_memory(graph, n_pools=len(ctx.device_kinds))
     return ctx.plan
@@ -169,7 +183,7 @@ def _plan_memory(graph: Graph, ctx: ExportContext) -> object:
 def _bundle_tests(graph: Graph, ctx: ExportContext) -> object:
     from . import reference_outputs
 
-    if not ctx.options.bundle_tests:
+    if not ctx.options.bundle_tests or ctx.options.int8_outputs:
         return 0
     assert ctx.eager is not None
     outs = reference_outputs(ctx.eager, ctx.example, ctx.options.reference)
@@ -210,6 +224,7 @@ PIPELINE: list[Pass] = [
     GraphPass("fuse inverted-residual blocks", lambda g, c: fuse.fuse_mbconv(g), cpu_only=True),
     GraphPass("place ops on devices", _place),
     GraphPass("label quantized tensors", lambda g, c: quant.attach_quant_params(g)),
+    GraphPass("keep int8 activations as outputs", _int8_outputs),
     GraphPass("plan memory", _plan_memory),
     GraphPass("bundle test vectors", _bundle_tests),
     GraphPass("serialize", _serialize),
