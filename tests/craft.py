@@ -42,10 +42,18 @@ class Builder:
         self.outputs: list[int] = []
 
     def tensor(self, name: str, shape: Sequence[int], dtype: int = F32, offset: int = 0,
-               data: np.ndarray | None = None) -> int:
+               data: np.ndarray | None = None, raw: bool = False) -> int:
+        """A tensor: planned at `offset` of pool 0, or a constant holding `data`, whose dtype and
+        size must be the declared ones (a test that means to store other bytes says raw=True)."""
         t = TensorT()
         t.name, t.dtype, t.shape = name, dtype, list(shape)
         t.nbytes = int(np.prod(shape, dtype=object)) * dtypes.size_of(dtype)
+        if data is not None and not raw:
+            code = dtypes.code_of_numpy(np.asarray(data).dtype)
+            if code != dtype or np.asarray(data).nbytes != t.nbytes:
+                raise ValueError(f"craft: tensor {name!r} declared {dtypes.name_of(dtype)}{list(shape)} ({t.nbytes} "
+                                 f"bytes) but given {np.asarray(data).dtype}{list(np.shape(data))} "
+                                 f"({np.asarray(data).nbytes} bytes); pass raw=True to store other bytes on purpose")
         if data is not None:
             t.storage, t.segment, t.offset = 1, self.seg.add(np.ascontiguousarray(data).tobytes()), 0
         else:
