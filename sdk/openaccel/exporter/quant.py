@@ -12,13 +12,12 @@ machine that runs the exporter writes the same integers. At run time (conv2d_q8 
     acc  = sat_int32(sum (x - zp_in) * w)                               (exact integer sum)
     out  = clamp(round_half_even((acc * M + B[c] * 2^(n - 12)) / 2^n) + zp_out, act_min, act_max)
 
-with the bias B[c] = round_half_even(b[c] / s_out * 2^12) in 1/4096 output steps, stored as the
-float32 B[c] / 2^12 (output steps; exact: |B| < 2^23) (format 1.3:
-PT2E keeps the bias in float32, and an int32 bias in accumulator steps, XNNPACK's convention,
-lost up to m / 2 of an output step; this one is within 2^-13 of it), in 64-bit integers only
-(mean_q8 and mul_q8 requantize an exact sum / product as clamp(round_half_even(acc * M / 2^n) +
-zp_out, ...)). add_q8
-shares one shift between its two inputs:
+in 64-bit integers only, with the bias B[c] = round_half_even(b[c] / s_out * 2^12) in 1/4096
+output steps, stored as the float32 B[c] / 2^12 (output steps; exact: |B| < 2^23). Format 1.3:
+PT2E keeps the bias in float32, and an int32 bias in accumulator steps (XNNPACK's convention) lost
+up to m / 2 of an output step; this one is within 2^-13 of it. mean_q8 and mul_q8 requantize an
+exact sum / product as clamp(round_half_even(acc * M / 2^n) + zp_out, ...); add_q8 shares one
+shift between its two inputs:
     out = clamp(round_half_even(((a - zp_a) * M_a + (b - zp_b) * M_b) / 2^n) + zp_out, act_min, act_max).
 
 The fold pass (`fold_quantized`, the first pass of the pipeline) runs on the edge graph before
@@ -123,9 +122,9 @@ def quantize_multiplier(m: Fraction | float, what: str = "requantization", bits:
     m = Fraction(m)
     n = _shift_for(m, what, bits, shift_max)
     big = round_half_even(m * (1 << n))
-    if big >= 1 << bits:     # f rounded up to 1.0
+    if big >= 1 << bits:     # f rounded up to 1.0 (n may reach -1 here: refused below)
         n -= 1
-        big = round_half_even(m * (1 << n))
+        big = round_half_even(m * Fraction(2) ** n)
     if n < shift_min:
         raise QuantParamError(f"{what}: multiplier {float(m):.6g} is too large (below 2^{bits - shift_min} "
                               "expected; check the scales)")

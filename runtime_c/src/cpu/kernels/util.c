@@ -57,22 +57,21 @@ oa_status_t oa_check_dtype(const oa_op_call_t *call, const oa_tensor_t *t, uint6
 
 /* An input of conv2d_q8 / linear_q8 whose dtype changed with a file format: the dtype of older files
  * gets a message that says what changed and to export the model again */
-static oa_status_t q8_format_dtype(const oa_op_call_t *call, const oa_tensor_t *t, const char *arg, uint64_t want,
+static oa_status_t q8_format_dtype(const oa_op_call_t *call, const oa_tensor_t *t, const char *arg, int32_t want,
                                    const char *was, oa_diag_t *diag) {
   if (t->dtype == OA_DTYPE_INT32)
     return oa_diag_fail(diag, OA_ERR_UNSUPPORTED, "%s: %s ('%s'): dtype int32, expected %s (%s; a file from an older "
-                        "openaccel: export the model again)", call->op, arg, t->name, oa_dtype_name(want == OA_DT_I8 ?
-                        OA_DTYPE_INT8 : OA_DTYPE_FLOAT32), was);
-  return oa_check_dtype(call, t, want, arg, diag);
+                        "openaccel: export the model again)", call->op, arg, t->name, oa_dtype_name(want), was);
+  return oa_check_dtype(call, t, OA_DTYPE_BIT(want), arg, diag);
 }
 
 oa_status_t oa_check_q8_shift_dtype(const oa_op_call_t *call, const oa_tensor_t *t, oa_diag_t *diag) {
-  return q8_format_dtype(call, t, "input 4 (shift)", OA_DT_I8, "shifts are int8 since file format 1.2", diag);
+  return q8_format_dtype(call, t, "input 4 (shift)", OA_DTYPE_INT8, "shifts are int8 since file format 1.2", diag);
 }
 
 oa_status_t oa_check_q8_bias_dtype(const oa_op_call_t *call, const oa_tensor_t *t, oa_diag_t *diag) {
-  return q8_format_dtype(call, t, "input 2 (bias)", OA_DT_F32, "the bias is in output steps since file format 1.3",
-                         diag);
+  return q8_format_dtype(call, t, "input 2 (bias)", OA_DTYPE_FLOAT32,
+                         "the bias is in output steps since file format 1.3", diag);
 }
 
 /* multiplier / shift / bias values (constants: checked at prepare when bound, always at run):
