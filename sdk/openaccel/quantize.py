@@ -21,10 +21,10 @@ from __future__ import annotations
 
 import time
 import warnings
-from collections.abc import Callable, Iterable, Iterator, Sequence, Sized
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Sized
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
@@ -363,30 +363,195 @@ def _stacklevel() -> int:
     return level
 
 
-def reference_int8_activations(ep: torch.export.ExportedProgram, inputs: Sequence[Any]) -> dict[str, np.ndarray]:
-    """The int8 output of every quantize node of a convert_pt2e program run in eager on `inputs`, by
-    node name ("quantize_per_tensor", "quantize_per_tensor_1", ...): PyTorch's quantized
-    reference, activation by activation. `oa.export(ep, ..., int8_outputs=True)` names each int8
-    output after the same node ("quantized_decomposed_quantize_per_tensor_default_1"; see
-    `reference_name`), so a run can be compared with it layer by layer
-    (benchmarks/quant_accuracy.py --per-layer)."""
+# ---- PyTorch's quantized reference ---------------------------------------------------------------
+# The convert_pt2e graph run in eager is "PyTorch's quantized reference". In float32 it is not a
+# defined answer: its rounding moves with the machine and with the kernels' summation order (on
+# the small ResNet-18 only 75% of the final int8 outputs equal the same graph's float64 values;
+# GPT's agree), so the reference must not move with the machine: the float64 evaluation is the
+# defined answer openaccel is compared with, the float32 one is what eager prints.
+
+Precision = Literal["float32", "float64"]
+PRECISIONS: tuple[Precision, ...] = ("float32", "float64")
+
+
+class QuantizedReferenceError(ExportError):
+    """The quantized reference cannot evaluate the program as asked: a quantized op without a
+    float64 definition here (dynamic quantization's choose_qparams, torchao's *_affine ops), a
+    precision other than float32 / float64, or an int8 tensor of openaccel's whose size is not
+    its node's."""
+
+
+@dataclass(frozen=True)
+class LocalDiff:
+    """One int8 activation of openaccel's against the float64 quantize of openaccel's own inputs to
+    that node (`local_int8_differences`): the kernel's own disagreement, without what it inherits
+    from the layers before it."""
+
+    count: int       # elements compared
+    differing: int   # of them, those not equal to the reference
+    max_diff: int    # the largest |ours - reference|, in int8 steps
+
+    @property
+    def exact(self) -> float:
+        """The share (0..1) of elements equal to the reference."""
+        return 1.0 - self.differing / self.count if self.count else 1.0
+
+    def __add__(self, other: LocalDiff) -> LocalDiff:
+        """The two together (e.g. over several input sets)."""
+        return LocalDiff(self.count + other.count, self.differing + other.differing,
+                         max(self.max_diff, other.max_diff))
+
+
+# what each float64 quantized op is (the others have no float64 definition here)
+_QUANTIZE_PER_TENSOR = ("quantized_decomposed.quantize_per_tensor.default",
+                        "quantized_decomposed.quantize_per_tensor.tensor",
+                        "quantized_decomposed.quantize_per_tensor.tensor2")
+_F64_QUANT_OPS = (*_QUANTIZE_PER_TENSOR, "quantized_decomposed.quantize_per_channel.default",
+                  "quantized_decomposed.dequantize_per_tensor.default",
+                  "quantized_decomposed.dequantize_per_tensor.tensor",
+                  "quantized_decomposed.dequantize_per_tensor.tensor2",
+                  "quantized_decomposed.dequantize_per_channel.default")
+QuantizeHook = Callable[["torch.fx.Node", "torch.Tensor"], "torch.Tensor"]
+
+
+def _f64_quant(name: str, args: Sequence[Any]) -> torch.Tensor:
+    """A quantized_decomposed op in float64 (`_F64_QUANT_OPS`): quantize is
+    clamp(round_half_even(x / scale) + zp, qmin, qmax), dequantize (q - zp) * scale (exact)."""
     import torch
 
-    seen: dict[str, np.ndarray] = {}
+    def num(v: Any) -> Any:   # a tensor parameter (the .tensor overloads) in float64, a number as is
+        return v.double() if isinstance(v, torch.Tensor) else v
 
-    class Recorder(torch.fx.Interpreter):
+    def along(v: Any, x: torch.Tensor, axis: int) -> Any:  # per-channel parameters broadcast on `axis`
+        if v is None:
+            return 0.0
+        shape = [1] * x.dim()
+        shape[axis] = -1
+        return v.double().reshape(shape)
+
+    x = args[0]
+    if name.startswith("quantized_decomposed.quantize_per_channel"):
+        scale, zp, axis, qmin, qmax, dtype = args[1:7]
+        q = torch.round(x.double() / along(scale, x, axis)) + along(zp, x, axis)
+        return torch.clamp(q, int(qmin), int(qmax)).to(dtype)
+    if name.startswith("quantized_decomposed.dequantize_per_channel"):
+        scale, zp, axis = args[1:4]
+        return (x.double() - along(zp, x, axis)) * along(scale, x, axis)
+    scale, zp, qmin, qmax, dtype = args[1:6]
+    if name.startswith("quantized_decomposed.quantize"):
+        q = torch.round(x.double() / num(scale)) + num(zp)   # torch.round: half to even
+        return torch.clamp(q, int(qmin), int(qmax)).to(dtype)
+    return (x.double() - num(zp)) * num(scale)
+
+
+def _run_reference(ep: torch.export.ExportedProgram, inputs: Sequence[Any], precision: str, what: str,
+                   at_quantize: QuantizeHook | None = None) -> list[torch.Tensor]:
+    """The output tensors of `ep`'s graph (convert_pt2e) on `inputs`, in eager float32 or in float64:
+    every float32 value (inputs, parameters, op results, float32 dtype arguments) as float64 and the
+    quantized ops defined by `_f64_quant`. `at_quantize(node, int8)` sees each per-tensor quantize
+    node's result and returns the tensor the graph goes on with."""
+    import torch
+    from torch.utils import _pytree as pytree
+
+    from .exporter.fx_import import source_of
+    from .ir import op_name_of
+
+    if precision not in PRECISIONS:
+        raise QuantizedReferenceError(f"{what}: precision {precision!r} is not one of {', '.join(PRECISIONS)}")
+    f64 = precision == "float64"
+
+    def widen(v: Any) -> Any:
+        if isinstance(v, torch.Tensor) and v.dtype == torch.float32:
+            return v.double()
+        return torch.float64 if v is torch.float32 else v
+
+    class Reference(torch.fx.Interpreter):
         def run_node(self, n: torch.fx.Node) -> Any:
+            name = op_name_of(n.target) if n.op == "call_function" else ""
+            if f64 and name.startswith(("quantized_decomposed.", "torchao.")) and name not in _F64_QUANT_OPS:
+                raise QuantizedReferenceError(
+                    f"{what}: {name} (at {source_of(n).describe()}) has no float64 definition in the quantized "
+                    "reference (a parameter chosen at run time is float32 arithmetic); use precision='float32'")
             r = super().run_node(n)
-            if n.op == "call_function" and n.name.startswith("quantize_per_tensor") and isinstance(r, torch.Tensor):
-                seen[n.name] = r.detach().numpy().copy()
+            if f64:
+                r = pytree.tree_map(widen, r)
+            if at_quantize is not None and name in _QUANTIZE_PER_TENSOR and isinstance(r, torch.Tensor):
+                r = at_quantize(n, r)
             return r
+
+        def call_function(self, target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+            if not f64:
+                return super().call_function(target, args, kwargs)
+            name = op_name_of(target)
+            if name in _F64_QUANT_OPS:
+                return _f64_quant(name, args)
+            return super().call_function(target, pytree.tree_map(widen, args), pytree.tree_map(widen, kwargs))
 
     gm = ep.module()
     if not isinstance(gm, torch.fx.GraphModule):
-        raise ExportError("reference_int8_activations: the program's module is not a torch.fx.GraphModule")
+        raise QuantizedReferenceError(f"{what}: the program's module is not a torch.fx.GraphModule")
+    args = [torch.from_numpy(np.ascontiguousarray(x)) if isinstance(x, np.ndarray) else x for x in inputs]
     with torch.no_grad():
-        Recorder(gm).run(*inputs)
+        out = Reference(gm).run(*args)
+    return [t for t in pytree.tree_leaves(out) if isinstance(t, torch.Tensor)]
+
+
+def reference_outputs(ep: torch.export.ExportedProgram, inputs: Sequence[Any],
+                      precision: Precision = "float64") -> list[np.ndarray]:
+    """The outputs of a convert_pt2e program on `inputs`: PyTorch's quantized reference.
+    "float32" runs the graph as eager does (its rounding moves with the machine); "float64" is the
+    defined answer: every float32 value in float64, quantize = clamp(round_half_even(x / scale) +
+    zp, qmin, qmax), dequantize = (q - zp) * scale, and float64 outputs. Dynamic quantization
+    (choose_qparams) has no float64 definition here: a QuantizedReferenceError naming the op."""
+    outs = _run_reference(ep, inputs, precision, "reference_outputs")
+    return [t.detach().numpy().copy() for t in outs]
+
+
+def reference_int8_activations(ep: torch.export.ExportedProgram, inputs: Sequence[Any],
+                               precision: Precision = "float32") -> dict[str, np.ndarray]:
+    """The int8 output of every quantize node of a convert_pt2e program run on `inputs` (in eager
+    float32, or in float64 as `reference_outputs` defines it), by node name ("quantize_per_tensor",
+    "quantize_per_tensor_1", ...): PyTorch's quantized reference, activation by activation.
+    `oa.export(ep, ..., int8_outputs=True)` names each int8 output after the same node
+    ("quantized_decomposed_quantize_per_tensor_default_1"; see `reference_name`), so a run can be
+    compared with it layer by layer (benchmarks/quant_accuracy.py --per-layer)."""
+
+    seen: dict[str, np.ndarray] = {}
+
+    def record(n: torch.fx.Node, r: torch.Tensor) -> torch.Tensor:
+        seen[n.name] = r.detach().numpy().copy()
+        return r
+
+    _run_reference(ep, inputs, precision, "reference_int8_activations", record)
     return seen
+
+
+def local_int8_differences(ep: torch.export.ExportedProgram, inputs: Sequence[Any],
+                           ours: Mapping[str, np.ndarray]) -> dict[str, LocalDiff]:
+    """Each int8 activation of openaccel's against the float64 quantize of openaccel's own inputs
+    to it (teacher forcing): the graph runs in float64 (`reference_outputs`), but every quantize
+    node named in `ours` (reference node names, as `reference_name` gives them) goes on with
+    openaccel's tensor instead of its own. A difference is then the kernel's own, not one inherited
+    from earlier layers (which a whole-graph comparison counts again at every layer after it).
+    Returns a LocalDiff per quantize node found in `ours`; other names in `ours` are ignored."""
+    import torch
+
+    found: dict[str, LocalDiff] = {}
+
+    def force(n: torch.fx.Node, r: torch.Tensor) -> torch.Tensor:
+        mine = ours.get(n.name)
+        if mine is None:
+            return r
+        if mine.size != r.numel():
+            raise QuantizedReferenceError(f"local_int8_differences: ours['{n.name}'] has {mine.size} elements, the "
+                                          f"node's int8 output {list(r.shape)} has {r.numel()}")
+        o = torch.from_numpy(np.ascontiguousarray(mine)).reshape(r.shape)
+        d = (o.long() - r.long()).abs()
+        found[n.name] = LocalDiff(int(d.numel()), int((d != 0).sum()), int(d.max()) if d.numel() else 0)
+        return o.to(r.dtype)
+
+    _run_reference(ep, inputs, "float64", "local_int8_differences", force)
+    return found
 
 
 def reference_name(tensor: str) -> str:
