@@ -91,19 +91,23 @@ def test_every_conv_and_linear_is_int8(exported: tuple[Any, oa.Program, list[str
 
 
 def test_matches_the_pt2e_reference(exported: tuple[Any, oa.Program, list[str]]) -> None:
+    """against the convert_pt2e graph evaluated in float64 (its float32 eager run moves with the CPU;
+    docs/quantization.md, Accuracy): issue 15's bar, 45 dB and 99.5% within 1 LSB"""
+    from openaccel.quantize import reference_outputs
+
     cm, prog, _ = exported
     s = HostSession(prog.buffer, threads=1)
     xs = _inputs()
     got = np.concatenate([s.run([x.numpy()])[0].ravel() for x in xs]).astype(np.float64)
-    with torch.no_grad():
-        want = np.concatenate([cm(x).numpy().ravel() for x in xs]).astype(np.float64)
+    ep = torch.export.export(cm, (xs[0],))
+    want = np.concatenate([reference_outputs(ep, [x], "float64")[0].ravel() for x in xs])
     sqnr = 10 * np.log10((want**2).sum() / max(((got - want) ** 2).sum(), 1e-30))
     lsb = np.abs(got - want) / _output_scale(prog)
     within = float((lsb <= 1 + 1e-3).mean())
-    print(f"int8 small model vs convert_pt2e eager: SQNR {sqnr:.1f} dB, {100 * within:.2f}% within 1 LSB, "
-          f"{100 * float((lsb < 1e-3).mean()):.2f}% exact, max {lsb.max():.2f} LSB")
-    assert sqnr >= 40.0
-    assert within >= 0.99
+    print(f"int8 small model vs the convert_pt2e graph in float64: SQNR {sqnr:.1f} dB, {100 * within:.2f}% within "
+          f"1 LSB, {100 * float((lsb < 1e-3).mean()):.2f}% exact, max {lsb.max():.2f} LSB")
+    assert sqnr >= 45.0
+    assert within >= 0.995
 
 
 def test_bit_identical_across_threads_and_qemu(exported: tuple[Any, oa.Program, list[str]]) -> None:
@@ -200,9 +204,9 @@ def test_what_stays_float32_is_listed(tmp_path: Path) -> None:
 
 def test_int8_activations_layer_by_layer() -> None:
     """export(int8_outputs=True): every int8 activation is also an output, named after its
-    convert_pt2e quantize node; each matches the reference's (recorded in eager) within 1 LSB and
-    almost always exactly (benchmarks/quant_accuracy.py --per-layer prints such a table), and the
-    model's own output is the normal export's."""
+    convert_pt2e quantize node; each matches the reference's (the graph evaluated in float64)
+    within 1 LSB and almost always exactly (benchmarks/quant_accuracy.py --per-layer prints such a
+    table), and the model's own output is the normal export's."""
     from openaccel.quantize import reference_int8_activations, reference_name
 
     _, ep, ex = _quantized()
@@ -215,9 +219,9 @@ def test_int8_activations_layer_by_layer() -> None:
     x = _inputs(1)[0]
     outs = dict(zip(names, HostSession(prog.buffer).run([x.numpy()])))
     assert np.array_equal(outs[names[0]], HostSession(plain.buffer).run([x.numpy()])[0])
-    ref = reference_int8_activations(ep, [x])
+    ref = reference_int8_activations(ep, [x], "float64")
     matched = [n for n in names[1:] if reference_name(n) in ref]
     assert len(matched) >= len(names) - 2, (names, sorted(ref))
     for n in matched:
         d = np.abs(outs[n].astype(np.int64) - ref[reference_name(n)].astype(np.int64))
-        assert d.max() <= 1 and (d == 0).mean() >= 0.97, (n, int(d.max()), float((d == 0).mean()))
+        assert d.max() <= 1 and (d == 0).mean() >= 0.99, (n, int(d.max()), float((d == 0).mean()))

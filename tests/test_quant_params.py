@@ -159,7 +159,7 @@ def test_all_zero_zero_points_are_not_stored(exported: oa.Program, tmp_path: Any
     from openaccel.cli import main
 
     fb, m = _tables(exported)
-    assert (fb.formatMajor, fb.formatMinor) == (1, 3)
+    assert (fb.formatMajor, fb.formatMinor) == (1, 4)
     stored = {t.name.decode(): t.quant.zeroPoint for t in m.tensors if t.quant is not None}
     assert stored[WEIGHT] is None or len(stored[WEIGHT]) == 0
     assert all(zp is None or (len(zp) and any(zp)) for zp in stored.values())   # none stored all zero
@@ -202,13 +202,13 @@ def test_files_without_parameters_stay_valid(exported: oa.Program) -> None:
 
 
 def test_files_before_the_bias_rule_are_refused(exported: oa.Program) -> None:
-    """format 1.3 moved conv2d_q8 / linear_q8's bias to 1/4096 output steps after the multiply: the
+    """format 1.3 moved conv2d_q8 / linear_q8's bias to output steps after the multiply: the
     integers of a 1.2 file would run under the new rule and give other outputs, so it is refused
     at load with what changed and what to do"""
     fb, _ = _tables(exported)
     fb.formatMinor = 2
     old = pack(fb, segments_of(exported.buffer))
     with pytest.raises(ProgramError, match=r"operator \d+ \(conv2d_q8\): its meaning changed in file format 1\.3 "
-                       r"and this file is format 1\.2 \(the bias is now in 1/4096 output steps.*\); export the "
+                       r"and this file is format 1\.2 \(the bias is now in output steps \(float32\).*\); export the "
                        r"model again"):
         HostSession(old)

@@ -2,9 +2,10 @@
 with PT2E (XNNPACKQuantizer, per-channel, calibrated on a few random inputs), exported through
 oa.export: every conv / linear is an int8 instruction (what stays float32 is only what the
 quantizer itself leaves in float: GPT's layer norms, GELUs, attention and the split / permutes
-around it), the result matches the convert_pt2e graph run in eager (SQNR, share within 1 LSB:
-printed), and the bytes are the same with 1 and 2 threads, on the emulated boards of
-OA_QEMU_TARGETS and (int8-only models) on the reference kernels alone."""
+around it), the result matches the convert_pt2e graph evaluated in float64 (SQNR, shares within 1
+LSB and exact: printed, with the figures against float32 eager, which depend on the CPU), and the
+bytes are the same with 1 and 2 threads, on the emulated boards of OA_QEMU_TARGETS and (int8-only
+models) on the reference kernels alone."""
 
 from __future__ import annotations
 
@@ -29,10 +30,12 @@ FLOAT_GEMM = {"conv2d", "conv2d_nhwc", "conv2d_winograd", "mbconv_nhwc", "conv_t
 # what XNNPACKQuantizer leaves in float (it annotates none of these): they run in float32
 # between the int8 instructions' dequantize / quantize
 QUANTIZER_FLOAT = {"gpt": {"layer_norm", "gelu", "sdpa", "split", "permute"}}
-# against the PT2E reference (see docs/quantization.md, Accuracy: why the deep random-weight
-# networks sit below the small model's figures, and the measured values; GPT 0.98: with the bias in
-# accumulator steps, before file format 1.3, it was 97.8%)
-BAR = {"mlp": (45.0, 0.995), "mobilenet_v2": (33.0, 0.99), "resnet18": (35.0, 0.995), "gpt": (32.0, 0.98)}
+# against the PT2E reference evaluated in float64 (issue 15's bar: SQNR >= 45 dB, >= 99.5% within 1
+# LSB). The float32 eager run of the same graph is no anchor for it: it disagrees with its own
+# float64 evaluation at 38-40 dB on the CNNs, by CPU (docs/quantization.md, "Accuracy"). Since
+# format 1.4 (31-bit multipliers, float32 biases) all four match the float64 evaluation exactly here;
+# the exact share's bar leaves room for a value within 1e-9 of a rounding boundary elsewhere.
+BAR = (45.0, 0.995, 0.95)
 
 
 def _input(ex: torch.Tensor, g: torch.Generator) -> torch.Tensor:
@@ -62,12 +65,12 @@ def quantize_zoo(name: str, calib: int = 4) -> tuple[Any, torch.export.ExportedP
 @pytest.fixture(scope="module", params=zoo.NAMES)
 def exported(request: pytest.FixtureRequest) -> tuple[str, Any, oa.Program, list[str], tuple[torch.Tensor, ...]]:
     name = request.param
-    cm, ep, ex = quantize_zoo(name)
+    _, ep, ex = quantize_zoo(name)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         prog = oa.export(ep, ex)
     notes = [str(w.message) for w in caught if issubclass(w.category, ExportWarning)]
-    return name, cm, prog, notes, ex
+    return name, ep, prog, notes, ex
 
 
 def test_every_conv_and_linear_is_int8(exported: tuple[str, Any, oa.Program, list[str], Any]) -> None:
@@ -82,22 +85,30 @@ def test_every_conv_and_linear_is_int8(exported: tuple[str, Any, oa.Program, lis
         assert [i.op for i in prog.instructions].count("quantize") == 1   # the image / features only
 
 
+def _figures(got: np.ndarray, want: np.ndarray, scale: float) -> tuple[float, float, float, float]:
+    """SQNR (dB), shares within 1 LSB and exact, largest difference (LSB)"""
+    sqnr = 10 * np.log10((want**2).sum() / max(((got - want) ** 2).sum(), 1e-30))
+    lsb = np.abs(got - want) / scale
+    return float(sqnr), float((lsb <= 1 + 1e-3).mean()), float((lsb < 1e-3).mean()), float(lsb.max())
+
+
 def test_matches_the_pt2e_reference(exported: tuple[str, Any, oa.Program, list[str], Any]) -> None:
-    name, cm, prog, _, ex = exported
+    from openaccel.quantize import reference_outputs
+
+    name, ep, prog, _, ex = exported
     s = HostSession(prog.buffer, threads=1)
     g = torch.Generator().manual_seed(123)
     xs = [_input(ex[0], g) for _ in range(4)]
     got = np.concatenate([s.run([x.numpy()])[0].ravel() for x in xs]).astype(np.float64)
-    with torch.no_grad():
-        want = np.concatenate([cm(x).numpy().ravel() for x in xs]).astype(np.float64)
     scale = float(dict([i for i in prog.instructions if i.op == "dequantize"][-1].args)["scale"])
-    sqnr = 10 * np.log10((want**2).sum() / max(((got - want) ** 2).sum(), 1e-30))
-    lsb = np.abs(got - want) / scale
-    within = float((lsb <= 1 + 1e-3).mean())
-    print(f"int8 {name} (small) vs convert_pt2e eager: SQNR {sqnr:.1f} dB, {100 * within:.2f}% within 1 LSB, "
-          f"{100 * float((lsb < 1e-3).mean()):.2f}% exact, max {lsb.max():.1f} LSB")
-    min_sqnr, min_within = BAR[name]
-    assert sqnr >= min_sqnr and within >= min_within, (name, sqnr, within)
+    figures = {}
+    for precision in ("float64", "float32"):
+        want = np.concatenate([reference_outputs(ep, [x], precision)[0].ravel() for x in xs]).astype(np.float64)
+        figures[precision] = f = _figures(got, want, scale)
+        print(f"int8 {name} (small) vs the convert_pt2e graph in {precision}: SQNR {f[0]:.1f} dB, "
+              f"{100 * f[1]:.2f}% within 1 LSB, {100 * f[2]:.2f}% exact, max {f[3]:.1f} LSB")
+    sqnr, within, exact, _ = figures["float64"]
+    assert sqnr >= BAR[0] and within >= BAR[1] and exact >= BAR[2], (name, figures)
 
 
 def test_bit_identical_across_threads_and_boards(exported: tuple[str, Any, oa.Program, list[str], Any]) -> None:

@@ -877,22 +877,40 @@ static int64_t q8_round_shift(int64_t p, int32_t n, int ties_away) {
   return p < 0 ? -(int64_t)q : (int64_t)q;
 }
 
-/* acc -> int8: saturate to int32, times the multiplier, plus the bias (B = bias * 4096, in 1/4096
- * output steps: B * 2^(shift - 12); shift >= 12), rounded shift, zero point, clamp
- * (docs/quantization.md) */
-static int8_t q8_requant(int64_t acc, int64_t mult, int32_t shift, int32_t bias, int64_t zp, int64_t lo, int64_t hi,
+/* The bias's addend round_half_even(bias * 2^shift) (file format 1.4: the bias is float32 in output
+ * steps, added after the multiply): 0 when bias is not finite or the addend is 2^61 or more in
+ * magnitude. bias * 2^shift is exact in double (a float32 times a power of two). */
+static int q8_bias_addend(float bias, int32_t shift, int64_t *out) {
+  double t = (double)bias;
+  for (int32_t i = 0; i < shift; i++) t *= 2.0;
+  if (!(t > -2305843009213693952.0 && t < 2305843009213693952.0)) return 0; /* 2^61 */
+  const double u = t < 0 ? -t : t;
+  int64_t q = (int64_t)u;
+  const double f = u - (double)q;
+  if (f > 0.5 || (f == 0.5 && (q & 1))) q++;
+  *out = t < 0 ? -q : q;
+  return 1;
+}
+
+static int64_t q8_badd(const float *b, int64_t c, int32_t shift) {
+  int64_t a = 0;
+  return b && q8_bias_addend(b[c], shift, &a) ? a : 0; /* the values were checked (q8_requant_values) */
+}
+
+/* acc -> int8: saturate to int32, times the multiplier, plus the bias's addend, rounded shift, zero
+ * point, clamp (docs/quantization.md) */
+static int8_t q8_requant(int64_t acc, int64_t mult, int32_t shift, int64_t badd, int64_t zp, int64_t lo, int64_t hi,
                          int ties_away) {
   if (acc > INT32_MAX) acc = INT32_MAX;
   if (acc < INT32_MIN) acc = INT32_MIN;
-  const int64_t badd = (int64_t)((uint64_t)(int64_t)bias << (shift - 12)); /* |badd| < 2^61: checked */
   int64_t r = q8_round_shift(acc * mult + badd, shift, ties_away);
   if (r < lo - zp) return (int8_t)lo; /* |r| < 2^62: clamp before adding the zero point */
   if (r > hi - zp) return (int8_t)hi;
   return (int8_t)(r + zp);
 }
 
-/* The int8 ops' inputs: input int8, weight int8, bias float32 [C_out] in output steps, a multiple
- * of 2^-12 (file format 1.3; may be absent), multiplier and shift int8 (file format 1.2) [C_out] or [1]; integer arguments zero points and clamp bounds within int8. */
+/* The int8 ops' inputs: input int8, weight int8, bias float32 [C_out] in output steps (file format
+ * 1.4; may be absent), multiplier and shift int8 (file format 1.2) [C_out] or [1]; integer arguments zero points and clamp bounds within int8. */
 enum { Q8_ZIN, Q8_ZOUT, Q8_LO, Q8_HI, Q8_MONE, Q8_BIAS, Q8_N };
 
 static oa_status_t q8_check(const oa_op_call_t *call, uint32_t first_int, int64_t cout, int64_t *q, oa_diag_t *diag) {
@@ -946,19 +964,14 @@ static oa_status_t q8_check(const oa_op_call_t *call, uint32_t first_int, int64_
 
 /* multiplier, shift and bias live in device memory: checked when the command runs (a bad value
  * fails the stream, as a device would report a fault): multiplier >= 0, shift in [12, 62], the
- * bias (float32, output steps) a whole number B of 1/4096 steps with |B| < 2^31 and
- * |B| < 2^(73 - shift) (the loops then take B = bias * 4096, exact) */
+ * bias (float32, output steps) finite with an addend below 2^61 (q8_bias_addend) */
 static oa_status_t q8_requant_values(const int32_t *mult, const int8_t *shift, int64_t n, const float *bias,
                                      int64_t cout) {
   for (int64_t c = 0; c < n; c++)
     if (mult[c] < 0 || shift[c] < 12 || shift[c] > Q8_SHIFT_MAX) return OA_ERR_INVALID_PROGRAM;
   for (int64_t c = 0; bias && c < cout; c++) {
-    const float b = bias[c];
-    if (!(b > -524288.0f && b < 524288.0f)) return OA_ERR_INVALID_PROGRAM;
-    const float s = b * 4096.0f;
-    const int32_t q = (int32_t)s, room = 73 - shift[n == 1 ? 0 : c];
-    if ((float)q != s) return OA_ERR_INVALID_PROGRAM;
-    if (room < 32 && (q >= ((int64_t)1 << room) || q <= -((int64_t)1 << room))) return OA_ERR_INVALID_PROGRAM;
+    int64_t a;
+    if (!q8_bias_addend(bias[c], shift[n == 1 ? 0 : c], &a)) return OA_ERR_INVALID_PROGRAM;
   }
   return OA_OK;
 }
@@ -1016,7 +1029,7 @@ static oa_status_t conv2d_q8_run(sim_device_t *d, const sim_cmd_t *c) {
               }
             }
           y[((in * oc + o) * oh + yy) * ow + xx] =
-              q8_requant(acc, mult[k], shift[k], b ? (int32_t)(b[o] * 4096.0f) : 0, q[Q8_ZOUT], q[Q8_LO], q[Q8_HI],
+              q8_requant(acc, mult[k], shift[k], q8_badd(b, o, shift[k]), q[Q8_ZOUT], q[Q8_LO], q[Q8_HI],
                          ties_away);
         }
     }
@@ -1053,7 +1066,7 @@ static oa_status_t linear_q8_run(sim_device_t *d, const sim_cmd_t *c) {
     for (int64_t j = 0; j < n; j++) {
       int64_t acc = 0, kk = q[Q8_MONE] ? 0 : j;
       for (int64_t p = 0; p < k; p++) acc += ((int64_t)x[i * k + p] - q[Q8_ZIN]) * w[j * k + p];
-      y[i * n + j] = q8_requant(acc, mult[kk], shift[kk], b ? (int32_t)(b[j] * 4096.0f) : 0, q[Q8_ZOUT], q[Q8_LO],
+      y[i * n + j] = q8_requant(acc, mult[kk], shift[kk], q8_badd(b, j, shift[kk]), q[Q8_ZOUT], q[Q8_LO],
                                 q[Q8_HI], 0);
     }
   return OA_OK;

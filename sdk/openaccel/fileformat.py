@@ -23,7 +23,8 @@ SEGMENT_ALIGNMENT = 64
 FORMAT_MAJOR = 1
 # 1.2: an empty QuantParams.zero_point means all zero; conv2d_q8 / linear_q8 shifts int8
 # 1.3: conv2d_q8 / linear_q8 biases in 1/4096 output steps, added after the multiply
-FORMAT_MINOR = 3
+# 1.4: conv2d_q8 / linear_q8 biases any float32 (output steps; a 1.3 runtime refused off-grid values)
+FORMAT_MINOR = 4
 
 
 def _align(n: int, a: int = SEGMENT_ALIGNMENT) -> int:

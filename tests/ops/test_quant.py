@@ -72,14 +72,18 @@ def np_round_shift(p: np.ndarray, n: np.ndarray) -> np.ndarray:
 
 def np_requant(acc: np.ndarray, mult: np.ndarray, shift: np.ndarray, zp: int, lo: int, hi: int,
                axis: int, bias: np.ndarray | None = None) -> np.ndarray:
-    """conv2d_q8 / linear_q8: the bias (float32 output steps: B = bias * 4096) is added after the multiply"""
+    """conv2d_q8 / linear_q8: the bias (float32 output steps) is added after the multiply as its
+    addend round_half_even(bias * 2^shift) (exact in float64: a float32 times a power of two)"""
     shape = [1] * acc.ndim
     shape[axis] = -1
     m = np.asarray(mult, dtype=np.int64).reshape(shape if np.size(mult) > 1 else [1] * acc.ndim)
     s = np.asarray(shift, dtype=np.int64).reshape(shape if np.size(shift) > 1 else [1] * acc.ndim)
-    b = np.zeros(1, np.int64) if bias is None else (np.asarray(bias, np.float64) * 4096).astype(np.int64).reshape(shape)
+    badd = np.zeros(1, np.int64)
+    if bias is not None:
+        t = np.asarray(bias, np.float64).reshape(shape) * np.exp2(s.astype(np.float64))
+        badd = np.round(t).astype(np.int64)   # half to even; from 2^52 on t is whole
     acc = np.clip(acc, -(2**31), 2**31 - 1)
-    r = np_round_shift(acc * m + b * 2 ** (s - quant.BIAS_BITS), np.broadcast_to(s, acc.shape))
+    r = np_round_shift(acc * m + badd, np.broadcast_to(s, acc.shape))
     return np.clip(r + zp, lo, hi).astype(np.int8)
 
 
@@ -127,17 +131,17 @@ def test_quantize_multiplier_refuses_too_large() -> None:
         quant.quantize_multiplier(2.0**31)
 
 
-@pytest.mark.parametrize("m", [1e-15, 3.7e-9, 1e-6, 0.0123, 0.5, 1.0, 0.999999999, 1.5, 1e3, 4095.9])
-def test_conv_multipliers_are_float32_exact(m: float) -> None:
-    """conv2d_q8 / linear_q8: 24 significant bits (exact in float32: the AVX-512 float path),
-    shifts in [12, 50]; m >= 2^12 is refused"""
+@pytest.mark.parametrize("m", [1e-15, 3.7e-9, 1e-6, 0.0123, 0.5, 1.0, 0.999999999, 1.5, 1e3, 4095.9, 5e5])
+def test_conv_multipliers(m: float) -> None:
+    """conv2d_q8 / linear_q8 (format 1.4): 31 significant bits, shifts in [12, 50] (fewer bits where
+    n hits 50); m >= 2^19 is refused"""
     (big,), (n,) = quant.requant_multipliers(m, [1.0], 1.0)
-    assert 0 <= big < 2**24 and quant.MAC_SHIFT_MIN <= n <= quant.MAC_SHIFT_MAX
-    assert float(np.float32(big / 2.0**n)) == big / 2.0**n
+    assert 0 <= big < 2**31 and quant.MAC_SHIFT_MIN <= n <= quant.MAC_SHIFT_MAX
+    assert abs(Fraction(big, 2**n) - Fraction(m)) <= Fraction(1, 2 ** (n + 1))
     if n < quant.MAC_SHIFT_MAX:
-        assert 2**23 <= big and abs(Fraction(big, 2**n) - Fraction(m)) <= Fraction(1, 2 ** (n + 1))
+        assert 2**30 <= big
     with pytest.raises(quant.QuantParamError, match="too large"):
-        quant.requant_multipliers(4096.0, [1.0], 1.0)
+        quant.requant_multipliers(2.0**19, [1.0], 1.0)
 
 
 @pytest.mark.parametrize("scale", [0.0, -1.0, float("nan"), float("inf")])
@@ -148,11 +152,20 @@ def test_bad_scale_refused(scale: float) -> None:
 
 
 def test_bias_quantization() -> None:
-    """in 1/4096 output steps (format 1.3), exact; a bias past 2047 output steps is clamped only
-    where the sum cannot bring the output back (reach: the most a sum moves it), else refused"""
-    b = torch.tensor([0.5, -0.25, 1e12, 0.0, 1.0 / 3.0])
+    """float32 output steps (format 1.4): b / s_out rounded once to float32, from the exact quotient;
+    a bias past 2047 output steps is clamped only where the sum cannot bring the output back
+    (reach: the most a sum moves it), else refused"""
+    third = float(torch.tensor(1.0 / 3.0))                     # the float32 bias PT2E keeps
+    b = torch.tensor([0.5, -0.25, 1e12, 0.0, third])
     q = quant.quantize_bias(b, 0.5, 5, reach=[0.0, 0.0, 10.0, 0.0, 0.0])
-    assert q == [4096, -2048, quant.BIAS_LIMIT, 0, round(Fraction(1.0 / 3.0) * 2 * 4096)]
+    assert q[:4] == [1.0, -0.5, quant.BIAS_LIMIT, 0.0]
+    assert q[4] == float(np.float32(2 * third)) and q[4] != round(2 * third * 4096) / 4096   # off the old grid
+    # once, from the exact quotient: float(Fraction) then float32 would round twice
+    x = Fraction(1) + Fraction(1, 2**24) + Fraction(1, 2**60)   # just past the float32 half-way point
+    assert quant.to_float32(x) == 1.0 + 2.0**-23 and float(np.float32(float(x))) == 1.0
+    assert quant.to_float32(Fraction(3, 2**26)) == 3 * 2.0**-26 and quant.to_float32(Fraction(-5, 7)) == float(
+        np.float32(-5 / 7))
+    assert quant.bias_addend(0.75, 1) == 2 and quant.bias_addend(0.25, 1) == 0 and quant.bias_addend(-0.75, 1) == -2
     with pytest.raises(quant.QuantParamError, match=r"channel 2 is 1e\+12 = .* output steps"):
         quant.quantize_bias(b, 0.5, 5, reach=[0.0, 0.0, 1900.0, 0.0, 0.0])
     with pytest.raises(quant.QuantParamError, match="not finite"):
@@ -292,10 +305,12 @@ def _conv_args(**over: Any) -> dict[str, Any]:
     ("shift_range", dict(_shift=63), r"input 4 \(shift\).*element 0 = 63: expected 12 to 62"),
     ("shift_neg", dict(_shift=-1), r"input 4 \(shift\).*element 0 = -1: expected 12 to 62"),
     ("shift_low", dict(_shift=11), r"input 4 \(shift\).*element 0 = 11: expected 12 to 62"),
-    ("bias_range", dict(_shift=62, _bias=0.5), r"input 2 \(bias\).*element 0 = 0.5: expected a multiple of 2\^-12 "
-     r"\(output steps\) below 2\^-1 in magnitude with shift 62"),
-    ("bias_grid", dict(_bias=0.1), r"input 2 \(bias\).*element 0 = 0.100000001: expected a multiple of 2\^-12"),
-    ("bias_nan", dict(_bias=float("nan")), r"input 2 \(bias\).*element 0 = nan: expected a multiple of 2\^-12"),
+    ("bias_range", dict(_shift=62, _bias=0.5), r"input 2 \(bias\).*element 0 = 0.5: expected a finite value below "
+     r"2\^-1 output steps in magnitude with shift 62"),
+    ("bias_range_31", dict(_bias=2.0**30), r"input 2 \(bias\).*element 0 = 1.07374182e\+09: expected a finite "
+     r"value below 2\^30 output steps in magnitude with shift 31"),
+    ("bias_nan", dict(_bias=float("nan")), r"input 2 \(bias\).*element 0 = nan: expected a finite value"),
+    ("bias_inf", dict(_bias=float("-inf")), r"input 2 \(bias\).*element 0 = -inf: expected a finite value"),
     ("bias_int32", dict(_bias_dtype=np.int32), r"input 2 \(bias\).*dtype int32, expected float32 \(the bias is in "
      r"output steps since file format 1.3; a file from an older openaccel: export the model again\)"),
     ("mult_neg", dict(_mult=-1), r"input 3 \(multiplier\).*element 0 = -1: expected 0 to 2147483647"),

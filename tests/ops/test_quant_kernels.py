@@ -116,23 +116,27 @@ def _int8(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
 
 
 def _bias(rng: np.random.Generator, n: int, kind: str, shift: np.ndarray, extreme: bool | str) -> np.ndarray | None:
-    """the bias (float32 output steps, whole numbers of 1/4096 steps B within the rule's |B| < 2^(73 - shift))"""
+    """the bias: float32 output steps (format 1.4: any float32 whose addend round(bias * 2^shift) is
+    below 2^61; the AVX-512 float path takes |bias| < 2^12)"""
     if kind == "none":
         return None
     s = np.broadcast_to(shift.astype(np.int64), (n,))
-    room = np.minimum(np.left_shift(np.int64(1), np.minimum(73 - s, 40)) - 1, 2**24 - 1)   # float32-exact B / 4096
+    room = np.exp2(np.minimum(61 - s, 12).astype(np.float64))   # |bias| < room: below 2^61 after the shift
+    below = np.nextafter(room.astype(np.float32), np.float32(0)).astype(np.float64)   # the largest float32 under it
     sign = rng.choice([-1, 1], n)
     if kind == "sat":  # the largest biases the rule takes
-        b = np.where(np.arange(n) % 2 == 0, room, -room)
-    elif kind == "big":  # at the AVX-512 float path's bound 2^24 (4096 steps): below it float, from it exact
-        b = sign * ((1 << 24) + rng.integers(-3, 3, n))
+        b = np.where(np.arange(n) % 2 == 0, below, -below)
+    elif kind == "big":  # at the AVX-512 float path's bound 2^12 steps: below it float, from it exact
+        b = sign * (4096.0 + rng.integers(-3, 3, n) * 2.0**-11)
     elif kind == "edge":  # around the clamp bounds, with fractions of a step
-        b = sign * rng.integers(118 * 4096, 138 * 4096, n)
-    else:  # a few output steps with a fraction (ties: whole steps, so the ties stay exact)
-        b = rng.integers(-8 * 4096, 8 * 4096, n)
+        b = sign * rng.uniform(118, 138, n)
+    else:  # a few output steps with any fraction (ties: whole steps, so the ties stay exact)
+        b = rng.uniform(-8, 8, n)
         if extreme == "ties":
-            b = b // 4096 * 4096
-    return (np.clip(b, -room, room) / 4096).astype(np.float32)   # the file's float32 output steps
+            b = np.round(b)
+        elif n >= 4:  # addends that round: exact halves (to even: 0 and 2) and a quarter past one
+            b[:4] = np.exp2(-s[:4] - 1.0) * np.array([1.0, 3.0, -1.0, -2.5])
+    return np.clip(b, -below, below).astype(np.float32)   # the file's float32 output steps
 
 
 def conv(n: int, c: int, h: int, w: int, o: int, kh: int, kw: int, stride: Any = 1, pad: Any = 0, dil: Any = 1,

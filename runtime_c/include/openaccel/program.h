@@ -12,7 +12,7 @@ extern "C" {
 
 /* The format this runtime writes and reads. Files with a larger major are refused. */
 #define OA_FORMAT_MAJOR 1
-#define OA_FORMAT_MINOR 3
+#define OA_FORMAT_MINOR 4
 
 /* Required alignment of the buffer handed to oa_program_load (constants are used in place). */
 #define OA_PROGRAM_ALIGNMENT 16

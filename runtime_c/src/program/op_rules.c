@@ -55,8 +55,8 @@ typedef struct format_rule {
 } format_rule_t;
 
 static const format_rule_t k_format[] = {
-    {"conv2d_q8", 3, "the bias is now in 1/4096 output steps, added after the multiply; it was in accumulator steps"},
-    {"linear_q8", 3, "the bias is now in 1/4096 output steps, added after the multiply; it was in accumulator steps"},
+    {"conv2d_q8", 3, "the bias is now in output steps (float32), added after the multiply; it was in accumulator steps"},
+    {"linear_q8", 3, "the bias is now in output steps (float32), added after the multiply; it was in accumulator steps"},
 };
 
 uint32_t oa_op_format_minor(const char *op) {

@@ -298,16 +298,19 @@ static int gen_layer_norm(int32_t dtype, op_case_t *c) {
  * zero points at both ends; multipliers (int32) and shifts (int8) are constants of the file, from the
  * typical (multiplier in [2^23, 2^24) as the exporter writes them, or [2^30, 2^31), shift 30..41)
  * to the extremes (conv2d_q8 / linear_q8: shift 12 and 62, multiplier 0, 1 and 2^31 - 1, biases at
- * the rule's bound |bias| < 2^(73 - shift); the other ops: shift 0 and 62), and "ties" cases
+ * the rule's bound |bias * 2^shift| < 2^61; the other ops: shift 0 and 62), and "ties" cases
  * (multiplier 2^11 with shift 12, or 1 with shift 1) where every odd sum lies half-way between two
- * outputs. conv2d_q8 / linear_q8 biases are float32 output steps, multiples of 2^-12 (format 1.3). Tensors carry their quantization parameters
+ * outputs. conv2d_q8 / linear_q8 biases are float32 output steps (format 1.4), here multiples of 2^-20
+ * (off format 1.3's grid of 2^-12, and their addends bias * 2^shift round when shift < 20). Tensors carry their quantization parameters
  * (oa_tensor_t.quant) as the executor hands them over. */
 
 #define M30 ((int64_t)1 << 30)
 #define MMAX (((int64_t)1 << 31) - 1)
 #define M23 ((int64_t)1 << 23)
 #define M24 (((int64_t)1 << 24) - 1)
-#define STEPS(k) ((int64_t)(k) * 4096) /* k output steps, in the 1/4096 steps of biasv */
+#define BIAS_ONE ((int64_t)1 << 20)     /* one output step in biasv's 2^-20 steps */
+#define STEPS(k) ((int64_t)(k) * BIAS_ONE) /* k output steps */
+#define BIAS_MAX62 (BIAS_ONE / 2 - 1)   /* the largest bias with shift 62 (addend below 2^61) */
 
 static tspec_t as_dt(tspec_t t, int32_t dtype) {
   t.dtype = dtype + 1;
@@ -342,11 +345,11 @@ static tspec_t special(tspec_t t, float step) {
 static tspec_t w8(tspec_t t) { return cst(ranged(t, -127, 127)); }
 /* an int32 constant vector of n values in [lo, hi] (bias, multiplier) */
 static tspec_t i32v(int64_t n, int64_t lo, int64_t hi) { return cst(ranged(as_dt(S(n), OA_DTYPE_INT32), lo, hi)); }
-/* a float32 constant vector of n biases: whole numbers of 1/4096 output steps in [lo, hi] (the
- * conv2d_q8 / linear_q8 bias since file format 1.3) */
+/* a float32 constant vector of n biases: whole numbers of 2^-20 output steps in [lo, hi] (the
+ * conv2d_q8 / linear_q8 bias: float32 output steps since file format 1.3, any value since 1.4) */
 static tspec_t biasv(int64_t n, int64_t lo, int64_t hi) {
   tspec_t t = cst(ranged(as_dt(S(n), OA_DTYPE_FLOAT32), lo, hi));
-  t.scale = 1.0f / 4096.0f;
+  t.scale = 1.0f / (float)BIAS_ONE;
   return t;
 }
 /* an int8 constant vector of n values in [lo, hi] (shift: int8 since file format 1.2) */
@@ -376,7 +379,7 @@ static int gen_conv2d_q8(int32_t dtype, op_case_t *c) {
                  i8v(1, 12, 12)),
               OUT(S(1, 3, 4, 4)), INTS(1, 1, 0, 0, 1, 1, 1, 0, 0, -128, 127), NOFLOATS);
   c[n++] = mk("shift 62, multiplier 2^31 - 1, biases at the bound 2^11",
-              IN(S(1, 2, 5, 5), w8(S(3, 2, 3, 3)), biasv(3, -2047, 2047), i32v(3, MMAX, MMAX), i8v(3, 62, 62)),
+              IN(S(1, 2, 5, 5), w8(S(3, 2, 3, 3)), biasv(3, -BIAS_MAX62, BIAS_MAX62), i32v(3, MMAX, MMAX), i8v(3, 62, 62)),
               OUT(S(1, 3, 3, 3)), INTS(1, 1, 0, 0, 1, 1, 1, 0, 0, -128, 127), NOFLOATS);
   c[n++] = mk("shift 12, multipliers 0 and 1: the biases, up to the clamp [-100, 100]",
               IN(S(1, 2, 5, 5), w8(S(3, 2, 3, 3)), biasv(3, -STEPS(140), STEPS(140)), i32v(3, 0, 1), i8v(3, 12, 12)),
@@ -405,7 +408,7 @@ static int gen_linear_q8(int32_t dtype, op_case_t *c) {
               IN(ranged(S(4, 6), -20, 20), cst(ranged(S(5, 6), -1, 1)), absent(), i32v(1, 2048, 2048), i8v(1, 12, 12)),
               OUT(S(4, 5)), INTS(0, 0, -128, 127), NOFLOATS);
   c[n++] = mk("shift 62, multiplier 2^31 - 1, biases at the bound 2^11",
-              IN(S(2, 8), w8(S(3, 8)), biasv(3, -2047, 2047), i32v(3, MMAX, MMAX), i8v(3, 62, 62)), OUT(S(2, 3)),
+              IN(S(2, 8), w8(S(3, 8)), biasv(3, -BIAS_MAX62, BIAS_MAX62), i32v(3, MMAX, MMAX), i8v(3, 62, 62)), OUT(S(2, 3)),
               INTS(5, -5, -128, 127), NOFLOATS);
   c[n++] = mk("[3, 300] x [2, 300], output_zp 127, clamp [-128, 127]",
               IN(S(3, 300), w8(S(2, 300)), biasv(2, -STEPS(300), STEPS(300)), i32v(2, M30, MMAX), i8v(2, 38, 41)),

@@ -4,18 +4,23 @@ patterns into int8 instructions.
 The rule (docs/quantization.md; its run-time half is runtime_c/src/cpu/kernels/ref/quant.c):
 a real multiplier m > 0 (e.g. s_in * s_w[c] / s_out) is stored as an integer M and a right shift
 n with m ~= M / 2^n, 0 <= M < 2^31, 0 <= n <= 62, M in [2^30, 2^31) unless n hit 62 (tiny m);
-conv2d_q8 / linear_q8 multipliers have 24 significant bits, M in [2^23, 2^24), n in [12, 50]
-(exact in float32: the AVX-512 kernels' float path needs no bracket around m).
+conv2d_q8 / linear_q8 multipliers have 31 significant bits too, n in [12, 50] (fewer bits only
+for m < 2^-20, where n hits 50): format 1.4 (1.3 wrote 24, exact in float32, whose relative error
+of 2^-25 put about one output in 10^5 on the other side of a rounding boundary).
 M = round_half_even(m * 2^n) computed exactly (fractions, no float op in between), so every
 machine that runs the exporter writes the same integers. At run time (conv2d_q8 / linear_q8)
 
     acc  = sat_int32(sum (x - zp_in) * w)                               (exact integer sum)
-    out  = clamp(round_half_even((acc * M + B[c] * 2^(n - 12)) / 2^n) + zp_out, act_min, act_max)
+    A[c] = round_half_even(beta[c] * 2^n)                               (the bias's addend, exact)
+    out  = clamp(round_half_even((acc * M + A[c]) / 2^n) + zp_out, act_min, act_max)
 
-in 64-bit integers only, with the bias B[c] = round_half_even(b[c] / s_out * 2^12) in 1/4096
-output steps, stored as the float32 B[c] / 2^12 (output steps; exact: |B| < 2^23). Format 1.3:
-PT2E keeps the bias in float32, and an int32 bias in accumulator steps (XNNPACK's convention) lost
-up to m / 2 of an output step; this one is within 2^-13 of it. mean_q8 and mul_q8 requantize an
+in 64-bit integers only, with the bias beta[c] = float32(b[c] / s_out) in output steps (the exact
+quotient rounded once to float32, to nearest even; |beta| < 2048). Format 1.4: PT2E keeps the bias
+in float32 and adds it before quantizing; beta is within 2^-24 of it relatively (format 1.3 kept a
+multiple of 2^-12, up to 2^-13 of a step off: about one output in 10^4 fell on the other side of a
+rounding boundary from PyTorch's reference, and in a transformer each such output moves the next
+layers' sums; an int32 bias in accumulator steps, XNNPACK's convention, lost up to m / 2 of a
+step). mean_q8 and mul_q8 requantize an
 exact sum / product as clamp(round_half_even(acc * M / 2^n) + zp_out, ...); add_q8 shares one
 shift between its two inputs:
     out = clamp(round_half_even(((a - zp_a) * M_a + (b - zp_b) * M_b) / 2^n) + zp_out, act_min, act_max).
@@ -63,12 +68,12 @@ EPS_PER_TOKEN = float(torch.finfo(torch.float32).eps)   # choose_qparams_per_tok
 SHIFT_MAX = 62
 MULT_BITS = 31
 MULT_LIMIT = 1 << MULT_BITS
-# conv2d_q8 / linear_q8 (format 1.3): 24-bit multipliers, shifts in [12, 50], the bias in 1/4096
-# output steps, |B| < 2^23 (|B| * 2^(n - 12) < 2^61: the rule's int64 sum cannot overflow)
-MAC_MULT_BITS = 24
+# conv2d_q8 / linear_q8 (format 1.4): 31-bit multipliers, shifts in [12, 50], the bias float32 in
+# output steps below BIAS_LIMIT (|beta| * 2^n < 2^61: the rule's int64 sum cannot overflow; and the
+# AVX-512 kernels' float path takes biases below 2^12 steps)
+MAC_MULT_BITS = 31
 MAC_SHIFT_MIN, MAC_SHIFT_MAX = 12, 50
-BIAS_BITS = 12
-BIAS_LIMIT = (1 << 23) - 1
+BIAS_LIMIT = 2047.0
 INT8_MIN, INT8_MAX = -128, 127
 
 
@@ -159,30 +164,46 @@ def requant_multipliers(in_scale: float, w_scales: Sequence[float], out_scale: f
     return mults, shifts
 
 
+def to_float32(x: Fraction) -> float:
+    """x rounded once to float32, to nearest even (float(x) then float32 would round twice)."""
+    if x == 0:
+        return 0.0
+    e = max(math.floor(math.log2(abs(x))) - 23, -149)   # a 24-bit significand; subnormals below 2^-126
+    while abs(x) >= Fraction(2) ** (e + 24):            # log2 of a Fraction may be off by one
+        e += 1
+    while e > -149 and abs(x) < Fraction(2) ** (e + 23):
+        e -= 1
+    return float(round_half_even(x / Fraction(2) ** e) * Fraction(2) ** e)
+
+
 def quantize_bias(bias: torch.Tensor | None, out_scale: float, n: int, reach: Sequence[float] = (),
-                  what: str = "bias") -> list[int]:
-    """The bias B of conv2d_q8 / linear_q8 in 1/4096 output steps (the file stores B / 4096 as float32):
-    round_half_even(b[c] / out_scale * 2^12), exact. |B| is at most BIAS_LIMIT (2047.99 output
-    steps); a larger bias is clamped to it where that cannot change an output (the sum moves
-    channel c by at most reach[c] output steps: the output saturates either way), else refused."""
+                  what: str = "bias") -> list[float]:
+    """The bias of conv2d_q8 / linear_q8 in output steps, float32 (format 1.4): b[c] / out_scale
+    rounded once to float32. |beta| is at most BIAS_LIMIT (2047 output steps); a larger bias is
+    clamped to it where that cannot change an output (the sum moves channel c by at most reach[c]
+    output steps: the output saturates either way), else refused."""
     if bias is None:
-        return [0] * n
+        return [0.0] * n
     b = bias.detach().to(torch.float64).reshape(-1).tolist()
     out = []
     for c in range(n):
         if not math.isfinite(b[c]):
             raise QuantParamError(f"{what} channel {c} is {b[c]} (not finite)")
-        q = round_half_even(Fraction(b[c]) / Fraction(out_scale) * (1 << BIAS_BITS))
+        q = to_float32(Fraction(b[c]) / Fraction(out_scale))
         if abs(q) > BIAS_LIMIT:
             r = reach[c] if c < len(reach) else math.inf
-            if r + 258 > BIAS_LIMIT / (1 << BIAS_BITS):
+            if r + 258 > BIAS_LIMIT:
                 raise QuantParamError(
-                    f"{what} channel {c} is {b[c]:.6g} = {q / (1 << BIAS_BITS):.6g} output steps (output scale "
-                    f"{out_scale:.6g}); the int8 rule holds at most {BIAS_LIMIT >> BIAS_BITS} (check the "
-                    "output's calibration)")
+                    f"{what} channel {c} is {b[c]:.6g} = {q:.6g} output steps (output scale {out_scale:.6g}); the "
+                    f"int8 rule holds at most {BIAS_LIMIT:.0f} (check the output's calibration)")
             q = BIAS_LIMIT if q > 0 else -BIAS_LIMIT
         out.append(q)
     return out
+
+
+def bias_addend(beta: float, shift: int) -> int:
+    """The rule's integer addend of a bias beta (float32 output steps): round_half_even(beta * 2^shift)."""
+    return round_half_even(Fraction(beta) * (1 << shift))
 
 
 def quantize_value(v: float, scale: float, zp: int, qmin: int, qmax: int) -> int:
@@ -408,9 +429,9 @@ class _Folder:
         base = (w.name if isinstance(w, Value) else "w")
         wq = self.const(wdata, dqw.args[0].name if isinstance(dqw.args[0], Value) else base)
         wq.quant = wqp
-        # float32 output steps (B / 2^12, exact): a runtime before format 1.3, whose bias is int32 in
-        # accumulator steps, refuses the dtype instead of misreading the values
-        bq = self.const(torch.tensor([q / (1 << BIAS_BITS) for q in bias], dtype=torch.float32),
+        # float32 output steps (exact: quantize_bias rounds to float32): a runtime before format 1.3,
+        # whose bias is int32 in accumulator steps, refuses the dtype instead of misreading the values
+        bq = self.const(torch.tensor(bias, dtype=torch.float32),
                         (b.name if isinstance(b, Value) else "bias") + ".q")
         mq = self.const(torch.tensor(mults, dtype=torch.int32), f"{wq.name}.multiplier")
         # int8 (format 1.2); requant_multipliers keeps every shift in [MAC_SHIFT_MIN, MAC_SHIFT_MAX]

@@ -102,7 +102,8 @@ oa_status_t oa_check_q8_bias_dtype(const oa_op_call_t *call, const oa_tensor_t *
 
 /* conv2d_q8 / linear_q8: the values of inputs 2 (bias), 3 (multiplier) and 4 (shift) are in the
  * domain of the requantization rule (quant_rule.h): multiplier >= 0, shift in [12, 62], the bias
- * a multiple of 2^-12 with |bias * 2^12| < 2^(73 - shift) (q8_bias_value). Inputs without data yet (run-time ones at prepare) pass. */
+ * finite with |round(bias * 2^shift)| < 2^61 (q8_bias_addend). Inputs without data yet (run-time
+ * ones at prepare) pass. */
 oa_status_t oa_check_q8_requant_values(const oa_op_call_t *call, oa_diag_t *diag);
 
 /* Same dtype as a reference tensor. */

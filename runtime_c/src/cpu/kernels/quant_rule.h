@@ -5,6 +5,7 @@
 #define OA_KERNELS_QUANT_RULE_H
 
 #include <stdint.h>
+#include <string.h>
 
 #define Q8_SHIFT_MAX 62
 #define Q8_MULT_MAX (((int64_t)1 << 31) - 1)
@@ -25,47 +26,40 @@ static inline int8_t q8_finish(int64_t r, int64_t zp, int64_t lo, int64_t hi) {
   return (int8_t)(r + zp);
 }
 
-/* conv2d_q8 / linear_q8 (format 1.3): the bias is added after the multiply, in steps of 2^-12
- * output steps (Q8_BIAS_BITS), so a float32 bias keeps its fraction of an output step:
- * p = sat_int32(acc) * mult + bias * 2^(shift - 12). The kernels accept shift in
- * [Q8_BIAS_BITS, 62] and |bias| < 2^(73 - shift) (q8_bias_ok), so |p| < 2^62 + 2^61 and the
- * rounding's p + 2^(shift - 1) stays below 2^63. */
-#define Q8_BIAS_BITS 12
-#define Q8_MAC_SHIFT_MIN Q8_BIAS_BITS
+/* conv2d_q8 / linear_q8 (format 1.4): the bias is float32 in output steps, added after the multiply
+ * as the integer addend A = round_half_even(bias * 2^shift) ("badd"), so a float32 bias keeps all
+ * of its 24 bits: p = sat_int32(acc) * mult + A. (Format 1.3 wrote biases on a grid of 2^-12
+ * output steps, which this reads as it did; 1.2's int32 bias in accumulator steps is refused.)
+ * The kernels accept shift in [Q8_MAC_SHIFT_MIN, 62] (the exporter writes [12, 50]) and
+ * |A| < 2^61 (q8_bias_addend), so |p| < 2^62 + 2^61 and the rounding's p + 2^(shift - 1) stays
+ * below 2^63. */
+#define Q8_MAC_SHIFT_MIN 12
+#define Q8_BADD_BITS 61
 
-static inline int q8_bias_ok(int64_t bias, int32_t shift) {
-  const int32_t room = 73 - shift; /* |bias| < 2^room */
-  return room >= 32 || (bias < ((int64_t)1 << room) && bias > -((int64_t)1 << room));
-}
-
-/* The bias input of conv2d_q8 / linear_q8 is float32 in output steps, a multiple of 2^-12 (file
- * format 1.3: an older runtime, which takes an int32 bias in accumulator steps, refuses the dtype
- * instead of misreading the values). B = bias * 2^12 is the rule's integer: 1 and *out = B when
- * the value is one the rule takes (finite, a whole number of 1/4096 steps, |B| < 2^31 and
- * q8_bias_ok), else 0. */
-static inline int q8_bias_value(float b, int32_t shift, int32_t *out) {
-  if (!(b > -524288.0f && b < 524288.0f)) return 0; /* NaN, inf, |B| >= 2^31 */
-  const float s = b * 4096.0f;                       /* exact: a power of two */
-  const int32_t q = (int32_t)s;
-  if ((float)q != s || !q8_bias_ok(q, shift)) return 0;
-  *out = q;
+/* A = round_half_even(b * 2^shift) for a bias value b (float32, output steps): 1 and *out = A when
+ * b is finite and |A| < 2^61, else 0. Exact: b * 2^shift is a float32 significand times a power of
+ * two (a double, no rounding), rounded to an integer on its magnitude with the fraction exact. */
+static inline int q8_bias_addend(float b, int32_t shift, int64_t *out) {
+  if (shift < 0 || shift > Q8_SHIFT_MAX) return 0;
+  const uint64_t pb = (uint64_t)(1023 + shift) << 52; /* 2^shift from its bits (no libm) */
+  double p2;
+  memcpy(&p2, &pb, sizeof p2);
+  const double t = (double)b * p2, lim = (double)((int64_t)1 << Q8_BADD_BITS);
+  if (!(t > -lim && t < lim)) return 0; /* NaN, inf, too large */
+  const double u = t < 0 ? -t : t;
+  int64_t q = (int64_t)u;            /* truncation: exact (u < 2^61; from 2^52 on u is whole) */
+  const double f = u - (double)q;    /* exact */
+  if (f > 0.5 || (f == 0.5 && (q & 1))) q++;
+  *out = t < 0 ? -q : q;
   return 1;
 }
 
-/* B of a bias value already checked with q8_bias_value */
-static inline int32_t q8_bias_int(float b) { return (int32_t)(b * 4096.0f); }
-
-/* bias * 2^(shift - 12), the addend of the product (0 for shift < 12: only a zero bias is valid there,
- * e.g. the unused lanes of a channel block) */
-static inline int64_t q8_bias_addend(int32_t bias, int32_t shift) {
-  return shift >= Q8_BIAS_BITS ? (int64_t)((uint64_t)(int64_t)bias << (shift - Q8_BIAS_BITS)) : 0;
-}
-
-static inline int8_t q8_requant(int64_t acc, int64_t mult, int32_t shift, int32_t bias, int64_t zp, int64_t lo,
+/* the rule for one output: badd is the bias's addend (q8_bias_addend), 0 without a bias */
+static inline int8_t q8_requant(int64_t acc, int64_t mult, int32_t shift, int64_t badd, int64_t zp, int64_t lo,
                                 int64_t hi) {
   if (acc > INT32_MAX) acc = INT32_MAX;
   if (acc < INT32_MIN) acc = INT32_MIN;
-  return q8_finish(q8_round_shift(acc * mult + q8_bias_addend(bias, shift), shift), zp, lo, hi);
+  return q8_finish(q8_round_shift(acc * mult + badd, shift), zp, lo, hi);
 }
 
 #endif /* OA_KERNELS_QUANT_RULE_H */

@@ -75,7 +75,7 @@ oa_status_t oa_check_q8_bias_dtype(const oa_op_call_t *call, const oa_tensor_t *
 }
 
 /* multiplier / shift / bias values (constants: checked at prepare when bound, always at run):
- * multiplier >= 0, shift in [12, 62], the bias as q8_bias_value takes it (quant_rule.h) */
+ * multiplier >= 0, shift in [12, 62], the bias finite with an addend below 2^61 (q8_bias_addend) */
 oa_status_t oa_check_q8_requant_values(const oa_op_call_t *call, oa_diag_t *diag) {
   const oa_tensor_t *m = call->inputs[3], *s = call->inputs[4], *b = call->inputs[2];
   if (!m->data || !s->data || (b && !b->data)) return OA_OK;
@@ -94,12 +94,12 @@ oa_status_t oa_check_q8_requant_values(const oa_op_call_t *call, oa_diag_t *diag
     const float *bv = (const float *)b->data;
     for (int64_t c = 0; c < b->numel; c++) {
       const int32_t sh = sv[s->numel == 1 ? 0 : c];
-      int32_t q;
-      if (!q8_bias_value(bv[c], sh, &q))
+      int64_t a;
+      if (!q8_bias_addend(bv[c], sh, &a))
         return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM,
-                            "%s: input 2 (bias) ('%s'): element %lld = %.9g: expected a multiple of 2^-12 (output "
-                            "steps) below 2^%d in magnitude with shift %d", call->op, b->name, (long long)c,
-                            (double)bv[c], sh > 42 ? 61 - sh : 19, (int)sh);
+                            "%s: input 2 (bias) ('%s'): element %lld = %.9g: expected a finite value below 2^%d "
+                            "output steps in magnitude with shift %d", call->op, b->name, (long long)c, (double)bv[c],
+                            Q8_BADD_BITS - sh, (int)sh);
     }
   }
   return OA_OK;

@@ -239,8 +239,8 @@ static void layout(const oa_q8_isa_t *isa, int32_t path, const q8_geo_t *q, int3
   const int64_t eb = isa->wide ? 2 : 1, nr = isa->nr, mr = isa->mr;
   int64_t shared = 0, slot = 0;
   l->off_corr = 0;
-  l->off_bias = up64(oa_cap_mul(q->cout, 8)); /* the bias per channel, 0 without one (the kernels take an array) */
-  shared = oa_cap_add(l->off_bias, up64(oa_cap_mul(q->cout, 4)));
+  l->off_bias = up64(oa_cap_mul(q->cout, 8)); /* the bias's addend per channel, 0 without one (an array) */
+  shared = oa_cap_add(l->off_bias, up64(oa_cap_mul(q->cout, 8)));
   if (path == P_GEMM || path == P_LGEMM) {
     l->kp = round_up(q->k, isa->kg);
     l->kpa = round_up(q->k, isa->akg ? isa->akg : isa->kg);
@@ -361,7 +361,8 @@ typedef struct q8_ctx {
   uint8_t *apack;
   const void *xg;     /* the GEMV's x: int16 x - zp, or uint8 x ^ 0x80 (gemv_u8) */
   oa_q8_gemv_fn gemv; /* the GEMV of this call */
-  const int32_t *bias, *mult;
+  const int64_t *badd; /* the bias's addend per output channel (quant_rule.h) */
+  const int32_t *mult;
   const int8_t *shift; /* int8 in the file (format 1.2) */
   int32_t mone, zin, zout, lo, hi;
   int8_t *y;
@@ -372,7 +373,7 @@ typedef struct q8_ctx {
 
 static inline void finish_row(const q8_ctx_t *x, const int32_t *acc, int64_t n, int64_t c, int8_t *y) {
   const int64_t mc = x->mone ? 0 : c;
-  x->isa->requant(acc, n, x->corr[c], x->mult[mc], x->shift[mc], x->bias[c], x->zout, x->lo, x->hi, y);
+  x->isa->requant(acc, n, x->corr[c], x->mult[mc], x->shift[mc], x->badd[c], x->zout, x->lo, x->hi, y);
 }
 
 /* One GEMM task: column block cb x row block rb of image b, group g. The block's panels are
@@ -445,10 +446,10 @@ static void gemm_task(const q8_ctx_t *x, int64_t t, uint8_t *slot) {
     if (isa->requant_rows) { /* the tile block's m rows in one call, while they are in L1 */
       const int64_t mc0 = x->mone ? 0 : c0;
       if (x->path == P_GEMM && !dropped) {
-        isa->requant_rows(acc, ldc, m, ncols, x->corr + c0, x->mult + mc0, x->shift + mc0, x->bias + c0, !x->mone,
+        isa->requant_rows(acc, ldc, m, ncols, x->corr + c0, x->mult + mc0, x->shift + mc0, x->badd + c0, !x->mone,
                           q->k * 255 * 128, x->zout, x->lo, x->hi, x->y + (b * q->cout + c0) * q->npix + j0, q->npix);
       } else {
-        isa->requant_rows(acc, ldc, m, ncols, x->corr + c0, x->mult + mc0, x->shift + mc0, x->bias + c0, !x->mone,
+        isa->requant_rows(acc, ldc, m, ncols, x->corr + c0, x->mult + mc0, x->shift + mc0, x->badd + c0, !x->mone,
                           q->k * 255 * 128, x->zout, x->lo, x->hi, out, ldc);
         for (int32_t r = 0; dropped && r < m; r++) {
           int8_t *yc = x->y + (b * q->cout + c0 + r) * q->npix;
@@ -533,7 +534,7 @@ static void dwf_task(const q8_ctx_t *x, int64_t t, uint8_t *slot, int fresh) {
   x->fdw(&p);
   const int64_t mc = x->mone ? 0 : c, corr = x->corr[c];
   if (x->isa->requant_f32) {
-    x->isa->requant_f32(out, n, corr, x->mult[mc], x->shift[mc], x->bias[c], x->zout, x->lo, x->hi, x->y + t * n);
+    x->isa->requant_f32(out, n, corr, x->mult[mc], x->shift[mc], x->badd[c], x->zout, x->lo, x->hi, x->y + t * n);
     return;
   }
   int32_t *acc = (int32_t *)(void *)out; /* in place: each float read before its int32 is written */
@@ -554,7 +555,7 @@ static void dwp_task(const q8_ctx_t *x, int64_t t, uint8_t *slot, int fresh) {
   p.h = q->h, p.w = q->w, p.ph = q->ph, p.pw = q->pw, p.sh = q->sh, p.sw = q->sw, p.oh = q->oh, p.ow = q->ow;
   p.hq = oa_cdiv(q->hp, q->sh), p.wq = oa_cdiv(q->wp, q->sw);
   p.zin = x->zin, p.taps = (int32_t)taps, p.poff = x->koff, p.wf = wf;
-  p.corr = x->corr[c], p.mult = x->mult[mc], p.shift = x->shift[mc], p.bias = x->bias[c];
+  p.corr = x->corr[c], p.mult = x->mult[mc], p.shift = x->shift[mc], p.badd = x->badd[c];
   p.zp = x->zout, p.lo = x->lo, p.hi = x->hi;
   p.y = x->y + t * q->oh * q->ow;
   p.work = work, p.grid_off = l->s_acc / 4;
@@ -570,7 +571,7 @@ static void dwv_task(const q8_ctx_t *x, int64_t t, uint8_t *slot) {
   p.h = q->h, p.w = q->w, p.ph = q->ph, p.pw = q->pw, p.sh = q->sh, p.sw = q->sw, p.dh = q->dh, p.dw = q->dw;
   p.kh = q->kh, p.kw = q->kw, p.oh = q->oh, p.ow = q->ow;
   p.zin = x->zin, p.wt = x->w + c * q->kh * q->kw;
-  p.corr = x->corr[c], p.mult = x->mult[mc], p.shift = x->shift[mc], p.bias = x->bias[c];
+  p.corr = x->corr[c], p.mult = x->mult[mc], p.shift = x->shift[mc], p.badd = x->badd[c];
   p.zp = x->zout, p.lo = x->lo, p.hi = x->hi;
   p.y = x->y + t * q->npix;
   p.work = slot;
@@ -593,7 +594,7 @@ static void dwc_task(const q8_ctx_t *x, int64_t t, uint8_t *slot) {
   p.wt = x->w + c0 * q->kh * q->kw;
   for (int32_t c = 0; c < p.nch; c++) {
     const int64_t mc = x->mone ? 0 : c0 + c;
-    p.corr[c] = x->corr[c0 + c], p.mult[c] = x->mult[mc], p.shift[c] = x->shift[mc], p.bias[c] = x->bias[c0 + c];
+    p.corr[c] = x->corr[c0 + c], p.mult[c] = x->mult[mc], p.shift[c] = x->shift[mc], p.badd[c] = x->badd[c0 + c];
   }
   p.y = x->y + (b * q->cout + c0) * q->npix;
   p.work = (float *)(void *)slot;
@@ -608,14 +609,14 @@ static void gemv_task(const q8_ctx_t *x, int64_t t, uint8_t *slot) {
   x->gemv(q->cols, nb, q->k, x->xg, x->w + n0 * q->k, acc);
   if (x->isa->requant_pc && !x->mone) { /* per-channel multipliers and shifts: one vector per 8 outputs */
     for (int64_t i = 0; i < q->cols; i++)
-      x->isa->requant_pc(acc + i * nb, nb, x->corr + n0, x->mult + n0, x->shift + n0, x->bias + n0, x->zout, x->lo,
+      x->isa->requant_pc(acc + i * nb, nb, x->corr + n0, x->mult + n0, x->shift + n0, x->badd + n0, x->zout, x->lo,
                          x->hi, x->y + i * q->rows + n0);
     return;
   }
   for (int64_t i = 0; i < q->cols; i++)
     for (int64_t j = 0; j < nb; j++) {
       const int64_t c = n0 + j, mc = x->mone ? 0 : c;
-      x->y[i * q->rows + c] = q8_requant(x->corr[c] + acc[i * nb + j], x->mult[mc], x->shift[mc], x->bias[c],
+      x->y[i * q->rows + c] = q8_requant(x->corr[c] + acc[i * nb + j], x->mult[mc], x->shift[mc], x->badd[c],
                                          x->zout, x->lo, x->hi);
     }
 }
@@ -661,13 +662,19 @@ static void slots_fn(void *ctx, int64_t s0, int64_t s1) {
   }
 }
 
+/* badd[c] = the addend round_half_even(bias[c] * 2^shift[c]) of output channel c (added after the
+ * multiply by the requantization, quant_rule.h), or 0 without a bias; the values were checked at
+ * the call's start (oa_check_q8_requant_values) */
+static void bias_addends(int64_t rows, const float *bias, const int8_t *shift, int32_t mone, int64_t *badd) {
+  for (int64_t c = 0; c < rows; c++)
+    if (!bias || !q8_bias_addend(bias[c], shift[mone ? 0 : c], &badd[c])) badd[c] = 0;
+}
+
 /* corr[c] = -zin * sum_k w[c][k] (zin 0: none); u8 tables feed x + 128 to the GEMM and the GEMV:
- * zin + 128 (`shifted`). rbias[c] = the bias's integer B = bias[c] * 2^12, or 0 without a bias
- * (added after the multiply by the requantization, quant_rule.h). */
-static void corrections(const oa_q8_isa_t *isa, int64_t rows, int64_t k, const int8_t *w, const float *bias,
-                        int64_t zin, int shifted, int64_t *corr, int32_t *rbias) {
+ * zin + 128 (`shifted`). */
+static void corrections(const oa_q8_isa_t *isa, int64_t rows, int64_t k, const int8_t *w, int64_t zin, int shifted,
+                        int64_t *corr) {
   if (shifted && isa->u8) zin += 128;
-  for (int64_t c = 0; c < rows; c++) rbias[c] = bias ? q8_bias_int(bias[c]) : 0; /* checked at the call's start */
   if (zin && isa->wsum) {
     isa->wsum(rows, k, w, corr);
   } else {
@@ -689,13 +696,13 @@ static void corrections(const oa_q8_isa_t *isa, int64_t rows, int64_t k, const i
  * 2.4 MB of weights per conv, read twice from beyond L2, and the pass ran on one thread). Returns
  * the correction's zero point, or 0 when the corrections are complete already. */
 static int64_t corrections_lazy(const oa_q8_isa_t *isa, const q8_geo_t *q, const q8_layout_t *l, const int8_t *w,
-                                const float *bias, int64_t zin, int64_t *corr, int32_t *rbias) {
+                                int64_t zin, int64_t *corr) {
   const int64_t zs = zin + (isa->u8 ? 128 : 0);
   if (zs && isa->wsum && q->n * l->n_cb == 1) {
-    corrections(isa, q->rows * q->g, q->k, w, bias, 0, 0, corr, rbias); /* the bias alone */
+    corrections(isa, q->rows * q->g, q->k, w, 0, 0, corr); /* zeros: the tasks add theirs */
     return zs;
   }
-  corrections(isa, q->rows * q->g, q->k, w, bias, zin, 1, corr, rbias);
+  corrections(isa, q->rows * q->g, q->k, w, zin, 1, corr);
   return 0;
 }
 
@@ -846,17 +853,18 @@ oa_status_t oa_opt_conv2d_q8_run(const oa_op_call_t *call, const oa_op_plan_t *p
   x.y = (int8_t *)call->outputs[0]->data;
   x.slots = s + x.l.off_slots;
   int64_t *corr = (int64_t *)(s + x.l.off_corr);
-  int32_t *rbias = (int32_t *)(void *)(s + x.l.off_bias);
+  int64_t *badd = (int64_t *)(void *)(s + x.l.off_bias);
+  bias_addends(q->cout, fbias, x.shift, x.mone, badd);
   const int8_t *in = (const int8_t *)call->inputs[0]->data;
   if (x.path == P_DWV) { /* x ^ 0x80 = x + 128, padding input_zp ^ 0x80 (oa_q8_dwv_t) */
-    corrections(x.isa, q->cout, q->kh * q->kw, x.w, fbias, x.zin, 1, corr, rbias);
+    corrections(x.isa, q->cout, q->kh * q->kw, x.w, x.zin, 1, corr);
     x.src = in;
     int64_t *d = x.dwv, *koff = (int64_t *)(s + x.l.off_koff);
     oa_q8_dwv_geo(q->oh, q->ow, q->sh, q->sw, q->kh, q->dh, q->wp, &d[0], &d[1], &d[2], &d[3], &d[4], &d[5]);
     for (int64_t i = 0; i < q->kh; i++) koff[i] = ((i * q->dh % q->sh) * d[1] + i * q->dh / q->sh) * d[2];
     x.koff = koff;
   } else if (x.path == P_DW || x.path == P_DWF || x.path == P_DWP || x.path == P_DWC) {
-    corrections(x.isa, q->cout, q->kh * q->kw, x.w, fbias, 0, 0, corr, rbias); /* the plane holds x - zp */
+    corrections(x.isa, q->cout, q->kh * q->kw, x.w, 0, 0, corr); /* the plane holds x - zp */
     x.src = in;
     if (x.path == P_DWP) { /* tap (i, j): phase plane (i dh % sh, j dw % sw), shifted (i dh / sh, j dw / sw) */
       int64_t *poff = (int64_t *)(s + x.l.off_koff);
@@ -868,7 +876,7 @@ oa_status_t oa_opt_conv2d_q8_run(const oa_op_call_t *call, const oa_op_plan_t *p
       x.koff = poff;
     }
   } else {
-    x.lazy = corrections_lazy(x.isa, q, &x.l, x.w, fbias, x.zin, corr, rbias);
+    x.lazy = corrections_lazy(x.isa, q, &x.l, x.w, x.zin, corr);
     int64_t *koff = (int64_t *)(s + x.l.off_koff);
     x.plane = q->hp * q->wp; /* hp, wp: h, w without padding */
     x.src = in;
@@ -896,7 +904,7 @@ oa_status_t oa_opt_conv2d_q8_run(const oa_op_call_t *call, const oa_op_plan_t *p
     x.koff = koff;
   }
   x.corr = corr;
-  x.bias = rbias;
+  x.badd = badd;
   run_tasks(&x, env ? env->pool : NULL, s);
   return OA_OK;
 }
@@ -939,24 +947,25 @@ oa_status_t oa_opt_linear_q8_run(const oa_op_call_t *call, const oa_op_plan_t *p
   x.slots = s + x.l.off_slots;
   x.src = (const int8_t *)call->inputs[0]->data;
   int64_t *corr = (int64_t *)(s + x.l.off_corr);
-  int32_t *rbias = (int32_t *)(void *)(s + x.l.off_bias);
+  int64_t *badd = (int64_t *)(void *)(s + x.l.off_bias);
+  bias_addends(q->rows, fbias, x.shift, x.mone, badd);
   if (x.path == P_GEMV && x.isa->gemv_u8 && x.zin == -128) { /* x ^ 0x80 = x - zp: no correction */
-    corrections(x.isa, q->rows, q->k, x.w, fbias, 0, 0, corr, rbias);
+    corrections(x.isa, q->rows, q->k, x.w, 0, 0, corr);
     uint8_t *xu = (uint8_t *)(s + x.l.off_koff);
     for (int64_t i = 0; i < q->cols * q->k; i++) xu[i] = (uint8_t)((uint8_t)x.src[i] ^ 0x80u);
     x.xg = xu;
     x.gemv = x.isa->gemv_u8;
   } else if (x.path == P_GEMV) {
-    corrections(x.isa, q->rows, q->k, x.w, fbias, 0, 0, corr, rbias); /* x16 holds x - zp */
+    corrections(x.isa, q->rows, q->k, x.w, 0, 0, corr); /* x16 holds x - zp */
     int16_t *x16 = (int16_t *)(s + x.l.off_koff);
     for (int64_t i = 0; i < q->cols * q->k; i++) x16[i] = (int16_t)(x.src[i] - x.zin);
     x.xg = x16;
     x.gemv = x.isa->gemv;
   } else {
-    x.lazy = corrections_lazy(x.isa, q, &x.l, x.w, fbias, x.zin, corr, rbias);
+    x.lazy = corrections_lazy(x.isa, q, &x.l, x.w, x.zin, corr);
   }
   x.corr = corr;
-  x.bias = rbias;
+  x.badd = badd;
   run_tasks(&x, env ? env->pool : NULL, s);
   return OA_OK;
 }

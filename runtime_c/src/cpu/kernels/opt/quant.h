@@ -6,8 +6,8 @@
  *
  * The GEMM sums raw int8 products (|w * x| <= 2^14, K <= 65536: every int32 sum is exact); padding
  * reads input_zp, so the correction is exact everywhere; the int64 sum corr + acc is then
- * finished with the rule of quant_rule.h (sat_int32, multiplier, the bias bias[c] * 2^(shift - 12)
- * added to the product, round half to even, zero point, clamp). Integer arithmetic only: every ISA, tile and thread count gives the reference's bytes.
+ * finished with the rule of quant_rule.h (sat_int32, multiplier, the bias's addend badd[c]
+ * = round_half_even(bias[c] * 2^shift) added to the product, round half to even, zero point, clamp). Integer arithmetic only: every ISA, tile and thread count gives the reference's bytes.
  *
  * Operands are packed by the driver into the layout of the ISA: K is padded with zeros to a
  * multiple of kg and split into groups of kg consecutive k; an A tile (MR rows of W, rows past
@@ -17,7 +17,7 @@
  * x86 VNNI (vpdpbusd: unsigned bytes times signed bytes) takes the activations as unsigned bytes
  * x + 128 (x ^ 0x80; the table's `u8`): B panels hold x ^ 0x80 (padding past K
  * still 0), so every sum gains 128 * sum_k W[c][k], which the driver folds into the correction:
- * corr[c] = bias[c] - (input_zp + 128) * sum_k W[c][k]. |w| * 255 <= 2^15, K <= 65536: still exact.
+ * corr[c] = -(input_zp + 128) * sum_k W[c][k]. |w| * 255 <= 2^15, K <= 65536: still exact.
  *
  * x86 AMX (tdpbssd: signed bytes times signed bytes into 16 x 16 int32 tiles) takes the plain
  * layout with kg = 4 (16 columns of a B panel, 16 groups of 4 k, are one B tile), raw int8 (u8 0:
@@ -48,25 +48,25 @@ typedef void (*oa_q8_gemm_fn)(int64_t kp, const void *a, const void *b, int32_t 
 typedef void (*oa_q8_gemm_rows_fn)(int64_t k, const int8_t *w, int64_t ldw, int32_t mr, const void *b, int32_t *c,
                                    int64_t ldc);
 
-/* y[j] = q8_requant(corr + acc[j], mult, shift, bias, zp, lo, hi) for j < n (one output row) */
+/* y[j] = q8_requant(corr + acc[j], mult, shift, badd, zp, lo, hi) for j < n (one output row) */
 typedef void (*oa_q8_requant_fn)(const int32_t *acc, int64_t n, int64_t corr, int32_t mult, int32_t shift,
-                                 int32_t bias, int32_t zp, int32_t lo, int32_t hi, int8_t *y);
+                                 int64_t badd, int32_t zp, int32_t lo, int32_t hi, int8_t *y);
 
-/* y[j] = q8_requant(corr[j] + acc[j], mult[j], shift[j], bias[j], zp, lo, hi): per-channel values (the GEMV) */
+/* y[j] = q8_requant(corr[j] + acc[j], mult[j], shift[j], badd[j], zp, lo, hi): per-channel values (the GEMV) */
 typedef void (*oa_q8_requant_pc_fn)(const int32_t *acc, int64_t n, const int64_t *corr, const int32_t *mult,
-                                    const int8_t *shift, const int32_t *bias, int32_t zp, int32_t lo, int32_t hi,
+                                    const int8_t *shift, const int64_t *badd, int32_t zp, int32_t lo, int32_t hi,
                                     int8_t *y);
 
-/* y[r * ldy + j] = q8_requant(corr[r] + acc[r * ldc + j], mult[pc ? r : 0], shift[pc ? r : 0], bias[r], zp,
+/* y[r * ldy + j] = q8_requant(corr[r] + acc[r * ldc + j], mult[pc ? r : 0], shift[pc ? r : 0], badd[r], zp,
  * lo, hi) for r < m, j < n: the m rows of a finished GEMM tile block at once (the per-row setup
  * hoisted); |acc| <= amax (a bound the kernel may use to skip range checks) */
 typedef void (*oa_q8_requant_rows_fn)(const int32_t *acc, int64_t ldc, int32_t m, int64_t n, const int64_t *corr,
-                                      const int32_t *mult, const int8_t *shift, const int32_t *bias, int32_t pc,
+                                      const int32_t *mult, const int8_t *shift, const int64_t *badd, int32_t pc,
                                       int64_t amax, int32_t zp, int32_t lo, int32_t hi, int8_t *y, int64_t ldy);
 
 /* The same from float sums that are exact integers (the float depthwise path) */
 typedef void (*oa_q8_requant_f32_fn)(const float *acc, int64_t n, int64_t corr, int32_t mult, int32_t shift,
-                                     int32_t bias, int32_t zp, int32_t lo, int32_t hi, int8_t *y);
+                                     int64_t badd, int32_t zp, int32_t lo, int32_t hi, int8_t *y);
 /* d[j] = (float)(x[j] - zp), j < n */
 typedef void (*oa_q8_to_float_fn)(const int8_t *x, int64_t n, int32_t zp, float *d);
 
@@ -84,7 +84,8 @@ typedef struct oa_q8_dwp {
   const int64_t *poff; /* per tap: phase plane start + offset, in floats from `work` */
   const float *wf;     /* per tap weight */
   int64_t corr;
-  int32_t mult, shift, bias, zp, lo, hi;
+  int32_t mult, shift, zp, lo, hi;
+  int64_t badd; /* the bias's addend (quant_rule.h) */
   int8_t *y;           /* oh x ow */
   float *work;         /* the phase planes (their padding zeroed by the caller once), then the grid */
   int64_t grid_off;    /* floats from work to the grid's oh * wq + 128 floats */
@@ -104,7 +105,8 @@ typedef struct oa_q8_dwc {
   int32_t zin, zp, lo, hi;
   const int8_t *wt; /* [nch][kh * kw] */
   int64_t corr[OA_Q8_DWC_LANES];
-  int32_t mult[OA_Q8_DWC_LANES], shift[OA_Q8_DWC_LANES], bias[OA_Q8_DWC_LANES]; /* lanes past nch: 0 */
+  int32_t mult[OA_Q8_DWC_LANES], shift[OA_Q8_DWC_LANES]; /* lanes past nch: 0 */
+  int64_t badd[OA_Q8_DWC_LANES];
   int8_t *y;        /* the block's first output plane (oh x ow), the others follow */
   float *work;      /* oa_q8_dwc_work: the pixel buffer, kh kw x 16 floats, oh ow x 16 bytes */
 } oa_q8_dwc_t;
@@ -133,7 +135,7 @@ static inline int64_t oa_q8_dwc_work(int64_t hp, int64_t wp, int64_t kh, int64_t
 /* Depthwise on one plane with byte dot products along the rows (x86 VNNI: vpdpbusd), NCHW as it
  * is, no transposes. The kernel copies the plane into `work` as unsigned bytes x ^ 0x80 = x + 128
  * (padding: input_zp ^ 0x80, so padded taps add exactly what the correction takes away: the
- * driver's corr = bias - (input_zp + 128) * sum w), in sh row-phase planes that make the plane one
+ * driver's corr = -(input_zp + 128) * sum w), in sh row-phase planes that make the plane one
  * long row of "grid columns" oy L + ox (q8_vnni_dwv). Outputs are summed 16 per zmm, 4 per 128-bit
  * lane: one unaligned 64-byte load per kernel row and lane group, one in-lane byte shuffle
  * (vpshufb) that forms per output the 4-byte group (x[sw o + t dw], t = 4 g .. 4 g + 3) of tap
@@ -147,7 +149,8 @@ typedef struct oa_q8_dwv {
   int32_t zin;
   const int8_t *wt; /* kh * kw */
   int64_t corr;
-  int32_t mult, shift, bias, zp, lo, hi;
+  int32_t mult, shift, zp, lo, hi;
+  int64_t badd; /* the bias's addend (quant_rule.h) */
   int8_t *y;        /* oh x ow */
   uint8_t *work;    /* plane + cols bytes (oa_q8_dwv_geo) */
   /* the geometry, the same for every plane of a call (oa_q8_dwv_geo), and per kernel row i its
@@ -249,7 +252,7 @@ typedef struct oa_q8_isa {
 const oa_q8_isa_t *oa_q8_isa(int32_t id, int32_t dot);
 
 /* Portable instances (arch/portable/quant.c), also the other ISAs' fall-backs. */
-void oa_q8_portable_requant(const int32_t *acc, int64_t n, int64_t corr, int32_t mult, int32_t shift, int32_t bias,
+void oa_q8_portable_requant(const int32_t *acc, int64_t n, int64_t corr, int32_t mult, int32_t shift, int64_t badd,
                             int32_t zp, int32_t lo, int32_t hi, int8_t *y);
 void oa_q8_portable_dw(const int16_t *rows, int64_t ld, const int8_t *w, int64_t kh, int64_t kw, int64_t sw,
                        int64_t dh, int64_t dw, int64_t n, int32_t *acc);
@@ -263,25 +266,25 @@ void oa_q8_portable_dequantize(const void *x, int64_t n, int32_t u8, int32_t zp,
 void oa_q8_avx2_wsum(int64_t rows, int64_t k, const int8_t *w, int64_t *sums);
 void oa_q8_avx2_gemv(int64_t m, int64_t n, int64_t k, const void *x, const int8_t *w, int32_t *acc);
 void oa_q8_avx512_gemv(int64_t m, int64_t n, int64_t k, const void *x, const int8_t *w, int32_t *acc);
-void oa_q8_avx2_requant(const int32_t *acc, int64_t n, int64_t corr, int32_t mult, int32_t shift, int32_t bias, int32_t zp,
+void oa_q8_avx2_requant(const int32_t *acc, int64_t n, int64_t corr, int32_t mult, int32_t shift, int64_t badd, int32_t zp,
                         int32_t lo, int32_t hi, int8_t *y);
 void oa_q8_avx2_dw(const int16_t *rows, int64_t ld, const int8_t *w, int64_t kh, int64_t kw, int64_t sw,
                    int64_t dh, int64_t dw, int64_t n, int32_t *acc);
-void oa_q8_avx512_requant(const int32_t *acc, int64_t n, int64_t corr, int32_t mult, int32_t shift, int32_t bias, int32_t zp,
+void oa_q8_avx512_requant(const int32_t *acc, int64_t n, int64_t corr, int32_t mult, int32_t shift, int64_t badd, int32_t zp,
                           int32_t lo, int32_t hi, int8_t *y);
 void oa_q8_avx512_dw(const int16_t *rows, int64_t ld, const int8_t *w, int64_t kh, int64_t kw, int64_t sw,
                      int64_t dh, int64_t dw, int64_t n, int32_t *acc);
 void oa_q8_avx512_requant_rows(const int32_t *acc, int64_t ldc, int32_t m, int64_t n, const int64_t *corr,
-                               const int32_t *mult, const int8_t *shift, const int32_t *bias, int32_t pc, int64_t amax,
+                               const int32_t *mult, const int8_t *shift, const int64_t *badd, int32_t pc, int64_t amax,
                                int32_t zp,
                                int32_t lo, int32_t hi, int8_t *y, int64_t ldy);
-void oa_q8_avx512_requant_f32(const float *acc, int64_t n, int64_t corr, int32_t mult, int32_t shift, int32_t bias,
+void oa_q8_avx512_requant_f32(const float *acc, int64_t n, int64_t corr, int32_t mult, int32_t shift, int64_t badd,
                               int32_t zp,
                               int32_t lo, int32_t hi, int8_t *y);
 void oa_q8_avx512_to_float(const int8_t *x, int64_t n, int32_t zp, float *d);
 void oa_q8_avx512_wsum(int64_t rows, int64_t k, const int8_t *w, int64_t *sums);
 void oa_q8_avx512_requant_pc(const int32_t *acc, int64_t n, const int64_t *corr, const int32_t *mult,
-                             const int8_t *shift, const int32_t *bias, int32_t zp, int32_t lo, int32_t hi, int8_t *y);
+                             const int8_t *shift, const int64_t *badd, int32_t zp, int32_t lo, int32_t hi, int8_t *y);
 void oa_q8_avx512_dwp(const oa_q8_dwp_t *p);
 void oa_q8_avx512_dwc(const oa_q8_dwc_t *p);
 void oa_q8_avx2_add(const int8_t *a, const int8_t *b, int64_t n, const oa_q8_add_t *p, int8_t *y);

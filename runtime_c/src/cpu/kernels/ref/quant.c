@@ -5,16 +5,18 @@
  * bytes; an optimized int8 kernel must reproduce it exactly.
  *
  *   acc = sat_int32(sum_k (x_k - input_zp) * w[c][k])                  exact integer sum
- *   p   = acc * multiplier[c] + bias[c] * 2^(shift[c] - 12)                int64, |p| < 2^63
+ *   A   = round_half_even(bias[c] * 2^shift[c])                        the bias's addend, exact
+ *   p   = acc * multiplier[c] + A                                       int64, |p| < 2^63
  *   r   = round_half_even(p / 2^shift[c])                               ties to even, symmetric
  *   out = clamp(r + output_zp, act_min, act_max)                        act_* within [-128, 127]
  *
- * multiplier in [0, 2^31 - 1], shift in [12, 62], |bias| < 2^(73 - shift): the exporter writes
+ * multiplier in [0, 2^31 - 1], shift in [12, 62], |A| < 2^61: the exporter writes
  * M = round_half_even(m * 2^n) with 24 significant bits (exact in float32: the AVX-512 kernels'
  * float path needs no bracket) for the real multiplier m = s_in * s_w[c] / s_out, and the bias in
- * output steps, float32, a multiple of 2^-12: bias[c] = round_half_even(b[c] / s_out * 2^12) / 2^12
- * (format 1.3; 1.2 had an int32 bias in accumulator steps, before the multiply, which lost up to
- * m / 2 of an output step). In the rule below bias[c] stands for the integer bias[c] * 2^12. Ties go to even because
+ * output steps as float32: bias[c] = float32(b[c] / s_out), rounded to nearest even once (format
+ * 1.4; 1.3 rounded it to a multiple of 2^-12, up to 2^-13 of a step off, which changed about one
+ * output in 10^4 against PyTorch's reference; 1.2 had an int32 bias in accumulator steps, before
+ * the multiply, which lost up to m / 2 of a step). Ties go to even because
  * PyTorch's quantize (torch.round) and ExecuTorch's portable
  * kernels (nearbyint) do: where the real value is exactly half-way we agree with the reference.
  * Padding reads input_zp (a real zero), so it adds nothing to acc. add_q8 has one shift for both
@@ -265,6 +267,8 @@ oa_status_t oa_ref_conv2d_q8_run(const oa_op_call_t *call, const oa_op_plan_t *p
       const int8_t *wc = w + oc * cin_g * kh * kw;
       const int64_t m = mult[p[C_MONE] ? 0 : oc];
       const int32_t s = shift[p[C_MONE] ? 0 : oc];
+      int64_t badd = 0; /* checked at the call's start (oa_check_q8_requant_values) */
+      if (bias && !q8_bias_addend(bias[oc], s, &badd)) badd = 0;
       int8_t *yp = y + (b * cout + oc) * oh_n * ow_n;
       for (int64_t oh = 0; oh < oh_n; oh++) {
         for (int64_t ow = 0; ow < ow_n; ow++) {
@@ -282,7 +286,7 @@ oa_status_t oa_ref_conv2d_q8_run(const oa_op_call_t *call, const oa_op_plan_t *p
               }
             }
           }
-          yp[oh * ow_n + ow] = q8_requant(acc, m, s, bias ? q8_bias_int(bias[oc]) : 0, zout, lo, hi);
+          yp[oh * ow_n + ow] = q8_requant(acc, m, s, badd, zout, lo, hi);
         }
       }
     }
@@ -354,10 +358,11 @@ oa_status_t oa_ref_linear_q8_run(const oa_op_call_t *call, const oa_op_plan_t *p
     const int8_t *xr = x + i * k_n;
     for (int64_t j = 0; j < n_n; j++) {
       const int8_t *wr = w + j * k_n;
-      int64_t acc = 0;
+      const int32_t s = shift[mone ? 0 : j];
+      int64_t acc = 0, badd = 0; /* checked at the call's start (oa_check_q8_requant_values) */
+      if (bias && !q8_bias_addend(bias[j], s, &badd)) badd = 0;
       for (int64_t k = 0; k < k_n; k++) acc += ((int64_t)xr[k] - zin) * wr[k];
-      y[i * n_n + j] = q8_requant(acc, mult[mone ? 0 : j], shift[mone ? 0 : j], bias ? q8_bias_int(bias[j]) : 0, zout,
-                                lo, hi);
+      y[i * n_n + j] = q8_requant(acc, mult[mone ? 0 : j], s, badd, zout, lo, hi);
     }
   }
   return OA_OK;

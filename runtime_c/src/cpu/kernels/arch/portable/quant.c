@@ -19,9 +19,9 @@ static void q8_portable_gemm_4x8(int64_t kp, const void *a_, const void *b_, int
     for (int j = 0; j < 8; j++) c[i * ldc + j] = acc[i][j];
 }
 
-void oa_q8_portable_requant(const int32_t *acc, int64_t n, int64_t corr, int32_t mult, int32_t shift, int32_t bias,
+void oa_q8_portable_requant(const int32_t *acc, int64_t n, int64_t corr, int32_t mult, int32_t shift, int64_t badd,
                             int32_t zp, int32_t lo, int32_t hi, int8_t *y) {
-  for (int64_t j = 0; j < n; j++) y[j] = q8_requant(corr + acc[j], mult, shift, bias, zp, lo, hi);
+  for (int64_t j = 0; j < n; j++) y[j] = q8_requant(corr + acc[j], mult, shift, badd, zp, lo, hi);
 }
 
 void oa_q8_portable_dw(const int16_t *rows, int64_t ld, const int8_t *w, int64_t kh, int64_t kw, int64_t sw,

@@ -103,12 +103,12 @@ static inline int32x2_t rq2(const rq_t *r, int32x2_t acc) {
   return vadd_s32(n, r->zp);
 }
 
-static void q8_neon_requant(const int32_t *acc, int64_t n, int64_t corr, int32_t mult, int32_t shift, int32_t bias,
+static void q8_neon_requant(const int32_t *acc, int64_t n, int64_t corr, int32_t mult, int32_t shift, int64_t badd,
                             int32_t zp, int32_t lo, int32_t hi, int8_t *y) {
   rq_t r;
   r.corr = vdupq_n_s64(corr);
   r.half = vdupq_n_s64(shift ? ((int64_t)1 << (shift - 1)) - 1 : 0);
-  r.badd = vdupq_n_s64(q8_bias_addend(bias, shift));
+  r.badd = vdupq_n_s64(badd);
   r.negn = vdupq_n_s64(-(int64_t)shift);
   r.mult = vdup_n_s32(mult);
   r.rlo = vdup_n_s32(lo - zp), r.rhi = vdup_n_s32(hi - zp), r.zp = vdup_n_s32(zp);
@@ -120,7 +120,7 @@ static void q8_neon_requant(const int32_t *acc, int64_t n, int64_t corr, int32_t
     const int32x4_t v1 = vcombine_s32(rq2(&r, vget_low_s32(a1)), rq2(&r, vget_high_s32(a1)));
     vst1_s8(y + j, vmovn_s16(vcombine_s16(vmovn_s32(v0), vmovn_s32(v1)))); /* values in [-128, 127] */
   }
-  for (; j < n; j++) y[j] = q8_requant(corr + acc[j], mult, shift, bias, zp, lo, hi);
+  for (; j < n; j++) y[j] = q8_requant(corr + acc[j], mult, shift, badd, zp, lo, hi);
 }
 
 static void q8_neon_dw(const int16_t *rows, int64_t ld, const int8_t *w, int64_t kh, int64_t kw, int64_t sw,

@@ -3,7 +3,7 @@
  * exactly one 16-column slice of the driver's B panel [kp / 4][NR][4]) into a 16 x 16 int32 tile,
  * 16 x 16 x 64 products per instruction, summed exactly in int32 (no saturation; |w * x| <= 2^14,
  * K <= 65536: every sum < 2^31). Signed times signed: the activations are packed raw (no x ^ 0x80),
- * the driver's correction is the plain one, corr = bias - input_zp * sum W.
+ * the driver's correction is the plain one, corr = -input_zp * sum W.
  *   GEMM: a 32 x 32 block, 2 A + 2 B + 4 C tiles (all 16 rows x 64 bytes: one configuration), K
  *         in steps of 64. A comes packed by the driver ([kpa / 64][32][64], zero past K and past
  *         the rows: akg = 64), or from W in place (gemm_rows, rows ldw apart: the driver's choice

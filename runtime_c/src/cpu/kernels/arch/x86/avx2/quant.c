@@ -141,9 +141,9 @@ typedef struct rqd {
   int32_t ok;
 } rqd_t;
 
-static void rqd_init(rqd_t *d, int64_t corr, int32_t mult, int32_t shift, int32_t bias, int32_t zp, int32_t lo,
+static void rqd_init(rqd_t *d, int64_t corr, int32_t mult, int32_t shift, int64_t badd, int32_t zp, int32_t lo,
                      int32_t hi) {
-  const int64_t badd = q8_bias_addend(bias, shift), lim = (int64_t)1 << 52;
+  const int64_t lim = (int64_t)1 << 52;
   int64_t vmax = ((int64_t)1 << 29) - 1;
   if (mult > 0 && (lim - 1) / mult < vmax) vmax = (lim - 1) / mult;
   d->ok = corr > -((int64_t)1 << 29) && corr < ((int64_t)1 << 29) && badd > -lim && badd < lim;
@@ -173,7 +173,7 @@ static inline int rqd8(const rqd_t *d, __m256i a, __m256i *out) {
   return 1;
 }
 
-void oa_q8_avx2_requant(const int32_t *acc, int64_t n, int64_t corr, int32_t mult, int32_t shift, int32_t bias,
+void oa_q8_avx2_requant(const int32_t *acc, int64_t n, int64_t corr, int32_t mult, int32_t shift, int64_t badd,
                         int32_t zp, int32_t lo, int32_t hi, int8_t *y) {
   rq_t r;
   r.corr = _mm256_set1_epi64x(corr);
@@ -184,9 +184,9 @@ void oa_q8_avx2_requant(const int32_t *acc, int64_t n, int64_t corr, int32_t mul
   r.shift = shift;
   r.n = _mm_cvtsi32_si128(shift);
   r.half = _mm256_set1_epi64x(shift ? ((int64_t)1 << (shift - 1)) - 1 : 0);
-  r.badd = _mm256_set1_epi64x(q8_bias_addend(bias, shift));
+  r.badd = _mm256_set1_epi64x(badd);
   rqd_t d;
-  rqd_init(&d, corr, mult, shift, bias, zp, lo, hi);
+  rqd_init(&d, corr, mult, shift, badd, zp, lo, hi);
   for (int64_t j = 0; j < n; j += 8) {
     const int64_t c = n - j < 8 ? n - j : 8;
     __m256i a;

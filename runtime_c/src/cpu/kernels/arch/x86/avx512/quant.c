@@ -136,13 +136,13 @@ static inline __m128i rq16(const rq_t *r, __m512i acc) {
   return _mm_unpacklo_epi64(lo8, hi8);
 }
 
-static void rq_init(rq_t *r, int64_t corr, int32_t mult, int32_t shift, int32_t bias, int32_t zp, int32_t lo,
+static void rq_init(rq_t *r, int64_t corr, int32_t mult, int32_t shift, int64_t badd, int32_t zp, int32_t lo,
                     int32_t hi) {
   r->corr64 = _mm512_set1_epi64(corr);
   r->fast = corr >= INT32_MIN && corr <= INT32_MAX;
   r->corr32 = _mm512_set1_epi32(r->fast ? (int32_t)corr : 0);
   r->mult = _mm512_set1_epi64(mult);
-  r->badd = _mm512_set1_epi64(q8_bias_addend(bias, shift));
+  r->badd = _mm512_set1_epi64(badd);
   r->i32lo = _mm512_set1_epi64(INT32_MIN), r->i32hi = _mm512_set1_epi64(INT32_MAX);
   r->rlo = _mm512_set1_epi64((int64_t)lo - zp), r->rhi = _mm512_set1_epi64((int64_t)hi - zp);
   r->zp64 = _mm512_set1_epi64(zp), r->zp32 = _mm512_set1_epi32(zp);
@@ -156,8 +156,7 @@ static void rq_init(rq_t *r, int64_t corr, int32_t mult, int32_t shift, int32_t 
 /* Per-channel values, 8 outputs per vector: the exact path with per-lane multiplier and shift
  * (half 2^(n-1) - 1 and the parity bit per lane; shift 0 lanes keep the product) */
 void oa_q8_avx512_requant_pc(const int32_t *acc, int64_t n, const int64_t *corr, const int32_t *mult,
-                             const int8_t *shift, const int32_t *bias, int32_t zp, int32_t lo, int32_t hi, int8_t *y) {
-  const __m512i bb = _mm512_set1_epi64(Q8_BIAS_BITS);
+                             const int8_t *shift, const int64_t *badd, int32_t zp, int32_t lo, int32_t hi, int8_t *y) {
   const __m512i i32lo = _mm512_set1_epi64(INT32_MIN), i32hi = _mm512_set1_epi64(INT32_MAX), one = _mm512_set1_epi64(1);
   const __m512i rlo = _mm512_set1_epi64((int64_t)lo - zp), rhi = _mm512_set1_epi64((int64_t)hi - zp);
   const __m512i vzp = _mm512_set1_epi64(zp), zero = _mm512_setzero_si512();
@@ -168,8 +167,7 @@ void oa_q8_avx512_requant_pc(const int32_t *acc, int64_t n, const int64_t *corr,
     v = _mm512_min_epi64(_mm512_max_epi64(v, i32lo), i32hi);
     const __m512i m = _mm512_cvtepi32_epi64(_mm256_maskz_loadu_epi32(k, mult + j));
     const __m512i sh = _mm512_cvtepi8_epi64(_mm_maskz_loadu_epi8((__mmask16)k, shift + j));
-    const __m512i ba = _mm512_sllv_epi64(_mm512_cvtepi32_epi64(_mm256_maskz_loadu_epi32(k, bias + j)),
-                                         _mm512_sub_epi64(sh, bb)); /* bias * 2^(shift - 12), shift >= 12 */
+    const __m512i ba = _mm512_maskz_loadu_epi64(k, badd + j);
     __m512i p = _mm512_add_epi64(_mm512_mul_epi32(v, m), ba);
     const __mmask8 rnd = _mm512_cmpneq_epi64_mask(sh, zero);
     const __m512i half = _mm512_sub_epi64(_mm512_sllv_epi64(one, _mm512_sub_epi64(sh, one)), one);
@@ -181,31 +179,32 @@ void oa_q8_avx512_requant_pc(const int32_t *acc, int64_t n, const int64_t *corr,
 }
 
 /* The float path of the requantization (docs/quantization.md), for real multipliers
- * m = mult / 2^shift <= 1 that are exact in float32 (mult with at most 24 significant bits, as the
- * exporter writes them), biases |b| < 2^24 (bf = b / 2^12 exact) and sums |v| < 2^23 (v = acc +
- * corr, an integer, exact in float32). The rule's value is x = v m + bf exactly; fma(v, m, bf)
- * rounded down and rounded up bracket it, and each plus magic = 1.5 * 2^23 (rounded to nearest)
+ * m = mult / 2^shift <= 1, bias addends whose bf = badd / 2^shift is exact in float32 and below
+ * 2^12 (rr_row_fields) and sums |v| < 2^23 (v = acc + corr, an integer, exact in float32). The
+ * rule's value is x = v m + bf exactly; two FMAs, one rounded down with the float32 bound of m that
+ * makes v m smaller, one rounded up with the other (the same float when m is one: multipliers of
+ * at most 24 significant bits), bracket it, and each plus magic = 1.5 * 2^23 (rounded to nearest)
  * is magic + round_half_even of it (for |t| < 2^22 the spacing there is 1 and magic is even).
  * Rounding is monotonic: when the two sums are equal they are magic + the rule's rounding of x,
  * exactly (lanes that differ, x within a float32 rounding of a half, take the exact integer
- * path; an exact tie gives both FMAs the same value, rounded to even by both: no fallback).
+ * path; with m a float32 an exact tie gives both FMAs the same value, rounded to even by both).
  * bits(t) - (bits(magic) - zp) is then the result plus the zero point. |x| in [2^22, 2^23 + 2^12)
  * (clamped by the rule either way) keeps t in (2^22 - 2^12, 2.5 * 2^23 + 2^12), a positive float
  * whose bits are ordered as t: the result is at or past the clamp bound of its sign, as the rule's.
  * Larger multipliers take the exact path (m > 3 with |v| < 2^22 could make t negative, whose bits
- * do not order as t), and so do multipliers with more bits (the float32 m would not be m). */
+ * do not order as t). */
 
 typedef struct rqs {
-  __m512 m, bf, magic;
+  __m512 mlo, mhi, bf, magic;
   __m512i off, lo, hi; /* bits(magic) - zp; act_min, act_max */
   int32_t ok;          /* the float path applies (rr_row_fields) */
 } rqs_t;
 
 
-static void rqs_init(rqs_t *s, int32_t mult, int32_t shift, int32_t bias, int32_t zp, int32_t lo, int32_t hi) {
-  float m, bf;
-  s->ok = rr_row_fields(mult, shift, bias, &m, &bf);
-  s->m = _mm512_set1_ps(m), s->bf = _mm512_set1_ps(bf);
+static void rqs_init(rqs_t *s, int32_t mult, int32_t shift, int64_t badd, int32_t zp, int32_t lo, int32_t hi) {
+  float mlo, mhi, bf;
+  s->ok = rr_row_fields(mult, shift, badd, &mlo, &mhi, &bf);
+  s->mlo = _mm512_set1_ps(mlo), s->mhi = _mm512_set1_ps(mhi), s->bf = _mm512_set1_ps(bf);
   s->magic = _mm512_set1_ps(Q8_MAGIC);
   s->off = _mm512_set1_epi32(Q8_MAGIC_BITS - zp);
   s->lo = _mm512_set1_epi32(lo), s->hi = _mm512_set1_epi32(hi);
@@ -214,7 +213,7 @@ static void rqs_init(rqs_t *s, int32_t mult, int32_t shift, int32_t bias, int32_
 /* 16 outputs from v (integers as floats, |v| < 2^23); 0 when a lane's rounding is not certain */
 static inline int rqs16(const rqs_t *s, __m512 v, __m128i *out) {
   __m512 tlo, thi;
-  rr_t2(v, s->m, s->bf, s->magic, &tlo, &thi);
+  rr_t2(v, s->mlo, s->mhi, s->bf, s->magic, &tlo, &thi);
   if (_mm512_cmp_ps_mask(tlo, thi, _CMP_NEQ_UQ)) return 0;
   const __m512i q = _mm512_sub_epi32(_mm512_castps_si512(tlo), s->off);
   *out = _mm512_cvtepi32_epi8(_mm512_min_epi32(_mm512_max_epi32(q, s->lo), s->hi));
@@ -232,12 +231,12 @@ static inline __mmask16 rqs_big_f32(__m512 v) {
 
 /* The requantization: the float path per vector where it applies (|corr| < 2^30: then a wrapped
  * int32 sum acc + corr is at least 2^31 - 2^30 in magnitude and fails the 2^23 check), else rq16 */
-void oa_q8_avx512_requant(const int32_t *acc, int64_t n, int64_t corr, int32_t mult, int32_t shift, int32_t bias,
+void oa_q8_avx512_requant(const int32_t *acc, int64_t n, int64_t corr, int32_t mult, int32_t shift, int64_t badd,
                           int32_t zp, int32_t lo, int32_t hi, int8_t *y) {
   rq_t r;
-  rq_init(&r, corr, mult, shift, bias, zp, lo, hi);
+  rq_init(&r, corr, mult, shift, badd, zp, lo, hi);
   rqs_t s;
-  rqs_init(&s, mult, shift, bias, zp, lo, hi);
+  rqs_init(&s, mult, shift, badd, zp, lo, hi);
   const int flt = s.ok && corr > -((int64_t)1 << 30) && corr < ((int64_t)1 << 30);
   const __m512i vc = _mm512_set1_epi32(flt ? (int32_t)corr : 0);
   int64_t j = 0;
@@ -259,9 +258,9 @@ void oa_q8_avx512_requant(const int32_t *acc, int64_t n, int64_t corr, int32_t m
 
 /* One vector of the rows kernel below that the float path could not settle: the exact path */
 __attribute__((noinline)) static void rr_exact(const int32_t *a, int64_t n, int64_t corr, int32_t mult, int32_t shift,
-                                               int32_t bias, int32_t zp, int32_t lo, int32_t hi, int8_t *y) {
+                                               int64_t badd, int32_t zp, int32_t lo, int32_t hi, int8_t *y) {
   rq_t r;
-  rq_init(&r, corr, mult, shift, bias, zp, lo, hi);
+  rq_init(&r, corr, mult, shift, badd, zp, lo, hi);
   const __mmask16 k = n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << n) - 1u);
   _mm_mask_storeu_epi8(y, k, rq16(&r, _mm512_maskz_loadu_epi32(k, a)));
 }
@@ -316,14 +315,14 @@ static inline __attribute__((always_inline)) int32_t rr_row(const rr_t *p, const
   return nb;
 }
 
-/* A block of m rows, acc[r * ldc + j] -> y[r * ldy + j] (j < n), row r with corr[r], bias[r] and
+/* A block of m rows, acc[r * ldc + j] -> y[r * ldy + j] (j < n), row r with corr[r], badd[r] (the bias's addend) and
  * mult[pc ? r : 0], shift[pc ? r : 0], |acc| <= amax: the float path of oa_q8_avx512_requant with
  * its setup per row only (the row's float multiplier and bias), one branch per vector (an
  * uncertain rounding, or a sum past 2^23 where |corr| + amax does not rule it out: the vector is
  * redone by the exact path after the row, no call inside the loop), and fewer clamp instructions
  * (rr16). Rows the float path does not apply to: the one-row kernel. */
 void oa_q8_avx512_requant_rows(const int32_t *acc, int64_t ldc, int32_t m, int64_t n, const int64_t *corr,
-                               const int32_t *mult, const int8_t *shift, const int32_t *bias, int32_t pc, int64_t amax,
+                               const int32_t *mult, const int8_t *shift, const int64_t *badd, int32_t pc, int64_t amax,
                                int32_t zp, int32_t lo, int32_t hi, int8_t *y, int64_t ldy) {
   const int full = lo == -128 && hi == 127;
   rr_t p;
@@ -333,19 +332,20 @@ void oa_q8_avx512_requant_rows(const int32_t *acc, int64_t ldc, int32_t m, int64
   p.lo8 = _mm512_set1_epi8((char)lo), p.hi8 = _mm512_set1_epi8((char)hi);
   p.off = _mm512_set1_epi32(Q8_MAGIC_BITS - zp);
   p.big = _mm512_set1_epi32(Q8_FLT_MAX_SUM), p.big2 = _mm512_set1_epi32(2 * Q8_FLT_MAX_SUM);
-  p.m = p.bf = _mm512_setzero_ps(), p.vc = _mm512_setzero_si512();
+  p.mlo = p.mhi = p.bf = _mm512_setzero_ps(), p.vc = _mm512_setzero_si512();
   int64_t badj[Q8_RR_BAD];
   for (int32_t r = 0; r < m; r++) {
-    const int32_t mu = mult[pc ? r : 0], sh = shift[pc ? r : 0], bi = bias[r];
+    const int32_t mu = mult[pc ? r : 0], sh = shift[pc ? r : 0];
+    const int64_t bi = badd[r];
     const int64_t c = corr[r];
     const int32_t *a = acc + r * ldc;
     int8_t *yr = y + r * ldy;
-    float mf, bf;
-    if (!(rr_row_fields(mu, sh, bi, &mf, &bf) && c > -((int64_t)1 << 30) && c < ((int64_t)1 << 30))) {
+    float mlo, mhi, bf;
+    if (!(rr_row_fields(mu, sh, bi, &mlo, &mhi, &bf) && c > -((int64_t)1 << 30) && c < ((int64_t)1 << 30))) {
       oa_q8_avx512_requant(a, n, c, mu, sh, bi, zp, lo, hi, yr);
       continue;
     }
-    p.m = _mm512_set1_ps(mf), p.bf = _mm512_set1_ps(bf);
+    p.mlo = _mm512_set1_ps(mlo), p.mhi = _mm512_set1_ps(mhi), p.bf = _mm512_set1_ps(bf);
     p.vc = _mm512_set1_epi32((int32_t)c);
     const int chk = (c < 0 ? -c : c) + amax >= Q8_FLT_MAX_SUM;
     int32_t nb;
@@ -359,12 +359,12 @@ void oa_q8_avx512_requant_rows(const int32_t *acc, int64_t ldc, int32_t m, int64
 }
 
 /* The same from float sums (exact integers below 2^24): the float depthwise path */
-void oa_q8_avx512_requant_f32(const float *acc, int64_t n, int64_t corr, int32_t mult, int32_t shift, int32_t bias,
+void oa_q8_avx512_requant_f32(const float *acc, int64_t n, int64_t corr, int32_t mult, int32_t shift, int64_t badd,
                               int32_t zp, int32_t lo, int32_t hi, int8_t *y) {
   rq_t r;
-  rq_init(&r, corr, mult, shift, bias, zp, lo, hi);
+  rq_init(&r, corr, mult, shift, badd, zp, lo, hi);
   rqs_t s;
-  rqs_init(&s, mult, shift, bias, zp, lo, hi);
+  rqs_init(&s, mult, shift, badd, zp, lo, hi);
   const int flt = s.ok && corr > -((int64_t)1 << 22) && corr < ((int64_t)1 << 22);
   /* exact, and acc + corr is exact below 2^24 (checked below 2^23) */
   const __m512 vc = _mm512_set1_ps(flt ? (float)corr : 0.0f);
@@ -446,9 +446,9 @@ void oa_q8_avx512_dwp(const oa_q8_dwp_t *p) {
   }
   /* the requantization (rq16, and rqs16 where it applies) */
   rq_t r;
-  rq_init(&r, p->corr, p->mult, p->shift, p->bias, p->zp, p->lo, p->hi);
+  rq_init(&r, p->corr, p->mult, p->shift, p->badd, p->zp, p->lo, p->hi);
   rqs_t sm;
-  rqs_init(&sm, p->mult, p->shift, p->bias, p->zp, p->lo, p->hi);
+  rqs_init(&sm, p->mult, p->shift, p->badd, p->zp, p->lo, p->hi);
   const int flt = sm.ok && p->corr > -((int64_t)1 << 22) && p->corr < ((int64_t)1 << 22);
   /* every |acc + corr| below 2^23 (|acc| <= taps * 255 * 128): no per-vector check */
   const int small = flt && (p->corr < 0 ? -p->corr : p->corr) + (int64_t)p->taps * 255 * 128 < Q8_FLT_MAX_SUM;
@@ -597,14 +597,16 @@ void oa_q8_avx512_dwc(const oa_q8_dwc_t *p) {
   for (int32_t c = 0; c < p->nch; c++)
     for (int64_t t = 0; t < taps; t++) wf[t * L + c] = (float)p->wt[c * taps + t];
   /* per-lane requantization constants */
-  float mf[L], bf[L], cf[L];
+  float mlo[L], mhi[L], bf[L], cf[L];
   int ok = 1;
   for (int32_t c = 0; c < L; c++) { /* lanes past nch: mult 0, exact (0 * anything + 0) */
     const int64_t ac = p->corr[c] < 0 ? -p->corr[c] : p->corr[c];
-    ok &= rr_row_fields(p->mult[c], p->shift[c], p->bias[c], &mf[c], &bf[c]) && ac + taps * 255 * 128 < Q8_FLT_MAX_SUM;
+    ok &= rr_row_fields(p->mult[c], p->shift[c], p->badd[c], &mlo[c], &mhi[c], &bf[c]) &&
+          ac + taps * 255 * 128 < Q8_FLT_MAX_SUM;
     cf[c] = ok ? (float)p->corr[c] : 0.0f;
   }
-  const __m512 vm = _mm512_loadu_ps(mf), vbf = _mm512_loadu_ps(bf), vc = _mm512_loadu_ps(cf);
+  const __m512 vmlo = _mm512_loadu_ps(mlo), vmhi = _mm512_loadu_ps(mhi), vbf = _mm512_loadu_ps(bf);
+  const __m512 vc = _mm512_loadu_ps(cf);
   const __m512 magic = _mm512_set1_ps(Q8_MAGIC);
   const __m512i off = _mm512_set1_epi32(Q8_MAGIC_BITS - p->zp);
   const __m512i qlo = _mm512_set1_epi32(p->lo), qhi = _mm512_set1_epi32(p->hi);
@@ -668,7 +670,7 @@ void oa_q8_avx512_dwc(const oa_q8_dwc_t *p) {
         if (ok) {
           const __m512 v = _mm512_add_ps(a, vc);
           __m512 tlo, thi;
-          rr_t2(v, vm, vbf, magic, &tlo, &thi);
+          rr_t2(v, vmlo, vmhi, vbf, magic, &tlo, &thi);
           if (!_mm512_cmp_ps_mask(tlo, thi, _CMP_NEQ_UQ)) {
             const __m512i q = _mm512_sub_epi32(_mm512_castps_si512(tlo), off);
             const __m512i qc = _mm512_min_epi32(_mm512_max_epi32(q, qlo), qhi);
@@ -679,7 +681,7 @@ void oa_q8_avx512_dwc(const oa_q8_dwc_t *p) {
         float s[L];
         _mm512_storeu_ps(s, a);
         for (int32_t c = 0; c < L; c++)
-          o[c] = q8_requant(p->corr[c] + (int64_t)s[c], p->mult[c], p->shift[c], p->bias[c], p->zp, p->lo, p->hi);
+          o[c] = q8_requant(p->corr[c] + (int64_t)s[c], p->mult[c], p->shift[c], p->badd[c], p->zp, p->lo, p->hi);
       }
     }
   }

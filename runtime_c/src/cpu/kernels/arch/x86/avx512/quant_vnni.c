@@ -365,7 +365,7 @@ static inline __attribute__((always_inline)) void dwv_cols(const uint8_t *buf, c
       int8_t q[64];
       _mm512_storeu_si512((void *)t, a0), _mm512_storeu_si512((void *)(t + 16), a1);
       _mm512_storeu_si512((void *)(t + 32), a2), _mm512_storeu_si512((void *)(t + 48), a3);
-      oa_q8_avx512_requant(t, 64, p->corr, p->mult, p->shift, p->bias, p->zp, p->lo, p->hi, q);
+      oa_q8_avx512_requant(t, 64, p->corr, p->mult, p->shift, p->badd, p->zp, p->lo, p->hi, q);
       b = _mm512_permutexvar_epi32(order16, _mm512_loadu_si512((const void *)q));
     }
     _mm512_storeu_si512((void *)(out + c), b);
@@ -426,9 +426,9 @@ static void q8_vnni_dwv(const oa_q8_dwv_t *p) {
   /* the float path's fields for this channel (quant_rr.h; requant_rows' conditions) */
   rr_t rp;
   rr_init(&rp, p->zp, p->lo, p->hi);
-  float mf, bf;
-  const int row_ok = rr_row_fields(p->mult, p->shift, p->bias, &mf, &bf);
-  rp.m = _mm512_set1_ps(mf), rp.bf = _mm512_set1_ps(bf);
+  float mlo, mhi, bf;
+  const int row_ok = rr_row_fields(p->mult, p->shift, p->badd, &mlo, &mhi, &bf);
+  rp.mlo = _mm512_set1_ps(mlo), rp.mhi = _mm512_set1_ps(mhi), rp.bf = _mm512_set1_ps(bf);
   const int64_t corr = p->corr, amax = kh * kw * 255 * 128;
   const int flt = row_ok && corr > -((int64_t)1 << 30) && corr < ((int64_t)1 << 30);
   rp.vc = _mm512_set1_epi32(flt ? (int32_t)corr : 0);
