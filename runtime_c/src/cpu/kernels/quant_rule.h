@@ -36,21 +36,31 @@ static inline int8_t q8_finish(int64_t r, int64_t zp, int64_t lo, int64_t hi) {
 #define Q8_MAC_SHIFT_MIN 12
 #define Q8_BADD_BITS 61
 
-/* A = round_half_even(b * 2^shift) for a bias value b (float32, output steps): 1 and *out = A when
- * b is finite and |A| < 2^61, else 0. Exact: b * 2^shift is a float32 significand times a power of
- * two (a double, no rounding), rounded to an integer on its magnitude with the fraction exact. */
-static inline int q8_bias_addend(float b, int32_t shift, int64_t *out) {
+/* |b| < 2^(61 - shift) as a float compare (false for NaN): exactly when the addend below is below
+ * 2^61 (near 2^61, b * 2^shift is a whole number already). 2^(61 - shift), shift in [0, 62], is a
+ * normal float32, built from its bits. */
+static inline int q8_bias_ok(float b, int32_t shift) {
   if (shift < 0 || shift > Q8_SHIFT_MAX) return 0;
-  const uint64_t pb = (uint64_t)(1023 + shift) << 52; /* 2^shift from its bits (no libm) */
+  const uint32_t lb = (uint32_t)(127 + Q8_BADD_BITS - shift) << 23;
+  float lim;
+  memcpy(&lim, &lb, sizeof lim);
+  return b > -lim && b < lim;
+}
+
+/* A = round_half_even(b * 2^shift) for a bias value b (float32, output steps): 1 and *out = A when
+ * q8_bias_ok, else 0. Exact: b * 2^shift is a float32 significand times a power of two (a double,
+ * no rounding); below 2^51 adding and subtracting 1.5 * 2^52 rounds it to an integer, half to
+ * even (the sum stays in [2^52, 2^53), spacing 1; the default rounding mode, which the kernels
+ * assume everywhere), from 2^51 on it is whole (24 significant bits). Runs per output channel per
+ * call: no division, no libm. */
+static inline int q8_bias_addend(float b, int32_t shift, int64_t *out) {
+  if (!q8_bias_ok(b, shift)) return 0;
+  const uint64_t pb = (uint64_t)(1023 + shift) << 52;
   double p2;
   memcpy(&p2, &pb, sizeof p2);
-  const double t = (double)b * p2, lim = (double)((int64_t)1 << Q8_BADD_BITS);
-  if (!(t > -lim && t < lim)) return 0; /* NaN, inf, too large */
-  const double u = t < 0 ? -t : t;
-  int64_t q = (int64_t)u;            /* truncation: exact (u < 2^61; from 2^52 on u is whole) */
-  const double f = u - (double)q;    /* exact */
-  if (f > 0.5 || (f == 0.5 && (q & 1))) q++;
-  *out = t < 0 ? -q : q;
+  const double t = (double)b * p2, magic = 6755399441055744.0; /* 1.5 * 2^52 */
+  const double r = (t > -2251799813685248.0 && t < 2251799813685248.0) ? (t + magic) - magic : t; /* 2^51 */
+  *out = (int64_t)r;
   return 1;
 }
 

@@ -94,8 +94,7 @@ oa_status_t oa_check_q8_requant_values(const oa_op_call_t *call, oa_diag_t *diag
     const float *bv = (const float *)b->data;
     for (int64_t c = 0; c < b->numel; c++) {
       const int32_t sh = sv[s->numel == 1 ? 0 : c];
-      int64_t a;
-      if (!q8_bias_addend(bv[c], sh, &a))
+      if (!q8_bias_ok(bv[c], sh))
         return oa_diag_fail(diag, OA_ERR_INVALID_PROGRAM,
                             "%s: input 2 (bias) ('%s'): element %lld = %.9g: expected a finite value below 2^%d "
                             "output steps in magnitude with shift %d", call->op, b->name, (long long)c, (double)bv[c],

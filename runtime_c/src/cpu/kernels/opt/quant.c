@@ -666,8 +666,18 @@ static void slots_fn(void *ctx, int64_t s0, int64_t s1) {
  * multiply by the requantization, quant_rule.h), or 0 without a bias; the values were checked at
  * the call's start (oa_check_q8_requant_values) */
 static void bias_addends(int64_t rows, const float *bias, const int8_t *shift, int32_t mone, int64_t *badd) {
-  for (int64_t c = 0; c < rows; c++)
-    if (!bias || !q8_bias_addend(bias[c], shift[mone ? 0 : c], &badd[c])) badd[c] = 0;
+  if (!bias) {
+    memset(badd, 0, (size_t)rows * sizeof *badd);
+    return;
+  }
+  /* q8_bias_addend without its range check (done): per output channel per call, so kept lean */
+  for (int64_t c = 0; c < rows; c++) {
+    const uint64_t pb = (uint64_t)(1023 + shift[mone ? 0 : c]) << 52;
+    double p2;
+    memcpy(&p2, &pb, sizeof p2);
+    const double t = (double)bias[c] * p2, magic = 6755399441055744.0; /* exact; 1.5 * 2^52 */
+    badd[c] = (int64_t)(t > -2251799813685248.0 && t < 2251799813685248.0 ? (t + magic) - magic : t); /* 2^51 */
+  }
 }
 
 /* corr[c] = -zin * sum_k w[c][k] (zin 0: none); u8 tables feed x + 128 to the GEMM and the GEMV:

@@ -179,32 +179,34 @@ void oa_q8_avx512_requant_pc(const int32_t *acc, int64_t n, const int64_t *corr,
 }
 
 /* The float path of the requantization (docs/quantization.md), for real multipliers
- * m = mult / 2^shift <= 1, bias addends whose bf = badd / 2^shift is exact in float32 and below
- * 2^12 (rr_row_fields) and sums |v| < 2^23 (v = acc + corr, an integer, exact in float32). The
- * rule's value is x = v m + bf exactly; two FMAs, one rounded down with the float32 bound of m that
- * makes v m smaller, one rounded up with the other (the same float when m is one: multipliers of
- * at most 24 significant bits), bracket it, and each plus magic = 1.5 * 2^23 (rounded to nearest)
- * is magic + round_half_even of it (for |t| < 2^22 the spacing there is 1 and magic is even).
- * Rounding is monotonic: when the two sums are equal they are magic + the rule's rounding of x,
- * exactly (lanes that differ, x within a float32 rounding of a half, take the exact integer
- * path; with m a float32 an exact tie gives both FMAs the same value, rounded to even by both).
- * bits(t) - (bits(magic) - zp) is then the result plus the zero point. |x| in [2^22, 2^23 + 2^12)
- * (clamped by the rule either way) keeps t in (2^22 - 2^12, 2.5 * 2^23 + 2^12), a positive float
- * whose bits are ordered as t: the result is at or past the clamp bound of its sign, as the rule's.
- * Larger multipliers take the exact path (m > 3 with |v| < 2^22 could make t negative, whose bits
- * do not order as t). */
+ * m = mult / 2^shift <= 1, biases b = badd / 2^shift below 2^12 steps and sums |v| < 2^23 (v = acc
+ * + corr, an integer, exact in float32). rr_row_fields (quant_rr.h) rounds m to a float32 mf and
+ * widens b into blo <= b - e, bhi >= b + e, e covering what mf moves v m wherever the output is
+ * not clamped anyway, so the rule's value x = v m + b lies in [v mf + blo, v mf + bhi]; fma(v, mf,
+ * blo) rounded down and fma(v, mf, bhi) rounded up bracket it, and each plus magic = 1.5 * 2^23
+ * (rounded to nearest) is magic + round_half_even of it (for |t| < 2^22 the spacing there is 1 and
+ * magic is even). Rounding is monotonic: when the two sums are equal they are magic + the rule's
+ * rounding of x, exactly (lanes that differ, x within the bracket of a half, take the exact integer
+ * path; with a 24-bit multiplier and a float32 b, blo = bhi = b and an exact tie gives both FMAs
+ * the same value, rounded to even by both). bits(t) - (bits(magic) - zp) is then the result plus
+ * the zero point. |x| in [2^22, 2^23 + 2^12) (clamped by the rule either way) keeps t in (2^22 -
+ * 2^12, 2.5 * 2^23 + 2^12), a positive float whose bits are ordered as t: the result is at or past
+ * the clamp bound of its sign, as the rule's. Larger multipliers take the exact path (m > 3 with
+ * |v| < 2^22 could make t negative, whose bits do not order as t). */
 
 typedef struct rqs {
-  __m512 mlo, mhi, bf, magic;
+  __m512 m, blo, bhi, magic;
   __m512i off, lo, hi; /* bits(magic) - zp; act_min, act_max */
   int32_t ok;          /* the float path applies (rr_row_fields) */
 } rqs_t;
 
 
-static void rqs_init(rqs_t *s, int32_t mult, int32_t shift, int64_t badd, int32_t zp, int32_t lo, int32_t hi) {
-  float mlo, mhi, bf;
-  s->ok = rr_row_fields(mult, shift, badd, &mlo, &mhi, &bf);
-  s->mlo = _mm512_set1_ps(mlo), s->mhi = _mm512_set1_ps(mhi), s->bf = _mm512_set1_ps(bf);
+/* vmax: a bound on |v| (Q8_FLT_MAX_SUM: the path checks |v| < 2^23 itself) */
+static void rqs_init(rqs_t *s, int32_t mult, int32_t shift, int64_t badd, int64_t vmax, int32_t zp, int32_t lo,
+                     int32_t hi) {
+  float m, blo, bhi;
+  s->ok = rr_row_fields(mult, shift, badd, vmax, &m, &blo, &bhi);
+  s->m = _mm512_set1_ps(m), s->blo = _mm512_set1_ps(blo), s->bhi = _mm512_set1_ps(bhi);
   s->magic = _mm512_set1_ps(Q8_MAGIC);
   s->off = _mm512_set1_epi32(Q8_MAGIC_BITS - zp);
   s->lo = _mm512_set1_epi32(lo), s->hi = _mm512_set1_epi32(hi);
@@ -213,7 +215,7 @@ static void rqs_init(rqs_t *s, int32_t mult, int32_t shift, int64_t badd, int32_
 /* 16 outputs from v (integers as floats, |v| < 2^23); 0 when a lane's rounding is not certain */
 static inline int rqs16(const rqs_t *s, __m512 v, __m128i *out) {
   __m512 tlo, thi;
-  rr_t2(v, s->mlo, s->mhi, s->bf, s->magic, &tlo, &thi);
+  rr_t2(v, s->m, s->blo, s->bhi, s->magic, &tlo, &thi);
   if (_mm512_cmp_ps_mask(tlo, thi, _CMP_NEQ_UQ)) return 0;
   const __m512i q = _mm512_sub_epi32(_mm512_castps_si512(tlo), s->off);
   *out = _mm512_cvtepi32_epi8(_mm512_min_epi32(_mm512_max_epi32(q, s->lo), s->hi));
@@ -236,7 +238,7 @@ void oa_q8_avx512_requant(const int32_t *acc, int64_t n, int64_t corr, int32_t m
   rq_t r;
   rq_init(&r, corr, mult, shift, badd, zp, lo, hi);
   rqs_t s;
-  rqs_init(&s, mult, shift, badd, zp, lo, hi);
+  rqs_init(&s, mult, shift, badd, Q8_FLT_MAX_SUM, zp, lo, hi);
   const int flt = s.ok && corr > -((int64_t)1 << 30) && corr < ((int64_t)1 << 30);
   const __m512i vc = _mm512_set1_epi32(flt ? (int32_t)corr : 0);
   int64_t j = 0;
@@ -269,8 +271,11 @@ __attribute__((noinline)) static void rr_exact(const int32_t *a, int64_t n, int6
 
 /* one row; returns the number of vectors the float path could not settle, their starts in badj
  * (the first Q8_RR_BAD) */
-static inline __attribute__((always_inline)) int32_t rr_row(const rr_t *p, const int32_t *a, int64_t n, int full,
+static inline __attribute__((always_inline)) int32_t rr_row(const rr_t *row, const int32_t *a, int64_t n, int full,
                                                             int chk, int8_t *y, int64_t *badj) {
+  /* a local copy: the byte stores to y may alias *row for the compiler (char), which would reload
+   * every field after each store; a local whose address does not escape stays in registers */
+  const rr_t local = *row, *p = &local;
   int32_t nb = 0;
   int64_t j = 0;
   __mmask16 bad;
@@ -332,7 +337,7 @@ void oa_q8_avx512_requant_rows(const int32_t *acc, int64_t ldc, int32_t m, int64
   p.lo8 = _mm512_set1_epi8((char)lo), p.hi8 = _mm512_set1_epi8((char)hi);
   p.off = _mm512_set1_epi32(Q8_MAGIC_BITS - zp);
   p.big = _mm512_set1_epi32(Q8_FLT_MAX_SUM), p.big2 = _mm512_set1_epi32(2 * Q8_FLT_MAX_SUM);
-  p.mlo = p.mhi = p.bf = _mm512_setzero_ps(), p.vc = _mm512_setzero_si512();
+  p.m = p.blo = p.bhi = _mm512_setzero_ps(), p.vc = _mm512_setzero_si512();
   int64_t badj[Q8_RR_BAD];
   for (int32_t r = 0; r < m; r++) {
     const int32_t mu = mult[pc ? r : 0], sh = shift[pc ? r : 0];
@@ -340,12 +345,13 @@ void oa_q8_avx512_requant_rows(const int32_t *acc, int64_t ldc, int32_t m, int64
     const int64_t c = corr[r];
     const int32_t *a = acc + r * ldc;
     int8_t *yr = y + r * ldy;
-    float mlo, mhi, bf;
-    if (!(rr_row_fields(mu, sh, bi, &mlo, &mhi, &bf) && c > -((int64_t)1 << 30) && c < ((int64_t)1 << 30))) {
+    float mf, blo, bhi;
+    const int64_t vmax = (c < 0 ? -c : c) + amax;
+    if (!(rr_row_fields(mu, sh, bi, vmax < Q8_FLT_MAX_SUM ? vmax : Q8_FLT_MAX_SUM, &mf, &blo, &bhi) && c > -((int64_t)1 << 30) && c < ((int64_t)1 << 30))) {
       oa_q8_avx512_requant(a, n, c, mu, sh, bi, zp, lo, hi, yr);
       continue;
     }
-    p.mlo = _mm512_set1_ps(mlo), p.mhi = _mm512_set1_ps(mhi), p.bf = _mm512_set1_ps(bf);
+    p.m = _mm512_set1_ps(mf), p.blo = _mm512_set1_ps(blo), p.bhi = _mm512_set1_ps(bhi);
     p.vc = _mm512_set1_epi32((int32_t)c);
     const int chk = (c < 0 ? -c : c) + amax >= Q8_FLT_MAX_SUM;
     int32_t nb;
@@ -364,7 +370,7 @@ void oa_q8_avx512_requant_f32(const float *acc, int64_t n, int64_t corr, int32_t
   rq_t r;
   rq_init(&r, corr, mult, shift, badd, zp, lo, hi);
   rqs_t s;
-  rqs_init(&s, mult, shift, badd, zp, lo, hi);
+  rqs_init(&s, mult, shift, badd, Q8_FLT_MAX_SUM, zp, lo, hi);
   const int flt = s.ok && corr > -((int64_t)1 << 22) && corr < ((int64_t)1 << 22);
   /* exact, and acc + corr is exact below 2^24 (checked below 2^23) */
   const __m512 vc = _mm512_set1_ps(flt ? (float)corr : 0.0f);
@@ -448,7 +454,8 @@ void oa_q8_avx512_dwp(const oa_q8_dwp_t *p) {
   rq_t r;
   rq_init(&r, p->corr, p->mult, p->shift, p->badd, p->zp, p->lo, p->hi);
   rqs_t sm;
-  rqs_init(&sm, p->mult, p->shift, p->badd, p->zp, p->lo, p->hi);
+  const int64_t dvmax = (p->corr < 0 ? -p->corr : p->corr) + (int64_t)p->taps * 255 * 128;
+  rqs_init(&sm, p->mult, p->shift, p->badd, dvmax < Q8_FLT_MAX_SUM ? dvmax : Q8_FLT_MAX_SUM, p->zp, p->lo, p->hi);
   const int flt = sm.ok && p->corr > -((int64_t)1 << 22) && p->corr < ((int64_t)1 << 22);
   /* every |acc + corr| below 2^23 (|acc| <= taps * 255 * 128): no per-vector check */
   const int small = flt && (p->corr < 0 ? -p->corr : p->corr) + (int64_t)p->taps * 255 * 128 < Q8_FLT_MAX_SUM;
@@ -597,15 +604,16 @@ void oa_q8_avx512_dwc(const oa_q8_dwc_t *p) {
   for (int32_t c = 0; c < p->nch; c++)
     for (int64_t t = 0; t < taps; t++) wf[t * L + c] = (float)p->wt[c * taps + t];
   /* per-lane requantization constants */
-  float mlo[L], mhi[L], bf[L], cf[L];
+  float mf[L], blo[L], bhi[L], cf[L];
   int ok = 1;
   for (int32_t c = 0; c < L; c++) { /* lanes past nch: mult 0, exact (0 * anything + 0) */
     const int64_t ac = p->corr[c] < 0 ? -p->corr[c] : p->corr[c];
-    ok &= rr_row_fields(p->mult[c], p->shift[c], p->badd[c], &mlo[c], &mhi[c], &bf[c]) &&
-          ac + taps * 255 * 128 < Q8_FLT_MAX_SUM;
+    mf[c] = blo[c] = bhi[c] = 0.0f;
+    ok &= ac + taps * 255 * 128 < Q8_FLT_MAX_SUM &&
+          rr_row_fields(p->mult[c], p->shift[c], p->badd[c], ac + taps * 255 * 128, &mf[c], &blo[c], &bhi[c]);
     cf[c] = ok ? (float)p->corr[c] : 0.0f;
   }
-  const __m512 vmlo = _mm512_loadu_ps(mlo), vmhi = _mm512_loadu_ps(mhi), vbf = _mm512_loadu_ps(bf);
+  const __m512 vm = _mm512_loadu_ps(mf), vblo = _mm512_loadu_ps(blo), vbhi = _mm512_loadu_ps(bhi);
   const __m512 vc = _mm512_loadu_ps(cf);
   const __m512 magic = _mm512_set1_ps(Q8_MAGIC);
   const __m512i off = _mm512_set1_epi32(Q8_MAGIC_BITS - p->zp);
@@ -670,7 +678,7 @@ void oa_q8_avx512_dwc(const oa_q8_dwc_t *p) {
         if (ok) {
           const __m512 v = _mm512_add_ps(a, vc);
           __m512 tlo, thi;
-          rr_t2(v, vmlo, vmhi, vbf, magic, &tlo, &thi);
+          rr_t2(v, vm, vblo, vbhi, magic, &tlo, &thi);
           if (!_mm512_cmp_ps_mask(tlo, thi, _CMP_NEQ_UQ)) {
             const __m512i q = _mm512_sub_epi32(_mm512_castps_si512(tlo), off);
             const __m512i qc = _mm512_min_epi32(_mm512_max_epi32(q, qlo), qhi);

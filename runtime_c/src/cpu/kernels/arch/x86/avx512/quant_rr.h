@@ -1,7 +1,7 @@
 /* The float path of the AVX-512 requantization (its proof: arch/x86/avx512/quant.c, above rqs_t),
  * shared by quant.c (requant_rows) and quant_vnni.c (the depthwise row kernel, which finishes its
  * sums in registers): a row's multiplier and bias as float32 (rr_row_fields), the value
- * v m + badd / 2^shift bracketed by two FMAs rounded down and up and each rounded to an integer
+ * v mult / 2^shift + badd / 2^shift bracketed by two FMAs rounded down and up and each rounded to an integer
  * (rr_t2), and 16 outputs at a time with the lanes it could not settle (those take the exact
  * path, oa_q8_avx512_requant). Included only by AVX-512 files. */
 #ifndef OA_KERNELS_ARCH_X86_AVX512_QUANT_RR_H
@@ -15,60 +15,63 @@
 #define Q8_MAGIC_BITS 0x4b400000
 #define Q8_FLT_MAX_SUM (1 << 23)
 
-static inline float f32_step(float f, int32_t d) { /* the next float toward 0 (-1) or away (+1); f > 0 */
-  uint32_t u;
-  memcpy(&u, &f, sizeof u);
-  u = (uint32_t)((int64_t)u + d);
-  memcpy(&f, &u, sizeof f);
-  return f;
-}
+/* |x| beyond which every output is clamped: r + zp with |zp| <= 128 leaves int8 once |r| > 256 */
+#define Q8_RR_RANGE 512.0
 
-/* the float32 values flo <= mult / 2^shift <= fhi next to it (equal when it is one) */
-static inline void m_bracket(int32_t mult, int32_t shift, float *flo, float *fhi) {
-  /* m = mult * 2^-shift, exact in double (31 significant bits; 2^-shift built from its bits: this
-   * runs once per output row, where ldexp / nextafterf calls would show) */
+/* A row's float path fields (for sums |v| <= vmax < 2^23): m = mult / 2^shift rounded to a float32
+ * (exact for multipliers of at most 24 significant bits) and blo <= b - e, bhi >= b + e as
+ * float32, where b = badd / 2^shift is the bias in output steps and e = w |mult / 2^shift - m|
+ * the most the rounded m moves v m for |v| <= w: the rule's value x = v mult / 2^shift + b then
+ * lies in [v m + blo, v m + bhi]. w is vmax, or less: a lane with |v| > (Q8_RR_RANGE + |b|) / m
+ * has |v m + b| > Q8_RR_RANGE, and the rounded m moves v m by less than |v| 2^-24 m... at most
+ * 1/2 (m <= 1, |v| < 2^23), so that lane is clamped either way: its bracket need not hold. So a
+ * 31-bit multiplier costs a bracket of about (512 + |b|) 2^-25 steps, no instruction per vector.
+ * With m exact and b a float32, blo = bhi = b (an exact tie then gives both FMAs the same value).
+ * 0 (the row takes the exact path) unless m <= 1, |b| < 2^12 and e < 2^-6. */
+static inline int rr_row_fields(int32_t mult, int32_t shift, int64_t badd, int64_t vmax, float *m, float *blo,
+                                float *bhi) {
   const uint64_t pb = (uint64_t)(1023 - shift) << 52;
   double p2;
   memcpy(&p2, &pb, sizeof p2);
-  const double m = (double)mult * p2;
-  const float f = (float)m;
-  *flo = (double)f > m ? f32_step(f, -1) : f, *fhi = (double)f < m ? f32_step(f, 1) : f;
-}
-
-/* A row's float path fields: the float32 values mlo <= m <= mhi around m = mult / 2^shift (equal
- * when m is a float32: a multiplier of at most 24 significant bits) and bf = badd / 2^shift (the
- * bias in output steps) as float32. 0 (the row takes the exact path) unless m <= 1 and bf is exact
- * and below 2^12 in magnitude (always so for an addend from a float32 bias below 2^12 steps: it
- * has at most 24 significant bits). */
-static inline int rr_row_fields(int32_t mult, int32_t shift, int64_t badd, float *mlo, float *mhi, float *bf) {
-  float flo, fhi;
-  m_bracket(mult, shift, &flo, &fhi);
-  const uint64_t pb = (uint64_t)(1023 - shift) << 52;
-  double p2;
-  memcpy(&p2, &pb, sizeof p2);
+  const double me = (double)mult * p2; /* exact: 31 bits */
+  const float mf = (float)me;
+  const double dm = me - (double)mf;   /* exact (at most 31 bits between them) */
   const int small = badd > -((int64_t)1 << 52) && badd < ((int64_t)1 << 52);
   const double b = (double)badd * p2; /* exact when small */
-  *mlo = flo, *mhi = fhi, *bf = (float)b;
-  return (double)fhi <= 1.0 && small && (double)*bf == b && b > -4096.0 && b < 4096.0;
+  const double ab = b < 0 ? -b : b;
+  double w = (double)vmax;
+  if (mf > 0.0f) { /* (range + |b|) / m + 1, with 1 / m bounded by 2^-k for m in [2^k, 2^(k+1)): no division */
+    uint32_t fb;
+    memcpy(&fb, &mf, sizeof fb);
+    const uint64_t ib = (uint64_t)(1023 + 127 - (int32_t)((fb >> 23) & 0xffu)) << 52;
+    double inv;
+    memcpy(&inv, &ib, sizeof inv);
+    const double need = (Q8_RR_RANGE + ab) * inv + 1.0;
+    if (need < w) w = need;
+  }
+  const double e = w * (dm < 0 ? -dm : dm);
+  *m = mf;
+  if (e == 0.0 && (double)(float)b == b) {
+    *blo = *bhi = (float)b;
+  } else { /* widened past e by more than the roundings to double and float can move the bounds */
+    const double E = 2.0 * e + ab * 0x1p-21 + 0x1p-60;
+    *blo = (float)(b - E), *bhi = (float)(b + E);
+  }
+  return (double)mf <= 1.0 && small && ab < 4096.0 && e < 0.015625;
 }
 
-/* magic + the rounding of v m + bf down (*rlo) and up (*rhi), each to an integer half to even:
- * the FMAs take the bound of m that makes v m smaller (rounded down: mlo for v >= 0, mhi for v < 0)
- * and larger (rounded up), so the exact value v m + bf lies between the two results; t ->
+/* magic + the rounding of v m + blo down (*rlo) and of v m + bhi up (*rhi), each to an integer
+ * half to even: the rule's value x lies between the two FMA results (rr_row_fields), and t ->
  * RN(t + magic) is monotonic (magic + round_half_even(t) for |t| < 2^22, spacing 1 and magic
- * even), so equal results are the rule's rounding of v m + bf, exactly. With m a float32 (mlo =
- * mhi) an exact tie gives both FMAs the same value, rounded to even by both; otherwise the bracket
- * is |v| ulp(m) wide and a value that close to a half is left to the exact path. */
-static inline __attribute__((always_inline)) void rr_t2(__m512 f, __m512 mlo, __m512 mhi, __m512 bf, __m512 magic,
+ * even), so equal results are the rule's rounding of x, exactly. */
+static inline __attribute__((always_inline)) void rr_t2(__m512 f, __m512 m, __m512 blo, __m512 bhi, __m512 magic,
                                                        __m512 *rlo, __m512 *rhi) {
-  const __mmask16 neg = _mm512_movepi32_mask(_mm512_castps_si512(f)); /* v < 0 (an int's float: never -0) */
-  const __m512 mdn = _mm512_mask_blend_ps(neg, mlo, mhi), mup = _mm512_mask_blend_ps(neg, mhi, mlo);
-  *rlo = _mm512_add_ps(_mm512_fmadd_round_ps(f, mdn, bf, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC), magic);
-  *rhi = _mm512_add_ps(_mm512_fmadd_round_ps(f, mup, bf, _MM_FROUND_TO_POS_INF | _MM_FROUND_NO_EXC), magic);
+  *rlo = _mm512_add_ps(_mm512_fmadd_round_ps(f, m, blo, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC), magic);
+  *rhi = _mm512_add_ps(_mm512_fmadd_round_ps(f, m, bhi, _MM_FROUND_TO_POS_INF | _MM_FROUND_NO_EXC), magic);
 }
 
 typedef struct rr {
-  __m512 magic, mlo, mhi, bf, flo, fhi; /* mlo, mhi, bf: the row's (rr_row_fields); flo, fhi: magic + lo - zp, magic + hi - zp */
+  __m512 magic, m, blo, bhi, flo, fhi; /* m, blo, bhi: the row's (rr_row_fields); flo, fhi: magic + lo - zp, magic + hi - zp */
   __m512i off, big, big2, vc;
   __m512i lo8, hi8; /* lo, hi in every byte: rr16_qd's clamp on the packed bytes */
   __m128i zp8;
@@ -83,7 +86,7 @@ static inline __attribute__((always_inline)) __m128i rr16(const rr_t *p, __m512i
                                                           __mmask16 *bad) {
   const __m512i v = _mm512_add_epi32(av, p->vc);
   __m512 tlo, thi;
-  rr_t2(_mm512_cvtepi32_ps(v), p->mlo, p->mhi, p->bf, p->magic, &tlo, &thi);
+  rr_t2(_mm512_cvtepi32_ps(v), p->m, p->blo, p->bhi, p->magic, &tlo, &thi);
   *bad = _mm512_mask_cmp_ps_mask(k, tlo, thi, _CMP_NEQ_UQ);
   if (chk) *bad |= _mm512_mask_cmp_epu32_mask(k, _mm512_add_epi32(v, p->big), p->big2, _MM_CMPINT_NLT);
   if (full) return _mm512_cvtsepi32_epi8(_mm512_sub_epi32(_mm512_castps_si512(tlo), p->off));
@@ -99,7 +102,7 @@ static inline __attribute__((always_inline)) __m512i rr16_q(const rr_t *p, __m51
                                                             __mmask16 *bad) {
   const __m512i v = _mm512_add_epi32(av, p->vc);
   __m512 tlo, thi;
-  rr_t2(_mm512_cvtepi32_ps(v), p->mlo, p->mhi, p->bf, p->magic, &tlo, &thi);
+  rr_t2(_mm512_cvtepi32_ps(v), p->m, p->blo, p->bhi, p->magic, &tlo, &thi);
   *bad = _mm512_cmp_ps_mask(tlo, thi, _CMP_NEQ_UQ);
   if (chk) *bad |= _mm512_cmp_epu32_mask(_mm512_add_epi32(v, p->big), p->big2, _MM_CMPINT_NLT);
   if (full) return _mm512_sub_epi32(_mm512_castps_si512(tlo), p->off);
@@ -119,7 +122,7 @@ static inline __attribute__((always_inline)) __m512i rr16_qd(const rr_t *p, __m5
                                                              __mmask16 *kb) {
   const __m512i v = _mm512_add_epi32(av, p->vc);
   __m512 tlo, thi;
-  rr_t2(_mm512_cvtepi32_ps(v), p->mlo, p->mhi, p->bf, p->magic, &tlo, &thi);
+  rr_t2(_mm512_cvtepi32_ps(v), p->m, p->blo, p->bhi, p->magic, &tlo, &thi);
   *d = _mm512_ternarylogic_epi32(*d, _mm512_castps_si512(tlo), _mm512_castps_si512(thi), 0xf6); /* d | (lo ^ hi) */
   if (chk) *kb |= _mm512_cmp_epu32_mask(_mm512_add_epi32(v, p->big), p->big2, _MM_CMPINT_NLT);
   return _mm512_sub_epi32(_mm512_castps_si512(tlo), p->off);
@@ -138,7 +141,7 @@ static inline void rr_init(rr_t *p, int32_t zp, int32_t lo, int32_t hi) {
   p->lo8 = _mm512_set1_epi8((char)lo), p->hi8 = _mm512_set1_epi8((char)hi);
   p->off = _mm512_set1_epi32(Q8_MAGIC_BITS - zp);
   p->big = _mm512_set1_epi32(Q8_FLT_MAX_SUM), p->big2 = _mm512_set1_epi32(2 * Q8_FLT_MAX_SUM);
-  p->mlo = p->mhi = p->bf = _mm512_setzero_ps(), p->vc = _mm512_setzero_si512();
+  p->m = p->blo = p->bhi = _mm512_setzero_ps(), p->vc = _mm512_setzero_si512();
 }
 
 #endif /* OA_KERNELS_ARCH_X86_AVX512_QUANT_RR_H */

@@ -426,10 +426,11 @@ static void q8_vnni_dwv(const oa_q8_dwv_t *p) {
   /* the float path's fields for this channel (quant_rr.h; requant_rows' conditions) */
   rr_t rp;
   rr_init(&rp, p->zp, p->lo, p->hi);
-  float mlo, mhi, bf;
-  const int row_ok = rr_row_fields(p->mult, p->shift, p->badd, &mlo, &mhi, &bf);
-  rp.mlo = _mm512_set1_ps(mlo), rp.mhi = _mm512_set1_ps(mhi), rp.bf = _mm512_set1_ps(bf);
-  const int64_t corr = p->corr, amax = kh * kw * 255 * 128;
+  const int64_t corr = p->corr, amax = kh * kw * 255 * 128, vmax = (corr < 0 ? -corr : corr) + amax;
+  float mf, blo, bhi;
+  const int row_ok = rr_row_fields(p->mult, p->shift, p->badd, vmax < Q8_FLT_MAX_SUM ? vmax : Q8_FLT_MAX_SUM, &mf, &blo,
+                                   &bhi);
+  rp.m = _mm512_set1_ps(mf), rp.blo = _mm512_set1_ps(blo), rp.bhi = _mm512_set1_ps(bhi);
   const int flt = row_ok && corr > -((int64_t)1 << 30) && corr < ((int64_t)1 << 30);
   rp.vc = _mm512_set1_epi32(flt ? (int32_t)corr : 0);
   const int full = p->lo == -128 && p->hi == 127, chk = (corr < 0 ? -corr : corr) + amax >= Q8_FLT_MAX_SUM;
