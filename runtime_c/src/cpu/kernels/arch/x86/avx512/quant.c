@@ -339,19 +339,19 @@ void oa_q8_avx512_requant_rows(const int32_t *acc, int64_t ldc, int32_t m, int64
   p.big = _mm512_set1_epi32(Q8_FLT_MAX_SUM), p.big2 = _mm512_set1_epi32(2 * Q8_FLT_MAX_SUM);
   p.m = p.blo = p.bhi = _mm512_setzero_ps(), p.vc = _mm512_setzero_si512();
   int64_t badj[Q8_RR_BAD];
+  float fm[OA_Q8_MR_MAX], fblo[OA_Q8_MR_MAX], fbhi[OA_Q8_MR_MAX];
+  const uint32_t okm = rr_rows_fields(m, mult, shift, badd, pc, corr, amax, fm, fblo, fbhi);
   for (int32_t r = 0; r < m; r++) {
     const int32_t mu = mult[pc ? r : 0], sh = shift[pc ? r : 0];
     const int64_t bi = badd[r];
     const int64_t c = corr[r];
     const int32_t *a = acc + r * ldc;
     int8_t *yr = y + r * ldy;
-    float mf, blo, bhi;
-    const int64_t vmax = (c < 0 ? -c : c) + amax;
-    if (!(rr_row_fields(mu, sh, bi, vmax < Q8_FLT_MAX_SUM ? vmax : Q8_FLT_MAX_SUM, &mf, &blo, &bhi) && c > -((int64_t)1 << 30) && c < ((int64_t)1 << 30))) {
+    if (!((okm >> r) & 1u)) {
       oa_q8_avx512_requant(a, n, c, mu, sh, bi, zp, lo, hi, yr);
       continue;
     }
-    p.m = _mm512_set1_ps(mf), p.blo = _mm512_set1_ps(blo), p.bhi = _mm512_set1_ps(bhi);
+    p.m = _mm512_set1_ps(fm[r]), p.blo = _mm512_set1_ps(fblo[r]), p.bhi = _mm512_set1_ps(fbhi[r]);
     p.vc = _mm512_set1_epi32((int32_t)c);
     const int chk = (c < 0 ? -c : c) + amax >= Q8_FLT_MAX_SUM;
     int32_t nb;

@@ -40,10 +40,11 @@ static inline int rr_row_fields(int32_t mult, int32_t shift, int64_t badd, int64
   const double b = (double)badd * p2; /* exact when small */
   const double ab = b < 0 ? -b : b;
   double w = (double)vmax;
-  if (mf > 0.0f) { /* (range + |b|) / m + 1, with 1 / m bounded by 2^-k for m in [2^k, 2^(k+1)): no division */
+  if (mf > 0.0f) { /* (range + |b|) / m + 1, with 1 / m bounded by 2^(1-k) for mf in [2^k, 2^(k+1)) (m may be
+                    * just below mf = 2^k): no division */
     uint32_t fb;
     memcpy(&fb, &mf, sizeof fb);
-    const uint64_t ib = (uint64_t)(1023 + 127 - (int32_t)((fb >> 23) & 0xffu)) << 52;
+    const uint64_t ib = (uint64_t)(1023 + 128 - (int32_t)((fb >> 23) & 0xffu)) << 52;
     double inv;
     memcpy(&inv, &ib, sizeof inv);
     const double need = (Q8_RR_RANGE + ab) * inv + 1.0;
@@ -58,6 +59,51 @@ static inline int rr_row_fields(int32_t mult, int32_t shift, int64_t badd, int64
     *blo = (float)(b - E), *bhi = (float)(b + E);
   }
   return (double)mf <= 1.0 && small && ab < 4096.0 && e < 0.015625;
+}
+
+/* rr_row_fields for the m rows of a block at once (m <= 32; eight rows a vector of doubles):
+ * mult[pc ? r : 0], shift[pc ? r : 0], badd[r], vmax = min(|corr[r]| + amax, 2^23), the same
+ * values as the scalar function. Returns the rows the float path takes (bit r), which also need
+ * |corr| < 2^30. The per-row setup was a fifth of the rows kernel where rows are short (7x7). */
+static inline uint32_t rr_rows_fields(int32_t m, const int32_t *mult, const int8_t *shift, const int64_t *badd,
+                                      int32_t pc, const int64_t *corr, int64_t amax, float *mf, float *blo,
+                                      float *bhi) {
+  uint32_t okm = 0;
+  const __m512i one023 = _mm512_set1_epi64(1023), c30 = _mm512_set1_epi64((int64_t)1 << 30);
+  const __m512d zero = _mm512_setzero_pd();
+  for (int32_t r0 = 0; r0 < m; r0 += 8) {
+    const __mmask8 k = m - r0 >= 8 ? (__mmask8)0xff : (__mmask8)((1u << (m - r0)) - 1u);
+    const __m512i mu = pc ? _mm512_cvtepi32_epi64(_mm256_maskz_loadu_epi32(k, mult + r0)) : _mm512_set1_epi64(mult[0]);
+    const __m512i sh = pc ? _mm512_cvtepi8_epi64(_mm_maskz_loadu_epi8((__mmask16)k, shift + r0))
+                          : _mm512_set1_epi64(shift[0]);
+    const __m512d p2 = _mm512_castsi512_pd(_mm512_slli_epi64(_mm512_sub_epi64(one023, sh), 52)); /* 2^-shift */
+    const __m512d me = _mm512_mul_pd(_mm512_cvtepi64_pd(mu), p2); /* exact */
+    const __m256 mf8 = _mm512_cvtpd_ps(me);
+    const __m512d mfd = _mm512_cvtps_pd(mf8);
+    const __m512d dm = _mm512_abs_pd(_mm512_sub_pd(me, mfd));
+    const __m512i ba = _mm512_maskz_loadu_epi64(k, badd + r0);
+    const __mmask8 small = _mm512_cmplt_epi64_mask(_mm512_abs_epi64(ba), _mm512_set1_epi64((int64_t)1 << 52));
+    const __m512d b = _mm512_mul_pd(_mm512_cvtepi64_pd(ba), p2), ab = _mm512_abs_pd(b);
+    /* 2^(1 - floor(log2 mf)) >= 1 / m; mf = 0: getexp -inf, the bound +inf, w = vmax below */
+    const __m512d inv = _mm512_scalef_pd(_mm512_set1_pd(2.0), _mm512_sub_pd(zero, _mm512_getexp_pd(mfd)));
+    const __m512d need = _mm512_add_pd(_mm512_mul_pd(_mm512_add_pd(_mm512_set1_pd(Q8_RR_RANGE), ab), inv),
+                                       _mm512_set1_pd(1.0));
+    const __m512i ac = _mm512_abs_epi64(_mm512_maskz_loadu_epi64(k, corr + r0));
+    const __m512i vm = _mm512_min_epi64(_mm512_add_epi64(ac, _mm512_set1_epi64(amax)), _mm512_set1_epi64(Q8_FLT_MAX_SUM));
+    const __m512d e = _mm512_mul_pd(_mm512_min_pd(_mm512_cvtepi64_pd(vm), need), dm);
+    const __m512d E = _mm512_add_pd(_mm512_add_pd(_mm512_add_pd(e, e), _mm512_mul_pd(ab, _mm512_set1_pd(0x1p-21))),
+                                    _mm512_set1_pd(0x1p-60));
+    const __m256 bf = _mm512_cvtpd_ps(b);
+    const __mmask8 exact = _mm512_cmp_pd_mask(e, zero, _CMP_EQ_OQ) & _mm512_cmp_pd_mask(_mm512_cvtps_pd(bf), b, _CMP_EQ_OQ);
+    const __m256 lo = _mm256_mask_blend_ps(exact, _mm512_cvtpd_ps(_mm512_sub_pd(b, E)), bf);
+    const __m256 hi = _mm256_mask_blend_ps(exact, _mm512_cvtpd_ps(_mm512_add_pd(b, E)), bf);
+    const __mmask8 ok = k & small & _mm512_cmp_pd_mask(mfd, _mm512_set1_pd(1.0), _CMP_LE_OQ) &
+                        _mm512_cmp_pd_mask(ab, _mm512_set1_pd(4096.0), _CMP_LT_OQ) &
+                        _mm512_cmp_pd_mask(e, _mm512_set1_pd(0.015625), _CMP_LT_OQ) & _mm512_cmplt_epi64_mask(ac, c30);
+    _mm256_mask_storeu_ps(mf + r0, k, mf8), _mm256_mask_storeu_ps(blo + r0, k, lo), _mm256_mask_storeu_ps(bhi + r0, k, hi);
+    okm |= (uint32_t)ok << r0;
+  }
+  return okm;
 }
 
 /* magic + the rounding of v m + blo down (*rlo) and of v m + bhi up (*rhi), each to an integer
