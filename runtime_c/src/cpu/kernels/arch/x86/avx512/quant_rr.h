@@ -1,8 +1,8 @@
 /* The float path of the AVX-512 requantization (its proof: arch/x86/avx512/quant.c, above rqs_t),
  * shared by quant.c (requant_rows) and quant_vnni.c (the depthwise row kernel, which finishes its
  * sums in registers): a row's multiplier and bias as float32 (rr_row_fields), the value
- * v mult / 2^shift + badd / 2^shift bracketed by two FMAs rounded down and up and each rounded to an integer
- * (rr_t2), and 16 outputs at a time with the lanes it could not settle (those take the exact
+ * v mult / 2^shift + badd / 2^shift bracketed by two FMAs rounded down and up and each rounded
+ * to an integer (rr_t2), and 16 outputs at a time with the lanes it could not settle (those take the exact
  * path, oa_q8_avx512_requant). Included only by AVX-512 files. */
 #ifndef OA_KERNELS_ARCH_X86_AVX512_QUANT_RR_H
 #define OA_KERNELS_ARCH_X86_AVX512_QUANT_RR_H
@@ -23,9 +23,9 @@
  * float32, where b = badd / 2^shift is the bias in output steps and e = w |mult / 2^shift - m|
  * the most the rounded m moves v m for |v| <= w: the rule's value x = v mult / 2^shift + b then
  * lies in [v m + blo, v m + bhi]. w is vmax, or less: a lane with |v| > (Q8_RR_RANGE + |b|) / m
- * has |v m + b| > Q8_RR_RANGE, and the rounded m moves v m by less than |v| 2^-24 m... at most
- * 1/2 (m <= 1, |v| < 2^23), so that lane is clamped either way: its bracket need not hold. So a
- * 31-bit multiplier costs a bracket of about (512 + |b|) 2^-25 steps, no instruction per vector.
+ * has |v m + b| > Q8_RR_RANGE, and the rounded m moves v m by at most |v| 2^-24 m, less than 1/2
+ * (m <= 1, |v| < 2^23), so that lane is clamped either way: its bracket need not hold. So a
+ * 31-bit multiplier costs a bracket of about (512 + |b|) 2^-24 steps, no instruction per vector.
  * With m exact and b a float32, blo = bhi = b (an exact tie then gives both FMAs the same value).
  * 0 (the row takes the exact path) unless m <= 1, |b| < 2^12 and e < 2^-6. */
 static inline int rr_row_fields(int32_t mult, int32_t shift, int64_t badd, int64_t vmax, float *m, float *blo,
