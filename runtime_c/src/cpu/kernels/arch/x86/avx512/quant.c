@@ -605,14 +605,15 @@ void oa_q8_avx512_dwc(const oa_q8_dwc_t *p) {
     for (int64_t t = 0; t < taps; t++) wf[t * L + c] = (float)p->wt[c * taps + t];
   /* per-lane requantization constants */
   float mf[L], blo[L], bhi[L], cf[L];
+  int8_t sh8[L];
   int ok = 1;
   for (int32_t c = 0; c < L; c++) { /* lanes past nch: mult 0, exact (0 * anything + 0) */
     const int64_t ac = p->corr[c] < 0 ? -p->corr[c] : p->corr[c];
-    mf[c] = blo[c] = bhi[c] = 0.0f;
-    ok &= ac + taps * 255 * 128 < Q8_FLT_MAX_SUM &&
-          rr_row_fields(p->mult[c], p->shift[c], p->badd[c], ac + taps * 255 * 128, &mf[c], &blo[c], &bhi[c]);
-    cf[c] = ok ? (float)p->corr[c] : 0.0f;
+    ok &= ac + taps * 255 * 128 < Q8_FLT_MAX_SUM; /* float sums exact, and corr too (below 2^23) */
+    sh8[c] = (int8_t)p->shift[c];                 /* 0 or 12..62 */
+    cf[c] = (float)p->corr[c];
   }
+  ok = ok && rr_rows_fields(L, p->mult, sh8, p->badd, 1, p->corr, taps * 255 * 128, mf, blo, bhi) == 0xffffu;
   const __m512 vm = _mm512_loadu_ps(mf), vblo = _mm512_loadu_ps(blo), vbhi = _mm512_loadu_ps(bhi);
   const __m512 vc = _mm512_loadu_ps(cf);
   const __m512 magic = _mm512_set1_ps(Q8_MAGIC);
