@@ -180,7 +180,7 @@ void oa_q8_avx512_requant_pc(const int32_t *acc, int64_t n, const int64_t *corr,
 
 /* The float path of the requantization (docs/quantization.md), for real multipliers
  * m = mult / 2^shift <= 1, biases b = badd / 2^shift below 2^12 steps and sums |v| < 2^23 (v = acc
- * + corr, an integer, exact in float32). rr_row_fields (quant_rr.h) rounds m to a float32 mf and
+ * + corr, an integer, exact in float32). rr_rows_fields (quant_rr.h) rounds m to a float32 mf and
  * widens b into blo <= b - e, bhi >= b + e, e covering what mf moves v m wherever the output is
  * not clamped anyway, so the rule's value x = v m + b lies in [v mf + blo, v mf + bhi]; fma(v, mf,
  * blo) rounded down and fma(v, mf, bhi) rounded up bracket it, and each plus magic = 1.5 * 2^23
@@ -197,15 +197,16 @@ void oa_q8_avx512_requant_pc(const int32_t *acc, int64_t n, const int64_t *corr,
 typedef struct rqs {
   __m512 m, blo, bhi, magic;
   __m512i off, lo, hi; /* bits(magic) - zp; act_min, act_max */
-  int32_t ok;          /* the float path applies (rr_row_fields) */
+  int32_t ok;          /* the float path applies (rr_rows_fields) */
 } rqs_t;
 
 
-/* vmax: a bound on |v| (Q8_FLT_MAX_SUM: the path checks |v| < 2^23 itself) */
-static void rqs_init(rqs_t *s, int32_t mult, int32_t shift, int64_t badd, int64_t vmax, int32_t zp, int32_t lo,
-                     int32_t hi) {
+/* |v| <= |corr| + amax (amax Q8_FLT_MAX_SUM with corr 0: the path checks |v| < 2^23 itself) */
+static void rqs_init(rqs_t *s, int32_t mult, int32_t shift, int64_t badd, int64_t corr, int64_t amax, int32_t zp,
+                     int32_t lo, int32_t hi) {
   float m, blo, bhi;
-  s->ok = rr_row_fields(mult, shift, badd, vmax, &m, &blo, &bhi);
+  const int8_t sh8 = (int8_t)shift;
+  s->ok = (int32_t)(rr_rows_fields(1, &mult, &sh8, &badd, 1, &corr, amax, &m, &blo, &bhi) & 1u);
   s->m = _mm512_set1_ps(m), s->blo = _mm512_set1_ps(blo), s->bhi = _mm512_set1_ps(bhi);
   s->magic = _mm512_set1_ps(Q8_MAGIC);
   s->off = _mm512_set1_epi32(Q8_MAGIC_BITS - zp);
@@ -238,7 +239,7 @@ void oa_q8_avx512_requant(const int32_t *acc, int64_t n, int64_t corr, int32_t m
   rq_t r;
   rq_init(&r, corr, mult, shift, badd, zp, lo, hi);
   rqs_t s;
-  rqs_init(&s, mult, shift, badd, Q8_FLT_MAX_SUM, zp, lo, hi);
+  rqs_init(&s, mult, shift, badd, 0, Q8_FLT_MAX_SUM, zp, lo, hi);
   const int flt = s.ok && corr > -((int64_t)1 << 30) && corr < ((int64_t)1 << 30);
   const __m512i vc = _mm512_set1_epi32(flt ? (int32_t)corr : 0);
   int64_t j = 0;
@@ -370,7 +371,7 @@ void oa_q8_avx512_requant_f32(const float *acc, int64_t n, int64_t corr, int32_t
   rq_t r;
   rq_init(&r, corr, mult, shift, badd, zp, lo, hi);
   rqs_t s;
-  rqs_init(&s, mult, shift, badd, Q8_FLT_MAX_SUM, zp, lo, hi);
+  rqs_init(&s, mult, shift, badd, 0, Q8_FLT_MAX_SUM, zp, lo, hi);
   const int flt = s.ok && corr > -((int64_t)1 << 22) && corr < ((int64_t)1 << 22);
   /* exact, and acc + corr is exact below 2^24 (checked below 2^23) */
   const __m512 vc = _mm512_set1_ps(flt ? (float)corr : 0.0f);
@@ -454,8 +455,7 @@ void oa_q8_avx512_dwp(const oa_q8_dwp_t *p) {
   rq_t r;
   rq_init(&r, p->corr, p->mult, p->shift, p->badd, p->zp, p->lo, p->hi);
   rqs_t sm;
-  const int64_t dvmax = (p->corr < 0 ? -p->corr : p->corr) + (int64_t)p->taps * 255 * 128;
-  rqs_init(&sm, p->mult, p->shift, p->badd, dvmax < Q8_FLT_MAX_SUM ? dvmax : Q8_FLT_MAX_SUM, p->zp, p->lo, p->hi);
+  rqs_init(&sm, p->mult, p->shift, p->badd, p->corr, (int64_t)p->taps * 255 * 128, p->zp, p->lo, p->hi);
   const int flt = sm.ok && p->corr > -((int64_t)1 << 22) && p->corr < ((int64_t)1 << 22);
   /* every |acc + corr| below 2^23 (|acc| <= taps * 255 * 128): no per-vector check */
   const int small = flt && (p->corr < 0 ? -p->corr : p->corr) + (int64_t)p->taps * 255 * 128 < Q8_FLT_MAX_SUM;

@@ -1,6 +1,6 @@
 /* The float path of the AVX-512 requantization (its proof: arch/x86/avx512/quant.c, above rqs_t),
  * shared by quant.c (requant_rows) and quant_vnni.c (the depthwise row kernel, which finishes its
- * sums in registers): a row's multiplier and bias as float32 (rr_row_fields), the value
+ * sums in registers): a row's multiplier and bias as float32 (rr_rows_fields), the value
  * v mult / 2^shift + badd / 2^shift bracketed by two FMAs rounded down and up and each rounded
  * to an integer (rr_t2), and 16 outputs at a time with the lanes it could not settle (those take the exact
  * path, oa_q8_avx512_requant). Included only by AVX-512 files. */
@@ -18,7 +18,9 @@
 /* |x| beyond which every output is clamped: r + zp with |zp| <= 128 leaves int8 once |r| > 256 */
 #define Q8_RR_RANGE 512.0
 
-/* A row's float path fields (for sums |v| <= vmax < 2^23): m = mult / 2^shift rounded to a float32
+/* The float path fields of the m rows of a block (m <= 32; eight rows a vector of doubles), row r
+ * with mult[pc ? r : 0], shift[pc ? r : 0], badd[r] and sums |v| <= vmax = min(|corr[r]| + amax,
+ * 2^23): m = mult / 2^shift rounded to a float32
  * (exact for multipliers of at most 24 significant bits) and blo <= b - e, bhi >= b + e as
  * float32, where b = badd / 2^shift is the bias in output steps and e = w |mult / 2^shift - m|
  * the most the rounded m moves v m for |v| <= w: the rule's value x = v mult / 2^shift + b then
@@ -27,44 +29,8 @@
  * (m <= 1, |v| < 2^23), so that lane is clamped either way: its bracket need not hold. So a
  * 31-bit multiplier costs a bracket of about (512 + |b|) 2^-24 steps, no instruction per vector.
  * With m exact and b a float32, blo = bhi = b (an exact tie then gives both FMAs the same value).
- * 0 (the row takes the exact path) unless m <= 1, |b| < 2^12 and e < 2^-6. */
-static inline int rr_row_fields(int32_t mult, int32_t shift, int64_t badd, int64_t vmax, float *m, float *blo,
-                                float *bhi) {
-  const uint64_t pb = (uint64_t)(1023 - shift) << 52;
-  double p2;
-  memcpy(&p2, &pb, sizeof p2);
-  const double me = (double)mult * p2; /* exact: 31 bits */
-  const float mf = (float)me;
-  const double dm = me - (double)mf;   /* exact (at most 31 bits between them) */
-  const int small = badd > -((int64_t)1 << 52) && badd < ((int64_t)1 << 52);
-  const double b = (double)badd * p2; /* exact when small */
-  const double ab = b < 0 ? -b : b;
-  double w = (double)vmax;
-  if (mf > 0.0f) { /* (range + |b|) / m + 1, with 1 / m bounded by 2^(1-k) for mf in [2^k, 2^(k+1)) (m may be
-                    * just below mf = 2^k): no division */
-    uint32_t fb;
-    memcpy(&fb, &mf, sizeof fb);
-    const uint64_t ib = (uint64_t)(1023 + 128 - (int32_t)((fb >> 23) & 0xffu)) << 52;
-    double inv;
-    memcpy(&inv, &ib, sizeof inv);
-    const double need = (Q8_RR_RANGE + ab) * inv + 1.0;
-    if (need < w) w = need;
-  }
-  const double e = w * (dm < 0 ? -dm : dm);
-  *m = mf;
-  if (e == 0.0 && (double)(float)b == b) {
-    *blo = *bhi = (float)b;
-  } else { /* widened past e by more than the roundings to double and float can move the bounds */
-    const double E = 2.0 * e + ab * 0x1p-21 + 0x1p-60;
-    *blo = (float)(b - E), *bhi = (float)(b + E);
-  }
-  return (double)mf <= 1.0 && small && ab < 4096.0 && e < 0.015625;
-}
-
-/* rr_row_fields for the m rows of a block at once (m <= 32; eight rows a vector of doubles):
- * mult[pc ? r : 0], shift[pc ? r : 0], badd[r], vmax = min(|corr[r]| + amax, 2^23), the same
- * values as the scalar function. Returns the rows the float path takes (bit r), which also need
- * |corr| < 2^30. The per-row setup was a fifth of the rows kernel where rows are short (7x7). */
+ * Returns the rows the float path takes (bit r): m <= 1, |b| < 2^12, e < 2^-6 and |corr| < 2^30;
+ * the others take the exact path. One computation for every caller (one row: m = 1). */
 static inline uint32_t rr_rows_fields(int32_t m, const int32_t *mult, const int8_t *shift, const int64_t *badd,
                                       int32_t pc, const int64_t *corr, int64_t amax, float *mf, float *blo,
                                       float *bhi) {
@@ -107,7 +73,7 @@ static inline uint32_t rr_rows_fields(int32_t m, const int32_t *mult, const int8
 }
 
 /* magic + the rounding of v m + blo down (*rlo) and of v m + bhi up (*rhi), each to an integer
- * half to even: the rule's value x lies between the two FMA results (rr_row_fields), and t ->
+ * half to even: the rule's value x lies between the two FMA results (rr_rows_fields), and t ->
  * RN(t + magic) is monotonic (magic + round_half_even(t) for |t| < 2^22, spacing 1 and magic
  * even), so equal results are the rule's rounding of x, exactly. */
 static inline __attribute__((always_inline)) void rr_t2(__m512 f, __m512 m, __m512 blo, __m512 bhi, __m512 magic,
@@ -117,7 +83,7 @@ static inline __attribute__((always_inline)) void rr_t2(__m512 f, __m512 m, __m5
 }
 
 typedef struct rr {
-  __m512 magic, m, blo, bhi, flo, fhi; /* m, blo, bhi: the row's (rr_row_fields); flo, fhi: magic + lo - zp, magic + hi - zp */
+  __m512 magic, m, blo, bhi, flo, fhi; /* m, blo, bhi: the row's (rr_rows_fields); flo, fhi: magic + lo - zp, magic + hi - zp */
   __m512i off, big, big2, vc;
   __m512i lo8, hi8; /* lo, hi in every byte: rr16_qd's clamp on the packed bytes */
   __m128i zp8;

@@ -426,10 +426,10 @@ static void q8_vnni_dwv(const oa_q8_dwv_t *p) {
   /* the float path's fields for this channel (quant_rr.h; requant_rows' conditions) */
   rr_t rp;
   rr_init(&rp, p->zp, p->lo, p->hi);
-  const int64_t corr = p->corr, amax = kh * kw * 255 * 128, vmax = (corr < 0 ? -corr : corr) + amax;
+  const int64_t corr = p->corr, amax = kh * kw * 255 * 128;
   float mf, blo, bhi;
-  const int row_ok = rr_row_fields(p->mult, p->shift, p->badd, vmax < Q8_FLT_MAX_SUM ? vmax : Q8_FLT_MAX_SUM, &mf, &blo,
-                                   &bhi);
+  const int8_t sh8 = (int8_t)p->shift;
+  const int row_ok = (int)(rr_rows_fields(1, &p->mult, &sh8, &p->badd, 1, &corr, amax, &mf, &blo, &bhi) & 1u);
   rp.m = _mm512_set1_ps(mf), rp.blo = _mm512_set1_ps(blo), rp.bhi = _mm512_set1_ps(bhi);
   const int flt = row_ok && corr > -((int64_t)1 << 30) && corr < ((int64_t)1 << 30);
   rp.vc = _mm512_set1_epi32(flt ? (int32_t)corr : 0);
