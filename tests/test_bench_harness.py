@@ -340,3 +340,18 @@ def test_fma_peak_program_reports_each_isa_of_this_cpu() -> None:
     assert peak.roofline(45.0, "avx512", {"avx2+fma": 90.0}) is None
     assert peak.roofline_cell(None, "avx2+fma", {"avx2+fma": 90.0}) == "n/a"
     assert "avx2+fma 90.0 (roofline)" in peak.peak_line({"portable C": 11.0, "avx2+fma": 90.0}, "avx2+fma")
+
+
+def test_gemm_ceiling_program_measures_the_tile_and_the_whole_gemm() -> None:
+    """benchmarks/peak/gemm_ceiling.c builds warning-free against the host runtime and reports the
+    four steps (tile in L1, tile with B from L2, 1024^3 with pre-packed and with packed-per-run B)
+    for the ISA the kernels use, each a positive GFLOP/s below twice this core's FMA peak."""
+    sys.path.insert(0, str(BENCH))
+    import peak
+
+    got = peak.measure_ceiling(seconds=0.01, repeats=1)
+    assert set(got["gflops"]) == set(peak.CEILING_CASES), got
+    peaks = peak.measure(seconds=0.02)
+    assert got["peak_isa"] in peaks, (got, peaks)  # an ISA this CPU runs
+    assert all(0 < g < 2 * peaks[got["peak_isa"]] for g in got["gflops"].values()), (got, peaks)
+    assert got["kc"]["tile_l1"] in (128, 256) and got["kc"]["gemm_linear"] > 0
