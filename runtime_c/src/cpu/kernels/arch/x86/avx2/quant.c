@@ -173,8 +173,10 @@ static inline int rqd8(const rqd_t *d, __m256i a, __m256i *out) {
   return 1;
 }
 
-void oa_q8_avx2_requant(const int32_t *acc, int64_t n, int64_t corr, int32_t mult, int32_t shift, int64_t badd,
-                        int32_t zp, int32_t lo, int32_t hi, int8_t *y) {
+/* 8 sums through the int64 path (rq4): the lanes rqd8 cannot take. Out of line and set up per
+ * call (rare), so the row loop keeps only rqd8's fields in registers. */
+static __attribute__((noinline)) __m256i rq8_exact(__m256i a, int64_t corr, int32_t mult, int32_t shift, int64_t badd,
+                                                   int32_t zp, int32_t lo, int32_t hi) {
   rq_t r;
   r.corr = _mm256_set1_epi64x(corr);
   r.mult = _mm256_set1_epi64x(mult);
@@ -185,32 +187,35 @@ void oa_q8_avx2_requant(const int32_t *acc, int64_t n, int64_t corr, int32_t mul
   r.n = _mm_cvtsi32_si128(shift);
   r.half = _mm256_set1_epi64x(shift ? ((int64_t)1 << (shift - 1)) - 1 : 0);
   r.badd = _mm256_set1_epi64x(badd);
+  const __m128i v0 = lo32(rq4(&r, _mm256_castsi256_si128(a))), v1 = lo32(rq4(&r, _mm256_extracti128_si256(a, 1)));
+  return _mm256_set_m128i(v1, v0);
+}
+
+/* 8 results in [-128, 127] as 8 bytes (the packs are exact) */
+static inline __m128i bytes8(__m256i q) {
+  const __m128i w16 = _mm_packs_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));
+  return _mm_packs_epi16(w16, w16);
+}
+
+void oa_q8_avx2_requant(const int32_t *acc, int64_t n, int64_t corr, int32_t mult, int32_t shift, int64_t badd,
+                        int32_t zp, int32_t lo, int32_t hi, int8_t *y) {
   rqd_t d;
   rqd_init(&d, corr, mult, shift, badd, zp, lo, hi);
-  for (int64_t j = 0; j < n; j += 8) {
-    const int64_t c = n - j < 8 ? n - j : 8;
-    __m256i a;
-    if (c == 8) {
-      a = _mm256_loadu_si256((const __m256i *)(acc + j));
-    } else { /* the tail (depthwise rows of 7 or 14): lanes past it read as 0, not stored */
-      const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-      a = _mm256_maskload_epi32(acc + j, _mm256_cmpgt_epi32(_mm256_set1_epi32((int32_t)c), lane));
-    }
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    const __m256i a = _mm256_loadu_si256((const __m256i *)(acc + j));
     __m256i q;
-    if (!d.ok || !rqd8(&d, a, &q)) {
-      const __m128i v0 = lo32(rq4(&r, _mm256_castsi256_si128(a))), v1 = lo32(rq4(&r, _mm256_extracti128_si256(a, 1)));
-      q = _mm256_set_m128i(v1, v0);
-    }
-    /* values in [-128, 127]: the packs are exact */
-    const __m128i w16 = _mm_packs_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));
-    const __m128i b8 = _mm_packs_epi16(w16, w16);
-    if (c == 8) {
-      _mm_storel_epi64((__m128i *)(y + j), b8);
-    } else {
-      int8_t t[16];
-      _mm_storeu_si128((__m128i *)(void *)t, b8);
-      memcpy(y + j, t, (size_t)c);
-    }
+    if (!d.ok || !rqd8(&d, a, &q)) q = rq8_exact(a, corr, mult, shift, badd, zp, lo, hi);
+    _mm_storel_epi64((__m128i *)(y + j), bytes8(q));
+  }
+  if (j < n) { /* the tail (depthwise rows of 7 or 14): lanes past it read as 0, not stored */
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256i a = _mm256_maskload_epi32(acc + j, _mm256_cmpgt_epi32(_mm256_set1_epi32((int32_t)(n - j)), lane));
+    __m256i q;
+    if (!d.ok || !rqd8(&d, a, &q)) q = rq8_exact(a, corr, mult, shift, badd, zp, lo, hi);
+    int8_t t[16];
+    _mm_storeu_si128((__m128i *)(void *)t, bytes8(q));
+    memcpy(y + j, t, (size_t)(n - j));
   }
 }
 
