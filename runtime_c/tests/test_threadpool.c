@@ -1,10 +1,14 @@
 /* The CPU thread pool under concurrent callers: two application threads driving one pool at once
  * (two methods on one CPU device, executed from two threads) must each get their whole range done
- * exactly once; the one that finds the pool busy runs its range itself. Also nested calls. */
+ * exactly once; the one that finds the pool busy runs its range itself. Also nested calls, and
+ * jobs that finish while no worker runs (the pool is compiled in here with its test hold: the
+ * workers then claim nothing, as when their cores are taken; a caller that waited for them would
+ * never return). */
 #include <stdint.h>
 
 #include "check.h"
-#include "cpu/threadpool.h"
+#define OA_THREADPOOL_TESTING 1
+#include "cpu/threadpool.c"
 
 #if defined(OA_HAVE_PTHREADS)
 #include <pthread.h>
@@ -70,6 +74,20 @@ int main(void) {
   int ok = 1;
   for (int i = 0; i < 64 * 8; i++) ok &= grid[i] == 1;
   CHECK(ok);
+
+  /* workers held: every job still completes, on the caller alone; released: they take part again */
+  atomic_store(&oa_threadpool_test_hold_workers, 1);
+  for (int r = 0; r < 200; r++) {
+    for (int64_t i = 0; i < N; i++) out1[i] = 0;
+    oa_parallel_for(pool, N, 16, fill, &j1);
+    for (int64_t i = 0; i < N; i++)
+      if (out1[i] != 1) { ok = 0; break; }
+  }
+  CHECK(ok);
+  atomic_store(&oa_threadpool_test_hold_workers, 0);
+  j1.failures = 0;
+  caller(&j1);
+  CHECK(j1.failures == 0);
   oa_threadpool_destroy(pool);
   TEST_MAIN_END();
 }
