@@ -57,12 +57,11 @@ atomic_int oa_threadpool_test_hold_workers;
 #define WORKERS_HELD() 0
 #endif
 
-/* Claim and run chunks of the current job until none is left; returns the chunks run. */
-static int64_t run_chunks(oa_threadpool_t *p) {
-  int64_t ran = 0;
+/* Claim and run chunks of the current job until none is left. */
+static void run_chunks(oa_threadpool_t *p) {
   unsigned long long t = atomic_load_explicit(&p->ticket, memory_order_acquire);
   for (;;) {
-    if (TICKET_NEXT(t) >= TICKET_CHUNKS(t)) return ran;
+    if (TICKET_NEXT(t) >= TICKET_CHUNKS(t)) return;
     if (!atomic_compare_exchange_weak_explicit(&p->ticket, &t, t + 1, memory_order_acq_rel, memory_order_acquire))
       continue; /* t reloaded: another claim, or a newer job */
     /* chunk TICKET_NEXT(t) of the job is ours: the caller waits for it, so the fields are its */
@@ -70,7 +69,6 @@ static int64_t run_chunks(oa_threadpool_t *p) {
     const int64_t end = begin + p->chunk < p->n ? begin + p->chunk : p->n;
     p->fn(p->ctx, begin, end);
     atomic_fetch_add_explicit(&p->done, 1, memory_order_release);
-    ran++;
     t = atomic_load_explicit(&p->ticket, memory_order_acquire);
   }
 }
