@@ -228,6 +228,7 @@ typedef struct q8_layout {
   int64_t kp, kpa, nc, mc, n_cb, n_rb, tasks, slots; /* kpa: K of packed A tiles */
   int64_t off_corr, off_bias, off_koff, off_pad, off_a, off_slots, slot_bytes, total; /* bytes; -1: too big */
   int64_t a_tiles, a_tile_bytes; /* A packed once per run: g * ceil(rows / MR) tiles */
+  int64_t off_bsh, b_block_bytes; /* rows split (n_rb > 1): each column block's B packed once, shared */
   int32_t a_in_place;             /* the ISA's gemm_rows reads W in place instead */
   int64_t s_b, s_a, s_acc, s_cb, s_out;                             /* offsets inside a slot */
   int64_t pad_h, pad_w, s_wf;                                       /* P_DWF: the float plane */
@@ -279,8 +280,15 @@ static void layout(const oa_q8_isa_t *isa, int32_t path, const q8_geo_t *q, int3
     l->a_tile_bytes = oa_cap_mul(oa_cap_mul(l->kpa, mr), eb);
     l->off_a = shared;
     shared = oa_cap_add(shared, up64(oa_cap_mul(l->a_tiles, l->a_tile_bytes)));
+    /* a packed column block (+ the slack the AMX tile reads past it). With the rows split, the
+     * tasks of one column block share one packed copy, packed by all threads first: each task
+     * packing its own copy did the packing n_rb times (ResNet-18's layer4 convs, 49 pixels, 4
+     * row blocks on 2 threads: no faster than one thread) */
+    l->b_block_bytes = up64(oa_cap_add(oa_cap_mul(oa_cap_mul(l->kp, nc), eb), isa->bslack));
+    l->off_bsh = shared;
+    if (l->n_rb > 1) shared = oa_cap_add(shared, oa_cap_mul(outer, l->b_block_bytes));
     l->s_b = 0;
-    slot = up64(oa_cap_add(oa_cap_mul(oa_cap_mul(l->kp, nc), eb), isa->bslack));
+    slot = l->n_rb > 1 ? 0 : l->b_block_bytes;
     l->s_acc = slot; /* the MR x nc sums of a column block, requantized row by row */
     slot = oa_cap_add(slot, up64(oa_cap_mul(mr * 4, nc)));
     l->s_cb = slot;
@@ -359,6 +367,7 @@ typedef struct q8_ctx {
   int64_t lazy;  /* 0, or the correction's zero point (zin, + 128 on u8 tables): the GEMM tasks compute
                   * corr for their rows (corrections_lazy) */
   uint8_t *apack;
+  uint8_t *bsh; /* the shared packed column blocks (rows split) */
   const void *xg;     /* the GEMV's x: int16 x - zp, or uint8 x ^ 0x80 (gemv_u8) */
   oa_q8_gemv_fn gemv; /* the GEMV of this call */
   const int64_t *badd; /* the bias's addend per output channel (quant_rule.h) */
@@ -376,6 +385,35 @@ static inline void finish_row(const q8_ctx_t *x, const int32_t *acc, int64_t n, 
   x->isa->requant(acc, n, x->corr[c], x->mult[mc], x->shift[mc], x->badd[c], x->zout, x->lo, x->hi, y);
 }
 
+/* Panel j (columns j .. j + NR of j1) of image b, group g, packed into dst; cb: NR words */
+static void pack_panel(const q8_ctx_t *x, int64_t b, int64_t g, int64_t j, int64_t j1, int64_t *cb, void *dst) {
+  const q8_geo_t *q = &x->q;
+  const int32_t nr = x->isa->nr, nc = (int32_t)oa_min64(nr, j1 - j);
+  for (int32_t c = 0; c < nc; c++) {
+    const int64_t p = j + c;
+    if (x->path != P_GEMM) cb[c] = p * q->k;
+    else if (q->grid) cb[c] = p;
+    else cb[c] = (p / q->ow) * q->sh * q->wp + (p % q->ow) * q->sw;
+  }
+  const int8_t *src = x->path == P_GEMM ? x->src + (b * q->cin + g * q->cin_g) * x->plane : x->src;
+  pack(x->isa, 1, src, x->path == P_GEMM ? x->koff : NULL, q->k, x->l.kp, cb, nc, nr, dst);
+}
+
+/* The shared column blocks (rows split, q8_layout_t.off_bsh): task t packs panel t % ppb of block
+ * t / ppb (block o: image and group o / n_cb, column block o % n_cb) */
+static void pack_b_fn(void *ctx, int64_t t0, int64_t t1) {
+  const q8_ctx_t *x = (const q8_ctx_t *)ctx;
+  const q8_layout_t *l = &x->l;
+  const int64_t nr = x->isa->nr, ppb = oa_cdiv(l->nc, nr), eb = x->isa->wide ? 2 : 1;
+  int64_t cb[OA_Q8_NR_MAX];
+  for (int64_t t = t0; t < t1; t++) {
+    const int64_t o = t / ppb, bg = o / l->n_cb, cbk = o % l->n_cb;
+    const int64_t j0 = cbk * l->nc, j1 = oa_min64(j0 + l->nc, x->q.cols), j = j0 + (t % ppb) * nr;
+    if (j >= j1) continue;
+    pack_panel(x, bg / x->q.g, bg % x->q.g, j, j1, cb, x->bsh + o * l->b_block_bytes + (t % ppb) * l->kp * nr * eb);
+  }
+}
+
 /* One GEMM task: column block cb x row block rb of image b, group g. The block's panels are
  * packed first; then per tile of MR rows the micro-kernel fills the MR x nc sums panel by panel
  * and each row is requantized at once (grid columns: into `out`, then the runs of real pixels). */
@@ -389,26 +427,17 @@ static void gemm_task(const q8_ctx_t *x, int64_t t, uint8_t *slot) {
   const int64_t b = bg / q->g, g = bg % q->g;
   const int64_t r0 = rb * l->mc, r1 = oa_min64(r0 + l->mc, q->rows);
   const int64_t j0 = cbk * l->nc, j1 = oa_min64(j0 + l->nc, q->cols), ncols = j1 - j0;
-  uint8_t *bblk = slot + l->s_b;
   int32_t *acc = (int32_t *)(void *)(slot + l->s_acc);
   int64_t *cb = (int64_t *)(void *)(slot + l->s_cb);
   int8_t *out = (int8_t *)(slot + l->s_out);
-  const int8_t *src;
-  if (x->path == P_GEMM)
-    src = x->src + (b * q->cin + g * q->cin_g) * x->plane;
-  else
-    src = x->src;
-  /* pack the column block */
-  for (int64_t j = j0; j < j1; j += nr) {
-    const int32_t nc = (int32_t)oa_min64(nr, j1 - j);
-    for (int32_t c = 0; c < nc; c++) {
-      const int64_t p = j + c;
-      if (x->path != P_GEMM) cb[c] = p * q->k;
-      else if (q->grid) cb[c] = p;
-      else cb[c] = (p / q->ow) * q->sh * q->wp + (p % q->ow) * q->sw;
-    }
-    pack(isa, 1, src, x->path == P_GEMM ? x->koff : NULL, q->k, l->kp, cb, nc, nr,
-         bblk + ((j - j0) / nr) * l->kp * nr * eb);
+  /* the column block: shared (packed by pack_b_fn) when the rows are split, else packed here */
+  const uint8_t *bblk;
+  if (l->n_rb > 1) {
+    bblk = x->bsh + (t / l->n_rb) * l->b_block_bytes;
+  } else {
+    uint8_t *own = slot + l->s_b;
+    for (int64_t j = j0; j < j1; j += nr) pack_panel(x, b, g, j, j1, cb, own + ((j - j0) / nr) * l->kp * nr * eb);
+    bblk = own;
   }
   /* grid columns: the block's runs of real pixels (at most Q8_NC_MAX / Q8_GRID_MIN_OW + 2) */
   int64_t run_src[Q8_NC_MAX / Q8_GRID_MIN_OW + 2], run_dst[Q8_NC_MAX / Q8_GRID_MIN_OW + 2];
@@ -642,6 +671,10 @@ static void run_tasks(q8_ctx_t *x, struct oa_threadpool *pool, uint8_t *scratch)
   if ((x->path == P_GEMM || x->path == P_LGEMM) && x->l.a_tiles) {
     x->apack = scratch + x->l.off_a;
     oa_parallel_for(pool, x->l.a_tiles, 4, pack_a_fn, x);
+  }
+  if ((x->path == P_GEMM || x->path == P_LGEMM) && x->l.n_rb > 1) {
+    x->bsh = scratch + x->l.off_bsh;
+    oa_parallel_for(pool, x->l.tasks / x->l.n_rb * oa_cdiv(x->l.nc, x->isa->nr), 1, pack_b_fn, x);
   }
   oa_parallel_for(pool, x->l.slots, 1, slots_fn, x);
 }
