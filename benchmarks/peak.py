@@ -32,21 +32,26 @@ SOURCE = HERE / "peak" / "fma_peak.c"
 CFLAGS = ["-O2", "-std=c11", "-Wall", "-Wextra", "-Werror", "-pedantic"]
 
 
-def build(cache: Path | None = None) -> Path:
-    """The fma_peak binary for this machine (built once per source and flags)."""
+def _compile(source: Path, flags: list[str], libs: list[str], cache: Path | None) -> Path:
+    """`source` built with the host C compiler into the cache, once per source, flags and libraries."""
     cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
     if not cc:
-        raise ToolchainError(f"no C compiler on PATH to build {SOURCE}; install with: apt-get install -y gcc")
-    key = hashlib.sha256(SOURCE.read_bytes() + " ".join([cc, *CFLAGS]).encode()).hexdigest()[:16]
-    out = (cache or cache_dir() / "peak") / f"fma_peak-{key}"
+        raise ToolchainError(f"no C compiler on PATH to build {source}; install with: apt-get install -y gcc")
+    key = hashlib.sha256(source.read_bytes() + " ".join([cc, *flags, *libs]).encode()).hexdigest()[:16]
+    out = (cache or cache_dir() / "peak") / f"{source.stem}-{key}"
     if not out.exists():
         out.parent.mkdir(parents=True, exist_ok=True)
         tmp = out.with_suffix(f".tmp{os.getpid()}")
-        r = subprocess.run([cc, *CFLAGS, str(SOURCE), "-o", str(tmp)], capture_output=True, text=True)
+        r = subprocess.run([cc, *flags, str(source), *libs, "-o", str(tmp)], capture_output=True, text=True)
         if r.returncode:
-            raise ToolchainError(f"building {SOURCE} with {cc} failed:\n{r.stderr[-2000:]}")
+            raise ToolchainError(f"building {source} with {cc} failed:\n{r.stderr[-2000:]}")
         tmp.replace(out)
     return out
+
+
+def build(cache: Path | None = None) -> Path:
+    """The fma_peak binary for this machine (built once per source and flags)."""
+    return _compile(SOURCE, CFLAGS, [], cache)
 
 
 def measure(seconds: float = 0.25, cache: Path | None = None) -> dict[str, float]:
@@ -82,21 +87,8 @@ def build_ceiling(cache: Path | None = None) -> Path:
 
     rt = build_runtime("host")
     runtime = rt.include_dir.parent
-    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
-    if not cc:
-        raise ToolchainError(f"no C compiler on PATH to build {CEILING_SOURCE}; install with: apt-get install -y gcc")
     flags = [*CFLAGS, f"-I{runtime / 'src'}", f"-I{runtime / 'src' / 'cpu'}", f"-I{rt.include_dir}"]
-    key = hashlib.sha256(CEILING_SOURCE.read_bytes() + " ".join([cc, *flags, str(rt.static_lib)]).encode())
-    out = (cache or cache_dir() / "peak") / f"gemm_ceiling-{key.hexdigest()[:16]}"
-    if not out.exists():
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = out.with_suffix(f".tmp{os.getpid()}")
-        r = subprocess.run([cc, *flags, str(CEILING_SOURCE), str(rt.static_lib), "-lm", "-lpthread", "-o", str(tmp)],
-                           capture_output=True, text=True)
-        if r.returncode:
-            raise ToolchainError(f"building {CEILING_SOURCE} with {cc} failed:\n{r.stderr[-2000:]}")
-        tmp.replace(out)
-    return out
+    return _compile(CEILING_SOURCE, flags, [str(rt.static_lib), "-lm", "-lpthread"], cache)
 
 
 def measure_ceiling(seconds: float = 0.25, repeats: int = 3, isa: str | None = None,
