@@ -94,6 +94,42 @@ static void q8_avx2_gemm_rows_6x16(int64_t k, const int8_t *w, int64_t ldw, int3
   store_row(c + 3 * ldc, c30, c31), store_row(c + 4 * ldc, c40, c41), store_row(c + 5 * ldc, c50, c51);
 }
 
+/* ---- B packing ------------------------------------------------------------------------------ */
+
+/* One B panel in the tile's layout, [kp / 2][16][2] int16 (opt/quant.h: value(q, j) =
+ * src[koff[q] + cb[j]], zero past k and nc). The driver's portable packer stores one int16 at a
+ * time; here a K pair of 16 consecutive columns (a conv's output row: cb[j] = cb[0] + j) is two
+ * 16-byte loads, one byte interleave and two sign extensions. Other panels (gathered columns,
+ * linear's rows) gather the pair into bytes first. */
+static inline void pair16(__m128i r0, __m128i r1, int16_t *d) {
+  _mm256_storeu_si256((__m256i *)d, _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(r0, r1)));
+  _mm256_storeu_si256((__m256i *)(d + 16), _mm256_cvtepi8_epi16(_mm_unpackhi_epi8(r0, r1)));
+}
+
+static void q8_avx2_pack(const int8_t *src, const int64_t *koff, int64_t k, int64_t kp, const int64_t *cb, int32_t nc,
+                         int32_t nr, void *dst_) {
+  int16_t *dst = (int16_t *)dst_;
+  int run = koff && nc == 16 && nr == 16; /* 16 consecutive input bytes per k */
+  for (int32_t j = 1; run && j < nc; j++) run = cb[j] == cb[0] + j;
+  for (int64_t q = 0; q < kp; q += 2, dst += 2 * nr) {
+    if (run) {
+      const __m128i r0 = q < k ? _mm_loadu_si128((const __m128i *)(src + koff[q] + cb[0])) : _mm_setzero_si128();
+      const __m128i r1 = q + 1 < k ? _mm_loadu_si128((const __m128i *)(src + koff[q + 1] + cb[0])) : _mm_setzero_si128();
+      pair16(r0, r1, dst);
+      continue;
+    }
+    for (int32_t u = 0; u < nr; u += 16) {
+      int8_t t0[16] = {0}, t1[16] = {0};
+      for (int32_t j = u; j < nc && j < u + 16; j++) {
+        const int8_t *s = koff ? src + cb[j] : src + cb[j] + q;
+        if (q < k) t0[j - u] = koff ? s[koff[q]] : s[0];
+        if (q + 1 < k) t1[j - u] = koff ? s[koff[q + 1]] : s[1];
+      }
+      pair16(_mm_loadu_si128((const __m128i *)t0), _mm_loadu_si128((const __m128i *)t1), dst + 2 * u);
+    }
+  }
+}
+
 /* max(v, lo) and min(v, hi) on int64 lanes */
 static inline __m256i max64(__m256i v, __m256i lo) { return _mm256_blendv_epi8(v, lo, _mm256_cmpgt_epi64(lo, v)); }
 static inline __m256i min64(__m256i v, __m256i hi) { return _mm256_blendv_epi8(v, hi, _mm256_cmpgt_epi64(v, hi)); }
@@ -402,7 +438,7 @@ void oa_q8_avx2_gemv(int64_t m, int64_t n, int64_t k, const void *x_, const int8
 }
 
 const oa_q8_isa_t oa_q8_avx2_isa = {.name = "avx2", .mr = 6, .nr = 16, .kg = 2, .wide = 1, .gemm = q8_avx2_gemm_6x16,
-                                    .gemm_rows = q8_avx2_gemm_rows_6x16, .requant = oa_q8_avx2_requant,
+                                    .gemm_rows = q8_avx2_gemm_rows_6x16, .requant = oa_q8_avx2_requant, .pack = q8_avx2_pack,
                                     .dw = oa_q8_avx2_dw, .gemv = oa_q8_avx2_gemv, .wsum = oa_q8_avx2_wsum,
                                     .add = oa_q8_avx2_add,
                                     .quantize = oa_q8_avx2_quantize, .dequantize = oa_q8_avx2_dequantize};
