@@ -268,6 +268,12 @@ void oa_q8_avx2_gemv(int64_t m, int64_t n, int64_t k, const void *x, const int8_
 void oa_q8_avx512_gemv(int64_t m, int64_t n, int64_t k, const void *x, const int8_t *w, int32_t *acc);
 void oa_q8_avx2_requant(const int32_t *acc, int64_t n, int64_t corr, int32_t mult, int32_t shift, int64_t badd, int32_t zp,
                         int32_t lo, int32_t hi, int8_t *y);
+void oa_q8_avx2_requant_rows(const int32_t *acc, int64_t ldc, int32_t m, int64_t n, const int64_t *corr,
+                             const int32_t *mult, const int8_t *shift, const int64_t *badd, int32_t pc, int64_t amax,
+                             int32_t zp, int32_t lo, int32_t hi, int8_t *y, int64_t ldy);
+void oa_q8_avx2_requant_f32(const float *acc, int64_t n, int64_t corr, int32_t mult, int32_t shift, int64_t badd,
+                            int32_t zp, int32_t lo, int32_t hi, int8_t *y);
+void oa_q8_avx2_to_float(const int8_t *x, int64_t n, int32_t zp, float *d);
 void oa_q8_avx2_dw(const int16_t *rows, int64_t ld, const int8_t *w, int64_t kh, int64_t kw, int64_t sw,
                    int64_t dh, int64_t dw, int64_t n, int32_t *acc);
 void oa_q8_avx512_requant(const int32_t *acc, int64_t n, int64_t corr, int32_t mult, int32_t shift, int64_t badd, int32_t zp,

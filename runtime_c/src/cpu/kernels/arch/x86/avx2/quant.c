@@ -172,16 +172,19 @@ static inline __m128i lo32(__m256i v) {
  * |corr| < 2^29 make a wrapped int32 acc + corr fail the range check (its magnitude is then at
  * least 2^31 - 2^29); vectors that fail it take rq4. */
 typedef struct rqd {
-  __m256d m, b, scale, magic, dlo, dhi;
-  __m256i vc, vmax, zp;
-  int32_t ok;
+  __m256d m, b, scale, magic, dlo, dhi, ms, bs;
+  __m256i vc, vmax, zp, zp16, lo8, hi8;
+  int32_t ok, narrow;
 } rqd_t;
 
 static void rqd_init(rqd_t *d, int64_t corr, int32_t mult, int32_t shift, int64_t badd, int32_t zp, int32_t lo,
                      int32_t hi) {
   const int64_t lim = (int64_t)1 << 52;
   int64_t vmax = ((int64_t)1 << 29) - 1;
-  if (mult > 0 && (lim - 1) / mult < vmax) vmax = (lim - 1) / mult;
+  if (mult > 0) { /* (2^52 - 1) / 2^bits(mult) <= (2^52 - 1) / mult: no division per row */
+    const int64_t v = ((lim - 1) >> (32 - __builtin_clz((unsigned)mult)));
+    if (v < vmax) vmax = v;
+  }
   d->ok = corr > -((int64_t)1 << 29) && corr < ((int64_t)1 << 29) && badd > -lim && badd < lim;
   const double magic = 6755399441055744.0; /* 1.5 * 2^52 */
   uint64_t sb = (uint64_t)(1023 - shift) << 52; /* 2^-shift, shift <= 62 */
@@ -192,6 +195,10 @@ static void rqd_init(rqd_t *d, int64_t corr, int32_t mult, int32_t shift, int64_
   d->dlo = _mm256_set1_pd(magic + (double)(lo - zp)), d->dhi = _mm256_set1_pd(magic + (double)(hi - zp));
   d->vc = _mm256_set1_epi32(d->ok ? (int32_t)corr : 0), d->vmax = _mm256_set1_epi32((int32_t)vmax);
   d->zp = _mm256_set1_epi32(zp);
+  /* rq16: with shift >= 23 every |r| < (2^52 + |badd|) / 2^shift + 1 <= 2^30 + 1 */
+  d->narrow = d->ok && shift >= 23;
+  d->ms = _mm256_set1_pd((double)mult * scale), d->bs = _mm256_set1_pd((double)badd * scale);
+  d->zp16 = _mm256_set1_epi16((int16_t)zp), d->lo8 = _mm256_set1_epi8((int8_t)lo), d->hi8 = _mm256_set1_epi8((int8_t)hi);
 }
 
 /* 8 sums -> 8 int32 results + zp; 0 when a lane is out of the exact range */
@@ -206,6 +213,32 @@ static inline int rqd8(const rqd_t *d, __m256i a, __m256i *out) {
   const __m256 lo = _mm256_shuffle_ps(_mm256_castpd_ps(t0), _mm256_castpd_ps(t1), _MM_SHUFFLE(2, 0, 2, 0));
   const __m256i q = _mm256_permute4x64_epi64(_mm256_castps_si256(lo), _MM_SHUFFLE(3, 1, 2, 0));
   *out = _mm256_add_epi32(q, d->zp); /* the low dwords of magic + r are r (magic's are 0) */
+  return 1;
+}
+
+/* 16 sums -> 16 bytes, when every result fits int32 (rqd_t.narrow); 0 when a lane is out of the
+ * exact range. fma(v, mult 2^-n, badd 2^-n) is p / 2^n exactly (p < 2^53, the scales powers of
+ * two), and vcvtpd2dq rounds it half to even, as the rule does. The clamp is done on the bytes:
+ * int16 and int8 saturation are monotone and [lo, hi] lies inside both, so saturating packs,
+ * a saturating add of zp and a byte max / min give clamp(r + zp, lo, hi). About 17 instructions
+ * per 8 outputs (rqd8 and its packing: 24). */
+static inline __m128i rq16_bytes(const rqd_t *d, __m256i v0, __m256i v1) {
+#define RQ_HALF(v, h) \
+  _mm256_cvtpd_epi32(_mm256_fmadd_pd( \
+      _mm256_cvtepi32_pd(h ? _mm256_extracti128_si256(v, 1) : _mm256_castsi256_si128(v)), d->ms, d->bs))
+  const __m256i q0 = _mm256_set_m128i(RQ_HALF(v0, 1), RQ_HALF(v0, 0)), q1 = _mm256_set_m128i(RQ_HALF(v1, 1), RQ_HALF(v1, 0));
+#undef RQ_HALF
+  /* in-lane packs: int16 outputs 0-3 8-11 | 4-7 12-15, put in order by the qword permute */
+  const __m256i w = _mm256_adds_epi16(_mm256_permute4x64_epi64(_mm256_packs_epi32(q0, q1), _MM_SHUFFLE(3, 1, 2, 0)), d->zp16);
+  const __m128i b = _mm_packs_epi16(_mm256_castsi256_si128(w), _mm256_extracti128_si256(w, 1));
+  return _mm_min_epi8(_mm_max_epi8(b, _mm256_castsi256_si128(d->lo8)), _mm256_castsi256_si128(d->hi8));
+}
+
+static inline int rq16(const rqd_t *d, __m256i a0, __m256i a1, __m128i *out) {
+  const __m256i v0 = _mm256_add_epi32(a0, d->vc), v1 = _mm256_add_epi32(a1, d->vc);
+  const __m256i big = _mm256_max_epu32(_mm256_abs_epi32(v0), _mm256_abs_epi32(v1));
+  if (_mm256_movemask_epi8(_mm256_cmpgt_epi32(big, d->vmax))) return 0; /* |v| >= 2^31 reads as > vmax too */
+  *out = rq16_bytes(d, v0, v1);
   return 1;
 }
 
@@ -238,6 +271,14 @@ void oa_q8_avx2_requant(const int32_t *acc, int64_t n, int64_t corr, int32_t mul
   rqd_t d;
   rqd_init(&d, corr, mult, shift, badd, zp, lo, hi);
   int64_t j = 0;
+  if (d.narrow) {
+    for (; j + 16 <= n; j += 16) {
+      __m128i b;
+      if (!rq16(&d, _mm256_loadu_si256((const __m256i *)(acc + j)), _mm256_loadu_si256((const __m256i *)(acc + j + 8)), &b))
+        break; /* a lane out of range: this block and the rest by 8 */
+      _mm_storeu_si128((__m128i *)(y + j), b);
+    }
+  }
   for (; j + 8 <= n; j += 8) {
     const __m256i a = _mm256_loadu_si256((const __m256i *)(acc + j));
     __m256i q;
@@ -252,6 +293,70 @@ void oa_q8_avx2_requant(const int32_t *acc, int64_t n, int64_t corr, int32_t mul
     int8_t t[16];
     _mm_storeu_si128((__m128i *)(void *)t, bytes8(q));
     memcpy(y + j, t, (size_t)(n - j));
+  }
+}
+
+/* The float depthwise path's sums (exact integers below 2^24, opt/quant.c P_DWF): truncation
+ * converts them exactly; rq16 where it applies, else the int32 path through a small buffer. */
+void oa_q8_avx2_requant_f32(const float *acc, int64_t n, int64_t corr, int32_t mult, int32_t shift, int64_t badd,
+                            int32_t zp, int32_t lo, int32_t hi, int8_t *y) {
+  rqd_t d;
+  rqd_init(&d, corr, mult, shift, badd, zp, lo, hi);
+  int64_t j = 0;
+  if (d.narrow) {
+    for (; j + 16 <= n; j += 16) {
+      __m128i b;
+      if (!rq16(&d, _mm256_cvttps_epi32(_mm256_loadu_ps(acc + j)), _mm256_cvttps_epi32(_mm256_loadu_ps(acc + j + 8)), &b))
+        break;
+      _mm_storeu_si128((__m128i *)(y + j), b);
+    }
+  }
+  int32_t t[64];
+  for (; j < n; j += 64) {
+    const int64_t m = n - j < 64 ? n - j : 64;
+    for (int64_t i = 0; i < m; i++) t[i] = (int32_t)acc[j + i];
+    oa_q8_avx2_requant(t, m, corr, mult, shift, badd, zp, lo, hi, y + j);
+  }
+}
+
+/* d[j] = x[j] - zp as float (the float depthwise path's padded plane) */
+void oa_q8_avx2_to_float(const int8_t *x, int64_t n, int32_t zp, float *d) {
+  const __m256 z = _mm256_set1_ps((float)zp);
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8)
+    _mm256_storeu_ps(d + j, _mm256_sub_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(x + j)))), z));
+  for (; j < n; j++) d[j] = (float)x[j] - (float)zp;
+}
+
+/* A finished tile block's m rows (oa_q8_requant_rows_fn): a row whose bound |acc| <= amax
+ * keeps every v = acc + corr inside rq16's exact range (|v| < 2^31, |v| mult < 2^52, shift >= 23)
+ * runs rq16 without its range check and with its setup hoisted; other rows and the last n % 16
+ * columns take the one-row kernel. */
+void oa_q8_avx2_requant_rows(const int32_t *acc, int64_t ldc, int32_t m, int64_t n, const int64_t *corr,
+                             const int32_t *mult, const int8_t *shift, const int64_t *badd, int32_t pc, int64_t amax,
+                             int32_t zp, int32_t lo, int32_t hi, int8_t *y, int64_t ldy) {
+  const int64_t lim52 = (int64_t)1 << 52, lim31 = (int64_t)1 << 31;
+  rqd_t d;
+  d.zp16 = _mm256_set1_epi16((int16_t)zp), d.lo8 = _mm256_set1_epi8((int8_t)lo), d.hi8 = _mm256_set1_epi8((int8_t)hi);
+  for (int32_t r = 0; r < m; r++) {
+    const int32_t mu = mult[pc ? r : 0], sh = shift[pc ? r : 0];
+    const int64_t c = corr[r], bi = badd[r], vb = amax + (c < 0 ? -c : c), am = mu < 0 ? -(int64_t)mu : mu;
+    const int32_t *a = acc + r * ldc;
+    int8_t *yr = y + r * ldy;
+    int64_t j = 0;
+    if (sh >= 23 && vb < lim31 && vb * am < lim52 && bi > -lim52 && bi < lim52) {
+      const uint64_t sb = (uint64_t)(1023 - sh) << 52; /* 2^-shift */
+      double scale;
+      memcpy(&scale, &sb, sizeof scale);
+      d.ms = _mm256_set1_pd((double)mu * scale), d.bs = _mm256_set1_pd((double)bi * scale);
+      const __m256i vc = _mm256_set1_epi32((int32_t)c);
+      for (; j + 16 <= n; j += 16) {
+        const __m256i v0 = _mm256_add_epi32(_mm256_loadu_si256((const __m256i *)(a + j)), vc);
+        const __m256i v1 = _mm256_add_epi32(_mm256_loadu_si256((const __m256i *)(a + j + 8)), vc);
+        _mm_storeu_si128((__m128i *)(yr + j), rq16_bytes(&d, v0, v1));
+      }
+    }
+    if (j < n) oa_q8_avx2_requant(a + j, n - j, c, mu, sh, bi, zp, lo, hi, yr + j);
   }
 }
 
@@ -438,7 +543,9 @@ void oa_q8_avx2_gemv(int64_t m, int64_t n, int64_t k, const void *x_, const int8
 }
 
 const oa_q8_isa_t oa_q8_avx2_isa = {.name = "avx2", .mr = 6, .nr = 16, .kg = 2, .wide = 1, .gemm = q8_avx2_gemm_6x16,
-                                    .gemm_rows = q8_avx2_gemm_rows_6x16, .requant = oa_q8_avx2_requant, .pack = q8_avx2_pack,
+                                    .gemm_rows = q8_avx2_gemm_rows_6x16, .requant = oa_q8_avx2_requant,
+                                    .requant_rows = oa_q8_avx2_requant_rows, .requant_f32 = oa_q8_avx2_requant_f32,
+                                    .to_float = oa_q8_avx2_to_float, .pack = q8_avx2_pack,
                                     .dw = oa_q8_avx2_dw, .gemv = oa_q8_avx2_gemv, .wsum = oa_q8_avx2_wsum,
                                     .add = oa_q8_avx2_add,
                                     .quantize = oa_q8_avx2_quantize, .dequantize = oa_q8_avx2_dequantize};

@@ -187,7 +187,8 @@ static void q8_avxvnni_gemv(int64_t m, int64_t n, int64_t k, const void *x_, con
 
 const oa_q8_isa_t oa_q8_avx_vnni_isa = {.name = "avx_vnni", .mr = MR, .nr = NR, .kg = 4, .wide = 0,
                                         .gemm = q8_avxvnni_gemm, .gemm_rows = q8_avxvnni_gemm_rows,
-                                        .requant = oa_q8_avx2_requant, .dw = oa_q8_avx2_dw,
+                                        .requant = oa_q8_avx2_requant, .requant_rows = oa_q8_avx2_requant_rows,
+                                        .dw = oa_q8_avx2_dw,
                                         .gemv = oa_q8_avx2_gemv, .gemv_u8 = q8_avxvnni_gemv, .u8 = 1,
                                         .pack = q8_avxvnni_pack,
                                         .wsum = oa_q8_avx2_wsum, .variant = "avx_vnni", .add = oa_q8_avx2_add,
