@@ -398,9 +398,11 @@ class OpenAccel(Engine):
         return {"arena_bytes": prog.arena_bytes, "memory": prog.memory_plan, "ops": prog.ops, "notes": []}
 
     def load(self, path: Path, inputs: list[np.ndarray], threads: int) -> Loaded:
+        from peer_isa import openaccel_isas
+
         from openaccel.runtime.host import HostSession
 
-        sess = HostSession(path.read_bytes(), threads=threads, isas=self.isas)
+        sess = HostSession(path.read_bytes(), threads=threads, isas=self.isas or openaccel_isas())
         arrays = [np.ascontiguousarray(a) for a in inputs]
 
         def run() -> list[np.ndarray]:

@@ -40,6 +40,7 @@ ROOT = HERE.parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
+import peer_isa  # noqa: E402
 from engines import (  # noqa: E402
     CALIBRATION_COUNT,
     DEFAULT_ENGINES,
@@ -362,6 +363,8 @@ def cell_main(spec_path: str) -> int:
     """In a fresh process: import the engine, reset the peak-RSS mark, load the model, run it."""
     quiet_libraries()
     spec = json.loads(Path(spec_path).read_text())
+    if peer_isa.requested():
+        peer_isa.restrict_executorch()
     engine = ENGINES[spec["engine"]]
     threads = int(spec["threads"])
     engine.setup(threads)
@@ -432,6 +435,8 @@ def run_oa_run(path: Path, inputs: list[Path], threads: int, runs: int, warmup: 
     for i, p in enumerate(inputs):
         args += ["--input", f"{i}={p}"]
     args += ["--bench", str(runs), "--warmup", str(warmup), "--threads", str(threads), "--info", "--json"]
+    if peer_isa.requested():
+        args += ["--isa", str(peer_isa.requested())]
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         proc = subprocess.Popen(runner.command(args), stdout=out, stderr=err, text=True)
         peak = sample_peak_rss(proc, timeout)
@@ -828,6 +833,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--no-rss", action="store_true", help="skip the peak-RSS cells (fresh processes)")
     ap.add_argument("--no-oa-run", action="store_true", help="skip timing the .oab with oa_run (C only)")
     ap.add_argument("--micro", action="store_true", help="also run the GEMM / conv micro-benchmark (gemm.py)")
+    ap.add_argument("--peers-isa", choices=("avx2",),
+                    help="hold every engine to this ISA, as on an AVX2-only CPU (benchmarks/peer_isa.py: "
+                         "openaccel's kernels, XNNPACK through ExecuTorch's cpuinfo, PyTorch through its "
+                         "environment; ONNX Runtime refused)")
     ap.add_argument("--cell", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.cell:
@@ -844,6 +853,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         raise BenchError("--threads, --runs, --warmup and --rounds must be >= 1 and --budget > 0")
     if a.clock == "thread" and a.threads != 1:
         raise BenchError("--clock thread needs --threads 1 (other threads' CPU time would not be counted)")
+    if a.peers_isa:
+        peer_isa.check_engines(a.engine_list)
     return a
 
 
@@ -852,6 +863,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.cell:
         return cell_main(args.cell)
+    if args.peers_isa and peer_isa.requested() != args.peers_isa:
+        # PyTorch reads its ISA limits when it loads (already imported here): start again with them
+        cmd = [sys.executable, str(Path(__file__).resolve()), *(sys.argv[1:] if argv is None else argv)]
+        os.execve(sys.executable, cmd, {**os.environ, **peer_isa.environment(args.peers_isa)})
+    cleared = peer_isa.restrict_executorch() if args.peers_isa else []
     global CLOCK
     CLOCK = time.thread_time if args.clock == "thread" else time.perf_counter
     from rich.console import Console
@@ -872,7 +888,12 @@ def main(argv: list[str] | None = None) -> int:
             e.setup(args.threads)
     vers = versions()
     machine = machine_summary("host")
+    if args.peers_isa:
+        machine["kernel_isa"] = f"{args.peers_isa} (--peers-isa)"
     log(summary_line(machine))
+    if args.peers_isa:
+        log(f"--peers-isa {args.peers_isa}: openaccel's kernels, PyTorch ({', '.join(peer_isa.TORCH_ENV)}) and "
+            f"XNNPACK (cpuinfo flags cleared: {', '.join(cleared) or 'none'}) held to {args.peers_isa}")
     load0 = os.getloadavg() if hasattr(os, "getloadavg") else None
     t0 = time.time()
     rows: list[dict[str, Any]] = []
@@ -904,7 +925,7 @@ def main(argv: list[str] | None = None) -> int:
                  "warmup": args.warmup, "budget_s": args.budget, "clock": args.clock, "tol": args.tol,
                  "min_sqnr": args.min_sqnr, "versions": vers, "pt2e": pt2e,
                  "loadavg_start": load0, "loadavg_end": os.getloadavg() if hasattr(os, "getloadavg") else None,
-                 "engines": args.engine_list, "models": args.model_list},
+                 "engines": args.engine_list, "models": args.model_list, "peers_isa": args.peers_isa},
         "results": rows,
         "summary": summarize(rows, args.model_list, pt2e),
         "micro": micro,
