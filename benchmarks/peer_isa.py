@@ -74,9 +74,13 @@ def _cpu_flags() -> set[str]:
 def restrict_executorch() -> list[str]:
     """Clear cpuinfo's AVX-512 / AVX-VNNI / AMX flags in ExecuTorch's copy of cpuinfo, before XNNPACK
     reads them. Returns the flags that were set and are now cleared."""
-    import executorch
+    import importlib.util
 
-    lib_path = Path(executorch.__file__).parent / "lib" / "libexecutorch_threadpool.so"
+    spec = importlib.util.find_spec("executorch")
+    places = list(spec.submodule_search_locations or []) if spec else []
+    if not places:
+        raise PeerIsaError("--peers-isa: ExecuTorch is not installed")
+    lib_path = Path(places[0]) / "lib" / "libexecutorch_threadpool.so"
     if not lib_path.is_file():
         raise PeerIsaError(f"--peers-isa: {lib_path} not found (this ExecuTorch build keeps cpuinfo elsewhere)")
     lib = ctypes.CDLL(str(lib_path), mode=ctypes.RTLD_GLOBAL)
