@@ -231,6 +231,7 @@ typedef struct oa_q8_isa {
   oa_q8_gemv_fn gemv_u8; /* or NULL: x as uint8 x ^ 0x80, used when input_zp is -128 (= x - zp) */
   int32_t u8;           /* B is x ^ 0x80 (VNNI), the GEMM's correction counts 128 more */
   oa_q8_pack_fn pack;   /* or NULL: the driver's portable packing */
+  oa_q8_pack_fn pack_a; /* or NULL: the driver's portable packing of A tiles (koff NULL, cb[j] = j K) */
   oa_q8_wsum_fn wsum;   /* or NULL: the driver's loop */
   const char *variant;  /* the plan's kernel name when it differs from the ISA's (VNNI), or NULL */
   oa_q8_add_fn add;     /* the elementwise int8 ops (or NULL: the reference kernels run) */
@@ -268,6 +269,12 @@ void oa_q8_avx2_gemv(int64_t m, int64_t n, int64_t k, const void *x, const int8_
 void oa_q8_avx512_gemv(int64_t m, int64_t n, int64_t k, const void *x, const int8_t *w, int32_t *acc);
 void oa_q8_avx2_requant(const int32_t *acc, int64_t n, int64_t corr, int32_t mult, int32_t shift, int64_t badd, int32_t zp,
                         int32_t lo, int32_t hi, int8_t *y);
+/* int16-pair packers of B panels and A tiles (kg 2, wide: the AVX2 and AVX-512 tables; AVX2
+ * code, run where the CPU has AVX2) */
+void oa_q8_avx2_pack_w2(const int8_t *src, const int64_t *koff, int64_t k, int64_t kp, const int64_t *cb, int32_t nc,
+                        int32_t nr, void *dst);
+void oa_q8_avx2_pack_a_w2(const int8_t *src, const int64_t *koff, int64_t k, int64_t kp, const int64_t *cb,
+                          int32_t nc, int32_t nr, void *dst);
 void oa_q8_avx2_requant_rows(const int32_t *acc, int64_t ldc, int32_t m, int64_t n, const int64_t *corr,
                              const int32_t *mult, const int8_t *shift, const int64_t *badd, int32_t pc, int64_t amax,
                              int32_t zp, int32_t lo, int32_t hi, int8_t *y, int64_t ldy);

@@ -2,10 +2,12 @@
  * through vpmaddwd: A and B are int16 pairs of consecutive k (kg 2), one madd gives
  * w[k] * x[k] + w[k+1] * x[k+1] per int32 lane, exact (|each| <= 2^14). vpmaddubsw is avoided:
  * its int16 sums saturate. Tile 6 x 16: 12 ymm accumulators, 2 B vectors, 1 broadcast of an A
- * pair (a load-port vpbroadcastd). The requantization runs in double precision where that is
- * exact (rqd8) and on 4 int64 lanes elsewhere (rq4), checked bit-identical with q8_requant by
- * tests/ops/test_quant_kernels.py. Compiled with -mavx2 -mfma,
- * only called when env->isas has OA_CPU_ISA_AVX2. */
+ * pair (a load-port vpbroadcastd). Both operands are widened once by the packers (pack_a: W once
+ * per run; widening W inside the tile for every column panel put two shuffle-port uops per row
+ * beside each vpmaddwd pair and measured 10-20% slower on MobileNetV2, ResNet-18 and GPT). The
+ * requantization runs in double precision where that is exact (rq16, rqd8) and on 4 int64 lanes
+ * elsewhere (rq4), checked bit-identical with q8_requant by tests/ops/test_quant_kernels.py.
+ * Compiled with -mavx2 -mfma, only called when env->isas has OA_CPU_ISA_AVX2. */
 #include <immintrin.h>
 #include <string.h>
 
@@ -51,74 +53,35 @@ static void q8_avx2_gemm_6x16(int64_t kp, const void *a_, const void *b_, int32_
   store_row(c + 3 * ldc, c30, c31), store_row(c + 4 * ldc, c40, c41), store_row(c + 5 * ldc, c50, c51);
 }
 
-/* The 6x16 tile reading the weights in place (no A packing: for small pixel counts or linear
- * with few rows, widening W every run cost as much as the products): the pair (w[k], w[k+1]) is
- * broadcast as 2 bytes and sign-extended (vpbroadcastw + vpmovsxbw, shuffle-port work beside
- * the vpmaddwd), an odd last k pairs with 0 (nothing past a row is read). */
-static inline __m256i wpair8(const int8_t *w) {
-  int16_t v;
-  memcpy(&v, w, sizeof v);
-  return _mm256_cvtepi8_epi16(_mm_set1_epi16(v));
-}
+/* ---- packing: int16 pairs for vpmaddwd (the AVX2 tile, and the AVX-512 one: kg 2, wide) ------- */
 
-static void q8_avx2_gemm_rows_6x16(int64_t k, const int8_t *w, int64_t ldw, int32_t mr, const void *b_, int32_t *c,
-                                   int64_t ldc) {
-  const int16_t *b = (const int16_t *)b_;
-  const int8_t *w0 = w, *w1 = w + (mr > 1 ? 1 : 0) * ldw, *w2 = w + (mr > 2 ? 2 : mr - 1) * ldw;
-  const int8_t *w3 = w + (mr > 3 ? 3 : mr - 1) * ldw, *w4 = w + (mr > 4 ? 4 : mr - 1) * ldw;
-  const int8_t *w5 = w + (mr > 5 ? 5 : mr - 1) * ldw;
-  __m256i c00 = _mm256_setzero_si256(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
-  __m256i c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
-  const int64_t k2 = k / 2 * 2;
-  for (int64_t q = 0; q <= k2; q += 2, b += 32) {
-    __m256i x0, x1, x2, x3, x4, x5;
-    if (q < k2) {
-      x0 = wpair8(w0 + q), x1 = wpair8(w1 + q), x2 = wpair8(w2 + q);
-      x3 = wpair8(w3 + q), x4 = wpair8(w4 + q), x5 = wpair8(w5 + q);
-    } else if (q < k) { /* odd k: the last weight with 0 */
-      x0 = _mm256_set1_epi32((uint16_t)(int16_t)w0[q]), x1 = _mm256_set1_epi32((uint16_t)(int16_t)w1[q]);
-      x2 = _mm256_set1_epi32((uint16_t)(int16_t)w2[q]), x3 = _mm256_set1_epi32((uint16_t)(int16_t)w3[q]);
-      x4 = _mm256_set1_epi32((uint16_t)(int16_t)w4[q]), x5 = _mm256_set1_epi32((uint16_t)(int16_t)w5[q]);
-    } else {
-      break;
-    }
-    const __m256i b0 = _mm256_loadu_si256((const __m256i *)b), b1 = _mm256_loadu_si256((const __m256i *)(b + 16));
-    c00 = _mm256_add_epi32(c00, _mm256_madd_epi16(x0, b0)), c01 = _mm256_add_epi32(c01, _mm256_madd_epi16(x0, b1));
-    c10 = _mm256_add_epi32(c10, _mm256_madd_epi16(x1, b0)), c11 = _mm256_add_epi32(c11, _mm256_madd_epi16(x1, b1));
-    c20 = _mm256_add_epi32(c20, _mm256_madd_epi16(x2, b0)), c21 = _mm256_add_epi32(c21, _mm256_madd_epi16(x2, b1));
-    c30 = _mm256_add_epi32(c30, _mm256_madd_epi16(x3, b0)), c31 = _mm256_add_epi32(c31, _mm256_madd_epi16(x3, b1));
-    c40 = _mm256_add_epi32(c40, _mm256_madd_epi16(x4, b0)), c41 = _mm256_add_epi32(c41, _mm256_madd_epi16(x4, b1));
-    c50 = _mm256_add_epi32(c50, _mm256_madd_epi16(x5, b0)), c51 = _mm256_add_epi32(c51, _mm256_madd_epi16(x5, b1));
-  }
-  store_row(c, c00, c01), store_row(c + ldc, c10, c11), store_row(c + 2 * ldc, c20, c21);
-  store_row(c + 3 * ldc, c30, c31), store_row(c + 4 * ldc, c40, c41), store_row(c + 5 * ldc, c50, c51);
-}
-
-/* ---- B packing ------------------------------------------------------------------------------ */
-
-/* One B panel in the tile's layout, [kp / 2][16][2] int16 (opt/quant.h: value(q, j) =
- * src[koff[q] + cb[j]], zero past k and nc). The driver's portable packer stores one int16 at a
- * time; here a K pair of 16 consecutive columns (a conv's output row: cb[j] = cb[0] + j) is two
- * 16-byte loads, one byte interleave and two sign extensions. Other panels (gathered columns,
- * linear's rows) gather the pair into bytes first. */
+/* One B panel in the tiles' layout, [kp / 2][nr][2] int16, nr a multiple of 16 (opt/quant.h:
+ * value(q, j) = src[koff[q] + cb[j]], zero past k and nc). The driver's portable packer stores
+ * one int16 at a time; here a K pair of 16 consecutive columns (a conv's output row: cb[j] =
+ * cb[u] + j - u) is two 16-byte loads, one byte interleave and two sign extensions. Other
+ * columns (gathered, linear's rows) gather the pair into bytes first. */
 static inline void pair16(__m128i r0, __m128i r1, int16_t *d) {
   _mm256_storeu_si256((__m256i *)d, _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(r0, r1)));
   _mm256_storeu_si256((__m256i *)(d + 16), _mm256_cvtepi8_epi16(_mm_unpackhi_epi8(r0, r1)));
 }
 
-static void q8_avx2_pack(const int8_t *src, const int64_t *koff, int64_t k, int64_t kp, const int64_t *cb, int32_t nc,
-                         int32_t nr, void *dst_) {
+void oa_q8_avx2_pack_w2(const int8_t *src, const int64_t *koff, int64_t k, int64_t kp, const int64_t *cb, int32_t nc,
+                        int32_t nr, void *dst_) {
   int16_t *dst = (int16_t *)dst_;
-  int run = koff && nc == 16 && nr == 16; /* 16 consecutive input bytes per k */
-  for (int32_t j = 1; run && j < nc; j++) run = cb[j] == cb[0] + j;
+  int run[OA_Q8_NR_MAX / 16]; /* group u / 16: 16 consecutive input bytes per k */
+  for (int32_t u = 0; u < nr; u += 16) {
+    int r = koff && u + 16 <= nc;
+    for (int32_t j = u + 1; r && j < u + 16; j++) r = cb[j] == cb[u] + (j - u);
+    run[u / 16] = r;
+  }
   for (int64_t q = 0; q < kp; q += 2, dst += 2 * nr) {
-    if (run) {
-      const __m128i r0 = q < k ? _mm_loadu_si128((const __m128i *)(src + koff[q] + cb[0])) : _mm_setzero_si128();
-      const __m128i r1 = q + 1 < k ? _mm_loadu_si128((const __m128i *)(src + koff[q + 1] + cb[0])) : _mm_setzero_si128();
-      pair16(r0, r1, dst);
-      continue;
-    }
     for (int32_t u = 0; u < nr; u += 16) {
+      if (run[u / 16]) {
+        const __m128i r0 = q < k ? _mm_loadu_si128((const __m128i *)(src + koff[q] + cb[u])) : _mm_setzero_si128();
+        const __m128i r1 = q + 1 < k ? _mm_loadu_si128((const __m128i *)(src + koff[q + 1] + cb[u])) : _mm_setzero_si128();
+        pair16(r0, r1, dst + 2 * u);
+        continue;
+      }
       int8_t t0[16] = {0}, t1[16] = {0};
       for (int32_t j = u; j < nc && j < u + 16; j++) {
         const int8_t *s = koff ? src + cb[j] : src + cb[j] + q;
@@ -126,6 +89,47 @@ static void q8_avx2_pack(const int8_t *src, const int64_t *koff, int64_t k, int6
         if (q + 1 < k) t1[j - u] = koff ? s[koff[q + 1]] : s[1];
       }
       pair16(_mm_loadu_si128((const __m128i *)t0), _mm_loadu_si128((const __m128i *)t1), dst + 2 * u);
+    }
+  }
+}
+
+/* One A tile, [kp / 2][mr][2] int16 (mr = nr here: 6 or 8): row j (< nc, of W: src + cb[j]) pair
+ * t at dst[2 mr t + 2 j]. 16 k of the rows at a time: each row widened to 8 pairs (dwords), then
+ * the rows x 8 dwords transposed by unpacks into one qword (two rows) per pair and row pair. Rows
+ * past nc are zero, K past k (to kp) too. Packing W per run pays where the tile reads the pairs
+ * from memory (vpbroadcastd, a load) instead of widening them in registers for every column panel. */
+static inline __m256i wrow16(const int8_t *s, int64_t n) { /* n (0..16) bytes, zero past them */
+  if (n >= 16) return _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)s));
+  int8_t t[16] = {0};
+  if (n > 0) memcpy(t, s, (size_t)n);
+  return _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)t));
+}
+
+void oa_q8_avx2_pack_a_w2(const int8_t *src, const int64_t *koff, int64_t k, int64_t kp, const int64_t *cb,
+                          int32_t nc, int32_t nr, void *dst_) {
+  (void)koff; /* A tiles: koff NULL (the driver's call) */
+  const int32_t mr = nr, g2 = nr / 2;             /* rows, row pairs (3 or 4) */
+  int16_t *dst = (int16_t *)dst_;
+  for (int64_t q = 0; q < kp; q += 16, dst += 8 * 2 * mr) {
+    __m256i r[8];
+    for (int j = 0; j < 8; j++) r[j] = j < nc && j < mr && q < k ? wrow16(src + cb[j] + q, k - q) : _mm256_setzero_si256();
+    /* v[4 s + g]: rows 2g, 2g + 1; s 0 (unpacklo): pairs 0-1 | 4-5, s 1 (unpackhi): pairs 2-3 | 6-7 */
+    __m256i v[8];
+    for (int g = 0; g < 4; g++) {
+      v[g] = _mm256_unpacklo_epi32(r[2 * g], r[2 * g + 1]);
+      v[4 + g] = _mm256_unpackhi_epi32(r[2 * g], r[2 * g + 1]);
+    }
+    const int64_t n = kp - q >= 16 ? 8 : (kp - q) / 2; /* pairs to store: kp is a multiple of 2 */
+    for (int half = 0; half < 2; half++) {
+      for (int s = 0; s < 2; s++) {
+        const int64_t p = 4 * half + 2 * s;
+        for (int g = 0; p < n && g < g2; g++) {
+          const __m256i x = v[4 * s + g];
+          const __m128i l = half ? _mm256_extracti128_si256(x, 1) : _mm256_castsi256_si128(x);
+          _mm_storel_epi64((__m128i *)(dst + 2 * mr * p + 4 * g), l);
+          if (p + 1 < n) _mm_storeh_pd((double *)(void *)(dst + 2 * mr * (p + 1) + 4 * g), _mm_castsi128_pd(l));
+        }
+      }
     }
   }
 }
@@ -543,9 +547,9 @@ void oa_q8_avx2_gemv(int64_t m, int64_t n, int64_t k, const void *x_, const int8
 }
 
 const oa_q8_isa_t oa_q8_avx2_isa = {.name = "avx2", .mr = 6, .nr = 16, .kg = 2, .wide = 1, .gemm = q8_avx2_gemm_6x16,
-                                    .gemm_rows = q8_avx2_gemm_rows_6x16, .requant = oa_q8_avx2_requant,
+                                    .requant = oa_q8_avx2_requant,
                                     .requant_rows = oa_q8_avx2_requant_rows, .requant_f32 = oa_q8_avx2_requant_f32,
-                                    .to_float = oa_q8_avx2_to_float, .pack = q8_avx2_pack,
+                                    .to_float = oa_q8_avx2_to_float, .pack = oa_q8_avx2_pack_w2, .pack_a = oa_q8_avx2_pack_a_w2,
                                     .dw = oa_q8_avx2_dw, .gemv = oa_q8_avx2_gemv, .wsum = oa_q8_avx2_wsum,
                                     .add = oa_q8_avx2_add,
                                     .quantize = oa_q8_avx2_quantize, .dequantize = oa_q8_avx2_dequantize};

@@ -3,7 +3,7 @@
  * weight row sums.
  *   GEMM: 8 x 32 tile on int16 pairs of consecutive k (kg 2), vpmaddwd + vpaddd (exact: two
  *         products of at most 2^14), 16 zmm accumulators, 2 B vectors, one broadcast of an A pair
- *         per row; its twin reads W in place (pairs broadcast as 2 bytes and sign-extended).
+ *         per row; A and B packed by the AVX2 int16-pair packers (avx2/quant.c; W once per run).
  *   requant: the rule of quant_rule.h on 8 int64 lanes (twice per 16 outputs), the last partial
  *         vector masked (no scalar tail: depthwise rows of 7 or 14 outputs are common).
  * Compiled with -mavx512f -mavx512bw -mavx512dq -mavx512vl -mfma; only called when env->isas has
@@ -47,41 +47,6 @@ static void q8_avx512_gemm_8x32(int64_t kp, const void *a_, const void *b_, int3
     x = bcast_pair(a + 10), Q8_MADD(c50, x, b0), Q8_MADD(c51, x, b1);
     x = bcast_pair(a + 12), Q8_MADD(c60, x, b0), Q8_MADD(c61, x, b1);
     x = bcast_pair(a + 14), Q8_MADD(c70, x, b0), Q8_MADD(c71, x, b1);
-  }
-  store_row(c, c00, c01), store_row(c + ldc, c10, c11), store_row(c + 2 * ldc, c20, c21);
-  store_row(c + 3 * ldc, c30, c31), store_row(c + 4 * ldc, c40, c41), store_row(c + 5 * ldc, c50, c51);
-  store_row(c + 6 * ldc, c60, c61), store_row(c + 7 * ldc, c70, c71);
-}
-
-/* (w[k], w[k+1]) of one row as an int16 pair in every lane; an odd last k pairs with 0 */
-static inline __m512i wpair8(const int8_t *w, int64_t q, int64_t k) {
-  if (q + 1 < k) {
-    int16_t v;
-    memcpy(&v, w + q, sizeof v);
-    return _mm512_cvtepi8_epi16(_mm256_set1_epi16(v));
-  }
-  return _mm512_set1_epi32((uint16_t)(int16_t)w[q]);
-}
-
-/* The 8x32 tile reading W in place: rows w + i * ldw (i < mr; the rows past mr repeat the last) */
-static void q8_avx512_gemm_rows_8x32(int64_t k, const int8_t *w, int64_t ldw, int32_t mr, const void *b_,
-                                     int32_t *c, int64_t ldc) {
-  const int16_t *b = (const int16_t *)b_;
-  const int8_t *r[MR];
-  for (int i = 0; i < MR; i++) r[i] = w + (i < mr ? i : mr - 1) * ldw;
-  __m512i c00 = _mm512_setzero_si512(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00;
-  __m512i c40 = c00, c41 = c00, c50 = c00, c51 = c00, c60 = c00, c61 = c00, c70 = c00, c71 = c00;
-  for (int64_t q = 0; q < k; q += 2, b += 64) {
-    const __m512i b0 = _mm512_loadu_si512((const void *)b), b1 = _mm512_loadu_si512((const void *)(b + 32));
-    __m512i x = wpair8(r[0], q, k);
-    Q8_MADD(c00, x, b0), Q8_MADD(c01, x, b1);
-    x = wpair8(r[1], q, k), Q8_MADD(c10, x, b0), Q8_MADD(c11, x, b1);
-    x = wpair8(r[2], q, k), Q8_MADD(c20, x, b0), Q8_MADD(c21, x, b1);
-    x = wpair8(r[3], q, k), Q8_MADD(c30, x, b0), Q8_MADD(c31, x, b1);
-    x = wpair8(r[4], q, k), Q8_MADD(c40, x, b0), Q8_MADD(c41, x, b1);
-    x = wpair8(r[5], q, k), Q8_MADD(c50, x, b0), Q8_MADD(c51, x, b1);
-    x = wpair8(r[6], q, k), Q8_MADD(c60, x, b0), Q8_MADD(c61, x, b1);
-    x = wpair8(r[7], q, k), Q8_MADD(c70, x, b0), Q8_MADD(c71, x, b1);
   }
   store_row(c, c00, c01), store_row(c + ldc, c10, c11), store_row(c + 2 * ldc, c20, c21);
   store_row(c + 3 * ldc, c30, c31), store_row(c + 4 * ldc, c40, c41), store_row(c + 5 * ldc, c50, c51);
@@ -877,7 +842,8 @@ void oa_q8_avx512_wsum(int64_t rows, int64_t k, const int8_t *w, int64_t *sums) 
 }
 
 const oa_q8_isa_t oa_q8_avx512_isa = {.name = "avx512", .mr = MR, .nr = 32, .kg = 2, .wide = 1,
-                                      .gemm = q8_avx512_gemm_8x32, .gemm_rows = q8_avx512_gemm_rows_8x32,
+                                      .gemm = q8_avx512_gemm_8x32,
+                                      .pack = oa_q8_avx2_pack_w2, .pack_a = oa_q8_avx2_pack_a_w2,
                                       .requant = oa_q8_avx512_requant,
                                       .requant_pc = oa_q8_avx512_requant_pc,
                                       .requant_rows = oa_q8_avx512_requant_rows,
