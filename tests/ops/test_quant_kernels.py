@@ -196,6 +196,28 @@ def bigsum_conv(seed: int = 0) -> Case:
                 bias, mult, shift, (1, o, 7, 9), args, crafted=True)
 
 
+def cancel_conv(seed: int = 1) -> Case:
+    """A 1x1 conv whose large sums (about 2^17) a large bias cancels to a few output steps, with a
+    multiplier of 31 significant bits (real 1.2345678, its low 7 bits 63): a requantization that
+    kept only the multiplier's float32 part (24 bits) would round 19 of these 3600 outputs the
+    wrong way (checked by simulation, and with such a kernel); 12 rows make it a GEMM."""
+    rng = np.random.default_rng(seed)
+    k, o, h, w_ = 8, 12, 15, 20
+    x = np.full((1, k, h, w_), 127, np.int64)
+    x[0, k - 1] = rng.integers(-60, 61, (h, w_))
+    w = np.zeros((o, k), np.int64)
+    w[:, : k - 1] = np.arange(127, 127 - o, -1)[:, None]
+    w[:, k - 1] = 1
+    base = (k - 1) * 127 * w[:, 0]                                       # the sums less x[k - 1]
+    mult = np.full(o, 1325631807, np.int32)
+    shift = np.full(o, 30, np.int8)
+    bias = (-base * (1325631807 / 2**30)).astype(np.float32)             # cancels the base: outputs near x[k - 1]
+    args = dict(stride_h=1, stride_w=1, pad_h=0, pad_w=0, dilation_h=1, dilation_w=1, groups=1, input_zp=0,
+                output_zp=0, act_min=-128, act_max=127)
+    return Case(f"conv_cancel_k{k}_o{o}", "conv2d_q8", x.astype(np.int8), w.reshape(o, k, 1, 1).astype(np.int8),
+                bias, mult, shift, (1, o, h, w_), args, crafted=True)
+
+
 def conv_cases() -> list[Case]:
     cs = [
         conv(1, 3, 9, 11, 5, 3, 3, pad=1),
@@ -263,6 +285,7 @@ def conv_cases() -> list[Case]:
                                  (13, 33), (17, 4), (31, 6), (33, 8)]):
         cs.append(conv(1, 3, 1, hw, o, 1, 3, pad=(0, 1), seed=100 + i))
     cs.append(bigsum_conv())
+    cs.append(cancel_conv())
     return cs
 
 
