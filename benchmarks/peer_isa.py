@@ -60,7 +60,7 @@ def environment(isa: str) -> dict[str, str]:
     return {ENV: isa, **TORCH_ENV}
 
 
-def _cpu_flags() -> set[str]:
+def cpu_flags() -> set[str]:
     try:
         text = Path("/proc/cpuinfo").read_text()
     except OSError as e:
@@ -69,6 +69,18 @@ def _cpu_flags() -> set[str]:
         if line.startswith("flags"):
             return set(line.split(":", 1)[1].split())
     raise PeerIsaError("--peers-isa: no 'flags' line in /proc/cpuinfo")
+
+
+def layout_errors(isa: list[int], flags: set[str]) -> list[str]:
+    """The checked bytes of a cpuinfo_isa copy that disagree with the CPU's flags (empty: the
+    layout is the one this module writes to)."""
+    return [f"{name} (byte {off}: {isa[off]}, /proc/cpuinfo: {int(name in flags)})"
+            for off, name in _CHECK.items() if isa[off] != int(name in flags)]
+
+
+def cpuinfo_offsets() -> dict[str, int]:
+    """flag name -> byte offset, for the checked fields"""
+    return {name: off for off, name in _CHECK.items()}
 
 
 def restrict_executorch() -> list[str]:
@@ -87,16 +99,13 @@ def restrict_executorch() -> list[str]:
     if not lib.cpuinfo_initialize():
         raise PeerIsaError("--peers-isa: cpuinfo_initialize failed")
     isa = (ctypes.c_uint8 * 64).from_address(ctypes.addressof(ctypes.c_uint8.in_dll(lib, "cpuinfo_isa")))
-    flags = _cpu_flags()
-    wrong = [f"{name} (byte {off}: {isa[off]}, /proc/cpuinfo: {int(name in flags)})"
-             for off, name in _CHECK.items() if isa[off] != int(name in flags)]
+    wrong = layout_errors(list(isa), cpu_flags())
     if wrong:
         raise PeerIsaError("--peers-isa: ExecuTorch's cpuinfo_isa does not have the layout this tool knows "
                            f"({', '.join(wrong)}); not touching it")
     if not isa[28]:
         raise PeerIsaError("--peers-isa avx2: this CPU has no AVX2")
-    names = {v: k for k, v in _CHECK.items()}
-    cleared = sorted(n for n, off in names.items() if (off in _CLEAR or off == _AVXVNNI) and isa[off])
+    cleared = sorted(n for n, off in cpuinfo_offsets().items() if (off in _CLEAR or off == _AVXVNNI) and isa[off])
     isa[_AVXVNNI] = 0
     for off in _CLEAR:
         isa[off] = 0

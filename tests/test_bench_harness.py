@@ -355,3 +355,74 @@ def test_gemm_ceiling_program_measures_the_tile_and_the_whole_gemm() -> None:
     assert got["peak_isa"] in peaks, (got, peaks)  # an ISA this CPU runs
     assert all(0 < g < 2 * peaks[got["peak_isa"]] for g in got["gflops"].values()), (got, peaks)
     assert got["kc"]["tile_l1"] in (128, 256) and got["kc"]["gemm_linear"] > 0
+
+
+def test_peers_isa_refuses_what_it_cannot_hold() -> None:
+    import peer_isa
+
+    with pytest.raises(peer_isa.PeerIsaError, match="ort_int8"):
+        peer_isa.check_engines(["openaccel", "ort_int8"])
+    with pytest.raises(peer_isa.PeerIsaError, match="avx512"):
+        peer_isa.environment("avx512")
+    assert peer_isa.environment("avx2")["ATEN_CPU_CAPABILITY"] == "avx2"
+
+
+def test_peers_isa_checks_the_cpuinfo_layout_before_writing() -> None:
+    import peer_isa
+
+    off = peer_isa.cpuinfo_offsets()
+    flags = {"pni", "ssse3", "sse4_1", "sse4_2", "avx", "fma", "f16c", "avx2"}
+    isa = [0] * 64
+    for name in flags:
+        isa[off[name]] = 1
+    assert peer_isa.layout_errors(isa, flags) == []
+    shifted = [0, *isa[:-1]]  # one field more in front: every checked byte moves
+    assert peer_isa.layout_errors(shifted, flags)
+    assert any("avx512f" in e for e in peer_isa.layout_errors(isa, flags | {"avx512f"}))
+
+
+@pytest.mark.skipif(importlib.util.find_spec("executorch") is None, reason="ExecuTorch not installed")
+def test_peers_isa_clears_executorchs_flags_in_a_fresh_process() -> None:
+    """ExecuTorch's cpuinfo in this process: its layout matches this CPU's flags and, after
+    restrict_executorch, nothing above AVX2 is left (on an AVX2-only CPU nothing is cleared)"""
+    code = (
+        "import ctypes, json, peer_isa\n"
+        "cleared = peer_isa.restrict_executorch()\n"
+        "import importlib.util, pathlib\n"
+        "d = pathlib.Path(list(importlib.util.find_spec('executorch').submodule_search_locations)[0])\n"
+        "lib = ctypes.CDLL(str(d / 'lib' / 'libexecutorch_threadpool.so'))\n"
+        "isa = (ctypes.c_uint8 * 64).from_address(ctypes.addressof(ctypes.c_uint8.in_dll(lib, 'cpuinfo_isa')))\n"
+        "print(json.dumps({'cleared': cleared, 'bytes': list(isa)}))\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(BENCH), str(ROOT / "sdk")]))
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env, cwd=ROOT)
+    assert p.returncode == 0, p.stderr[-3000:]
+    got = json.loads(p.stdout.strip().splitlines()[-1])
+    import peer_isa
+
+    off = peer_isa.cpuinfo_offsets()
+    assert got["bytes"][off["avx2"]] == 1
+    for name in ("avx512f", "avx512bw", "avx512_vnni", "avx_vnni", "amx_int8", "amx_tile"):
+        assert got["bytes"][off[name]] == 0, name
+    flags = peer_isa.cpu_flags()
+    above = [n for n in off if n in flags and (29 <= off[n] < 56 or n == "avx_vnni")]
+    assert sorted(got["cleared"]) == sorted(above)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(importlib.util.find_spec("executorch") is None, reason="ExecuTorch not installed")
+def test_harness_peers_isa_small(tmp_path: Path) -> None:
+    """run.py --peers-isa avx2 end to end: it re-executes itself with PyTorch's ISA variables, says
+    which flags it cleared, and records the ISA; ONNX Runtime is refused with the reason"""
+    out = tmp_path / "results.json"
+    p = _run([str(BENCH / "run.py"), "--models", "mlp", "--small", "--runs", "2", "--warmup", "1", "--budget", "1",
+              "--engines", "eager,et_xnnpack,openaccel", "--no-rss", "--no-oa-run", "--peers-isa", "avx2",
+              "--out", str(tmp_path), "--json", str(out)])
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    text = " ".join(p.stdout.split())
+    assert "openaccel kernels: avx2 (--peers-isa)" in text and "held to avx2" in text
+    doc = json.loads(out.read_text())
+    assert doc["meta"]["peers_isa"] == "avx2"
+    assert all(r["status"] == "ok" for r in doc["results"]), doc["results"]
+    p = _run([str(BENCH / "run.py"), "--models", "mlp", "--small", "--engines", "openaccel,ort", "--peers-isa", "avx2",
+              "--out", str(tmp_path)])
+    assert p.returncode != 0 and "ONNX Runtime has no switch" in p.stderr, p.stderr[-2000:]
