@@ -270,19 +270,26 @@ static inline __m128i bytes8(__m256i q) {
   return _mm_packs_epi16(w16, w16);
 }
 
+/* y[0, j) by rq16 from int32 sums (ai) or float ones (af, exact integers: truncated), until the
+ * end or a block with a lane out of range; returns j (0 when the row is not narrow) */
+static inline int64_t rq16_run(const rqd_t *d, const int32_t *ai, const float *af, int64_t n, int8_t *y) {
+  int64_t j = 0;
+  for (; d->narrow && j + 16 <= n; j += 16) {
+    const __m256i a0 = af ? _mm256_cvttps_epi32(_mm256_loadu_ps(af + j)) : _mm256_loadu_si256((const __m256i *)(ai + j));
+    const __m256i a1 =
+        af ? _mm256_cvttps_epi32(_mm256_loadu_ps(af + j + 8)) : _mm256_loadu_si256((const __m256i *)(ai + j + 8));
+    __m128i b;
+    if (!rq16(d, a0, a1, &b)) break;
+    _mm_storeu_si128((__m128i *)(y + j), b);
+  }
+  return j;
+}
+
 void oa_q8_avx2_requant(const int32_t *acc, int64_t n, int64_t corr, int32_t mult, int32_t shift, int64_t badd,
                         int32_t zp, int32_t lo, int32_t hi, int8_t *y) {
   rqd_t d;
   rqd_init(&d, corr, mult, shift, badd, zp, lo, hi);
-  int64_t j = 0;
-  if (d.narrow) {
-    for (; j + 16 <= n; j += 16) {
-      __m128i b;
-      if (!rq16(&d, _mm256_loadu_si256((const __m256i *)(acc + j)), _mm256_loadu_si256((const __m256i *)(acc + j + 8)), &b))
-        break; /* a lane out of range: this block and the rest by 8 */
-      _mm_storeu_si128((__m128i *)(y + j), b);
-    }
-  }
+  int64_t j = rq16_run(&d, acc, NULL, n, y);
   for (; j + 8 <= n; j += 8) {
     const __m256i a = _mm256_loadu_si256((const __m256i *)(acc + j));
     __m256i q;
@@ -306,15 +313,7 @@ void oa_q8_avx2_requant_f32(const float *acc, int64_t n, int64_t corr, int32_t m
                             int32_t zp, int32_t lo, int32_t hi, int8_t *y) {
   rqd_t d;
   rqd_init(&d, corr, mult, shift, badd, zp, lo, hi);
-  int64_t j = 0;
-  if (d.narrow) {
-    for (; j + 16 <= n; j += 16) {
-      __m128i b;
-      if (!rq16(&d, _mm256_cvttps_epi32(_mm256_loadu_ps(acc + j)), _mm256_cvttps_epi32(_mm256_loadu_ps(acc + j + 8)), &b))
-        break;
-      _mm_storeu_si128((__m128i *)(y + j), b);
-    }
-  }
+  int64_t j = rq16_run(&d, NULL, acc, n, y);
   int32_t t[64];
   for (; j < n; j += 64) {
     const int64_t m = n - j < 64 ? n - j : 64;
