@@ -28,12 +28,12 @@ ISAS = ("avx2",)
 TORCH_ENV = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
 UNRESTRICTABLE = ("ort", "ort_int8")
 
-# byte offsets in struct cpuinfo_x86_isa (x86-64 build): the ones checked against /proc/cpuinfo,
-# and the range cleared (avx512f .. avx_ne_convert: AVX-512, AVX10, AMX, AVX-VNNI-INT8/16)
+# byte offsets in struct cpuinfo_x86_isa (x86-64 build): the ones checked against /proc/cpuinfo
+# (vector features only: TSX's hle / rtm can differ between CPUID and the kernel's view), and the
+# range cleared (avx512f .. avx_ne_convert: AVX-512, AVX10, AMX, AVX-VNNI-INT8/16)
 _CHECK = {16: "pni", 17: "ssse3", 18: "sse4_1", 19: "sse4_2", 22: "avx", 23: "avx_vnni", 24: "fma", 27: "f16c",
           28: "avx2", 29: "avx512f", 32: "avx512cd", 33: "avx512dq", 34: "avx512bw", 35: "avx512vl",
-          41: "avx512_vnni", 42: "avx512_bf16", 49: "amx_bf16", 50: "amx_tile", 51: "amx_int8", 56: "hle",
-          57: "rtm"}
+          41: "avx512_vnni", 42: "avx512_bf16", 49: "amx_bf16", 50: "amx_tile", 51: "amx_int8"}
 _AVXVNNI, _CLEAR = 23, range(29, 56)
 
 
