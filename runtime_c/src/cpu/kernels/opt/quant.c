@@ -228,6 +228,7 @@ typedef struct q8_layout {
   int64_t kp, kpa, nc, mc, n_cb, n_rb, tasks, slots; /* kpa: K of packed A tiles */
   int64_t off_corr, off_bias, off_koff, off_pad, off_a, off_slots, slot_bytes, total; /* bytes; -1: too big */
   int64_t a_tiles, a_tile_bytes; /* A packed once per run: g * ceil(rows / MR) tiles */
+  int32_t a_in_task;              /* A packed by each task, tile by tile, into its slot (s_a) */
   int64_t off_bsh, b_block_bytes; /* rows split (n_rb > 1): each column block's B packed once, shared */
   int32_t a_in_place;             /* the ISA's gemm_rows reads W in place instead */
   int64_t s_b, s_a, s_acc, s_cb, s_out;                             /* offsets inside a slot */
@@ -270,13 +271,18 @@ static void layout(const oa_q8_isa_t *isa, int32_t path, const q8_geo_t *q, int3
      * one broadcast, unless K is not a multiple of 4 and W is small (the stem conv: 3 x 7 x 7):
      * its packed tiles have no K tail. AMX (akg 64): when K is whole steps and the rows whole
      * 32-row blocks. The int16-pair tables (AVX2, AVX-512 without VNNI) have no in-place tile:
-     * widening W once per run (oa_q8_avx2_pack_a_w2) beat widening it in registers for every
-     * column panel by 4-20% on MobileNetV2, ResNet-18 and GPT, even at 49 pixels. */
+     * widening W with a vector packer (oa_q8_avx2_pack_a_w2) beat widening it in registers for
+     * every column panel by 4-20% on MobileNetV2, ResNet-18 and GPT, even at 49 pixels. */
     if (isa->akg)
       l->a_in_place = isa->gemm_rows && q->k % isa->akg == 0 && q->rows % mr == 0;
     else
       l->a_in_place = isa->gemm_rows && (!isa->u8 || q->k % 4 == 0 || q->g * q->rows * q->k > ((int64_t)1 << 18));
-    l->a_tiles = l->a_in_place ? 0 : q->g * oa_cdiv(q->rows, mr);
+    /* A vector A packer (pack_a: the int16-pair tables) packs each task's tiles as it reaches them,
+     * into the slot: one tile of scratch instead of all of W widened (ResNet-18's arena on AVX2:
+     * 6.7 -> 2.4 MiB), the tile still in L1 when its panels run; W is packed once per column
+     * block, 1/nc of the products' work */
+    l->a_in_task = !l->a_in_place && isa->pack_a != NULL;
+    l->a_tiles = l->a_in_place || l->a_in_task ? 0 : q->g * oa_cdiv(q->rows, mr);
     l->a_tile_bytes = oa_cap_mul(oa_cap_mul(l->kpa, mr), eb);
     l->off_a = shared;
     shared = oa_cap_add(shared, up64(oa_cap_mul(l->a_tiles, l->a_tile_bytes)));
@@ -296,6 +302,8 @@ static void layout(const oa_q8_isa_t *isa, int32_t path, const q8_geo_t *q, int3
     l->s_out = slot; /* one requantized row (conv), the MR rows of a tile (linear: stored transposed; conv
                       * with requant_rows: grid columns with dropped ones) */
     slot = oa_cap_add(slot, up64(path == P_LGEMM || isa->requant_rows ? oa_cap_mul(mr, nc) : nc));
+    l->s_a = slot;
+    if (l->a_in_task) slot = oa_cap_add(slot, up64(l->a_tile_bytes));
   } else if (path == P_DWP) {
     /* per slot: the phase planes (+ slack: grid columns past the last row read up to 128 floats
      * on), the grid, the taps as floats; shared: the taps' offsets */
@@ -463,7 +471,15 @@ static void gemm_task(const q8_ctx_t *x, int64_t t, uint8_t *slot) {
       isa->wsum(m, q->k, x->w + c0 * q->k, x->corr + c0);
       for (int32_t r = 0; r < m; r++) x->corr[c0 + r] *= -x->lazy;
     }
-    const uint8_t *atile = l->a_in_place ? NULL : x->apack + (g * oa_cdiv(q->rows, mr) + i / mr) * l->a_tile_bytes;
+    const uint8_t *atile = NULL;
+    if (l->a_in_task) {
+      int64_t rowoff[OA_Q8_MR_MAX];
+      for (int32_t r = 0; r < mr; r++) rowoff[r] = r * q->k;
+      pack(isa, 0, x->w + c0 * q->k, NULL, q->k, l->kpa, rowoff, m, mr, slot + l->s_a);
+      atile = slot + l->s_a;
+    } else if (!l->a_in_place) {
+      atile = x->apack + (g * oa_cdiv(q->rows, mr) + i / mr) * l->a_tile_bytes;
+    }
     for (int64_t j = j0; j < j1; j += nr) {
       const uint8_t *panel = bblk + ((j - j0) / nr) * l->kp * nr * eb;
       if (l->a_in_place)

@@ -220,7 +220,7 @@ typedef struct oa_q8_isa {
   int32_t kg;      /* K group of the packed operands */
   int32_t wide;    /* packed elements: int16 (1) or int8 (0) */
   oa_q8_gemm_fn gemm;
-  oa_q8_gemm_rows_fn gemm_rows; /* or NULL: A is packed once per run for `gemm` */
+  oa_q8_gemm_rows_fn gemm_rows; /* or NULL: A is packed for `gemm` (once per run, or per task with pack_a) */
   oa_q8_requant_fn requant;
   oa_q8_requant_pc_fn requant_pc;  /* or NULL */
   oa_q8_requant_f32_fn requant_f32; /* or NULL: float sums (exact integers below 2^24) */

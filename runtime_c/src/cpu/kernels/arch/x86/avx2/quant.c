@@ -2,9 +2,10 @@
  * through vpmaddwd: A and B are int16 pairs of consecutive k (kg 2), one madd gives
  * w[k] * x[k] + w[k+1] * x[k+1] per int32 lane, exact (|each| <= 2^14). vpmaddubsw is avoided:
  * its int16 sums saturate. Tile 6 x 16: 12 ymm accumulators, 2 B vectors, 1 broadcast of an A
- * pair (a load-port vpbroadcastd). Both operands are widened once by the packers (pack_a: W once
- * per run; widening W inside the tile for every column panel put two shuffle-port uops per row
- * beside each vpmaddwd pair and measured 10-20% slower on MobileNetV2, ResNet-18 and GPT). The
+ * pair (a load-port vpbroadcastd). Both operands are widened by the packers (pack_a: a tile of W
+ * rows at a time, in the task; widening W inside the tile for every column panel put two
+ * shuffle-port uops per row beside each vpmaddwd pair and measured 10-20% slower on MobileNetV2,
+ * ResNet-18 and GPT). The
  * requantization runs in double precision where that is exact (rq16, rqd8) and on 4 int64 lanes
  * elsewhere (rq4), checked bit-identical with q8_requant by tests/ops/test_quant_kernels.py.
  * Compiled with -mavx2 -mfma, only called when env->isas has OA_CPU_ISA_AVX2. */
@@ -96,8 +97,8 @@ void oa_q8_avx2_pack_w2(const int8_t *src, const int64_t *koff, int64_t k, int64
 /* One A tile, [kp / 2][mr][2] int16 (mr = nr here: 6 or 8): row j (< nc, of W: src + cb[j]) pair
  * t at dst[2 mr t + 2 j]. 16 k of the rows at a time: each row widened to 8 pairs (dwords), then
  * the rows x 8 dwords transposed by unpacks into one qword (two rows) per pair and row pair. Rows
- * past nc are zero, K past k (to kp) too. Packing W per run pays where the tile reads the pairs
- * from memory (vpbroadcastd, a load) instead of widening them in registers for every column panel. */
+ * past nc are zero, K past k (to kp) too. Packing W pays where the tile reads the pairs from
+ * memory (vpbroadcastd, a load) instead of widening them in registers for every column panel. */
 static inline __m256i wrow16(const int8_t *s, int64_t n) { /* n (0..16) bytes, zero past them */
   if (n >= 16) return _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)s));
   int8_t t[16] = {0};

@@ -3,7 +3,7 @@
  * weight row sums.
  *   GEMM: 8 x 32 tile on int16 pairs of consecutive k (kg 2), vpmaddwd + vpaddd (exact: two
  *         products of at most 2^14), 16 zmm accumulators, 2 B vectors, one broadcast of an A pair
- *         per row; A and B packed by the AVX2 int16-pair packers (avx2/quant.c; W once per run).
+ *         per row; A and B packed by the AVX2 int16-pair packers (avx2/quant.c).
  *   requant: the rule of quant_rule.h on 8 int64 lanes (twice per 16 outputs), the last partial
  *         vector masked (no scalar tail: depthwise rows of 7 or 14 outputs are common).
  * Compiled with -mavx512f -mavx512bw -mavx512dq -mavx512vl -mfma; only called when env->isas has
