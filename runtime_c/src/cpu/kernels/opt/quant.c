@@ -265,8 +265,6 @@ static void layout(const oa_q8_isa_t *isa, int32_t path, const q8_geo_t *q, int3
     l->off_pad = shared;
     if (pad)
       shared = oa_cap_add(shared, up64(oa_cap_mul(q->n * q->cin, q->grid ? q->chan : oa_cap_mul(q->hp, q->wp))));
-    /* the weights are packed once per run (not per column block: small pixel counts would pay
-     * for it once per block) */
     /* W in place where the ISA's tile reads it so (gemm_rows). VNNI: 4 consecutive k of a row are
      * one broadcast, unless K is not a multiple of 4 and W is small (the stem conv: 3 x 7 x 7):
      * its packed tiles have no K tail. AMX (akg 64): when K is whole steps and the rows whole
@@ -277,10 +275,12 @@ static void layout(const oa_q8_isa_t *isa, int32_t path, const q8_geo_t *q, int3
       l->a_in_place = isa->gemm_rows && q->k % isa->akg == 0 && q->rows % mr == 0;
     else
       l->a_in_place = isa->gemm_rows && (!isa->u8 || q->k % 4 == 0 || q->g * q->rows * q->k > ((int64_t)1 << 18));
-    /* A vector A packer (pack_a: the int16-pair tables) packs each task's tiles as it reaches them,
-     * into the slot: one tile of scratch instead of all of W widened (ResNet-18's arena on AVX2:
-     * 6.7 -> 2.4 MiB), the tile still in L1 when its panels run; W is packed once per column
-     * block, 1/nc of the products' work */
+    /* Otherwise W is packed once per run into shared scratch (the portable packers are slow enough
+     * that packing per column block would show at small pixel counts), or, with a vector A packer
+     * (pack_a: the int16-pair tables), tile by tile inside each task as it reaches them: one tile
+     * of scratch instead of all of W widened (ResNet-18 on AVX2: 7.1 -> 2.4 MB in all), the tile
+     * still in L1 when its panels run; W is then packed once per column block, 1/nc of the
+     * products' work */
     l->a_in_task = !l->a_in_place && isa->pack_a != NULL;
     l->a_tiles = l->a_in_place || l->a_in_task ? 0 : q->g * oa_cdiv(q->rows, mr);
     l->a_tile_bytes = oa_cap_mul(oa_cap_mul(l->kpa, mr), eb);
@@ -464,6 +464,8 @@ static void gemm_task(const q8_ctx_t *x, int64_t t, uint8_t *slot) {
     }
   }
   if (isa->tile_on) isa->tile_on(); /* AMX: this thread's tile configuration */
+  int64_t rowoff[OA_Q8_MR_MAX]; /* a_in_task: W rows of a tile, K bytes apart */
+  for (int32_t r = 0; r < mr; r++) rowoff[r] = r * q->k;
   for (int64_t i = r0; i < r1; i += mr) {
     const int32_t m = (int32_t)oa_min64(mr, r1 - i);
     const int64_t c0 = g * q->cout_g + i;
@@ -473,8 +475,6 @@ static void gemm_task(const q8_ctx_t *x, int64_t t, uint8_t *slot) {
     }
     const uint8_t *atile = NULL;
     if (l->a_in_task) {
-      int64_t rowoff[OA_Q8_MR_MAX];
-      for (int32_t r = 0; r < mr; r++) rowoff[r] = r * q->k;
       pack(isa, 0, x->w + c0 * q->k, NULL, q->k, l->kpa, rowoff, m, mr, slot + l->s_a);
       atile = slot + l->s_a;
     } else if (!l->a_in_place) {

@@ -5,9 +5,9 @@
  * pair (a load-port vpbroadcastd). Both operands are widened by the packers (pack_a: a tile of W
  * rows at a time, in the task; widening W inside the tile for every column panel put two
  * shuffle-port uops per row beside each vpmaddwd pair and measured 10-20% slower on MobileNetV2,
- * ResNet-18 and GPT). The
- * requantization runs in double precision where that is exact (rq16, rqd8) and on 4 int64 lanes
- * elsewhere (rq4), checked bit-identical with q8_requant by tests/ops/test_quant_kernels.py.
+ * ResNet-18 and GPT). The requantization runs in double precision where that is exact (rq16,
+ * rqd8) and on 4 int64 lanes elsewhere (rq4), checked bit-identical with q8_requant by
+ * tests/ops/test_quant_kernels.py.
  * Compiled with -mavx2 -mfma, only called when env->isas has OA_CPU_ISA_AVX2. */
 #include <immintrin.h>
 #include <string.h>
@@ -182,6 +182,14 @@ typedef struct rqd {
   int32_t ok, narrow;
 } rqd_t;
 
+/* 2^-n as a double, built from its bits (0 <= n <= 62) */
+static inline double exp2_neg(int32_t n) {
+  const uint64_t b = (uint64_t)(1023 - n) << 52;
+  double v;
+  memcpy(&v, &b, sizeof v);
+  return v;
+}
+
 static void rqd_init(rqd_t *d, int64_t corr, int32_t mult, int32_t shift, int64_t badd, int32_t zp, int32_t lo,
                      int32_t hi) {
   const int64_t lim = (int64_t)1 << 52;
@@ -192,9 +200,7 @@ static void rqd_init(rqd_t *d, int64_t corr, int32_t mult, int32_t shift, int64_
   }
   d->ok = corr > -((int64_t)1 << 29) && corr < ((int64_t)1 << 29) && badd > -lim && badd < lim;
   const double magic = 6755399441055744.0; /* 1.5 * 2^52 */
-  uint64_t sb = (uint64_t)(1023 - shift) << 52; /* 2^-shift, shift <= 62 */
-  double scale;
-  memcpy(&scale, &sb, sizeof scale);
+  const double scale = exp2_neg(shift);
   d->m = _mm256_set1_pd((double)mult), d->b = _mm256_set1_pd((double)badd), d->scale = _mm256_set1_pd(scale);
   d->magic = _mm256_set1_pd(magic);
   d->dlo = _mm256_set1_pd(magic + (double)(lo - zp)), d->dhi = _mm256_set1_pd(magic + (double)(hi - zp));
@@ -340,7 +346,7 @@ void oa_q8_avx2_requant_rows(const int32_t *acc, int64_t ldc, int32_t m, int64_t
                              const int32_t *mult, const int8_t *shift, const int64_t *badd, int32_t pc, int64_t amax,
                              int32_t zp, int32_t lo, int32_t hi, int8_t *y, int64_t ldy) {
   const int64_t lim52 = (int64_t)1 << 52, lim31 = (int64_t)1 << 31;
-  rqd_t d;
+  rqd_t d; /* only the fields rq16_bytes reads: zp16, lo8, hi8 here, ms and bs per row */
   d.zp16 = _mm256_set1_epi16((int16_t)zp), d.lo8 = _mm256_set1_epi8((int8_t)lo), d.hi8 = _mm256_set1_epi8((int8_t)hi);
   for (int32_t r = 0; r < m; r++) {
     const int32_t mu = mult[pc ? r : 0], sh = shift[pc ? r : 0];
@@ -349,9 +355,7 @@ void oa_q8_avx2_requant_rows(const int32_t *acc, int64_t ldc, int32_t m, int64_t
     int8_t *yr = y + r * ldy;
     int64_t j = 0;
     if (sh >= 23 && vb < lim31 && vb * am < lim52 && bi > -lim52 && bi < lim52) {
-      const uint64_t sb = (uint64_t)(1023 - sh) << 52; /* 2^-shift */
-      double scale;
-      memcpy(&scale, &sb, sizeof scale);
+      const double scale = exp2_neg(sh);
       d.ms = _mm256_set1_pd((double)mu * scale), d.bs = _mm256_set1_pd((double)bi * scale);
       const __m256i vc = _mm256_set1_epi32((int32_t)c);
       for (; j + 16 <= n; j += 16) {
